@@ -1,0 +1,1 @@
+"""The Slack bot (Bolt, socket mode)."""

@@ -1,0 +1,1 @@
+"""PDF → pages (visible text, printed labels) → chunks → embeddings, one transaction per document."""

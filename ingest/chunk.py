@@ -1,0 +1,158 @@
+"""Split page bodies into overlapping chunks that fit the embedder (pure functions).
+
+Units are sentences inside paragraphs (a paragraph is a text block; blocks are separated by a
+blank line in the page text). Chunks are filled greedily with whole units up to ``budget`` word
+pieces, close early at a paragraph boundary once they are reasonably full, may run across a page
+break, and start with up to ``overlap`` word pieces of the previous chunk's last sentences. A
+sentence longer than the budget is cut into word windows. Every unit keeps its page and character
+span, so a chunk's text is exactly the page text it came from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ingest.pdf import Heading, Page
+
+TokenCounter = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class Unit:
+    page: int  # 1-based page number
+    start: int  # character offsets into that page's text
+    end: int
+    tokens: int
+    paragraph_start: bool  # first unit of a paragraph
+
+
+@dataclass(frozen=True)
+class Chunk:
+    ordinal: int
+    page_start: int
+    char_start: int  # offset into the text of page_start
+    page_end: int
+    char_end: int  # offset into the text of page_end (exclusive)
+    text: str  # the page text slices, joined by "\n" at page breaks
+    tokens: int
+    context: str  # nearest preceding section heading, "" when none
+
+
+_PARA = re.compile(r"\n[ \t]*\n")
+_SENT = re.compile(r"(?<=[.;?!])[\"')\]]?\s+(?=[\"'(\[§A-Z0-9])")
+
+
+def _spans(text: str, start: int, end: int, pattern: re.Pattern[str]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    pos = start
+    for m in pattern.finditer(text, start, end):
+        if text[pos:m.start()].strip():
+            out.append((pos, m.start()))
+        pos = m.end()
+    if text[pos:end].strip():
+        out.append((pos, end))
+    return [_trim(text, s, e) for s, e in out]
+
+
+def _trim(text: str, s: int, e: int) -> tuple[int, int]:
+    while s < e and text[s].isspace():
+        s += 1
+    while e > s and text[e - 1].isspace():
+        e -= 1
+    return s, e
+
+
+def _word_windows(text: str, s: int, e: int, budget: int, count: TokenCounter) -> list[tuple[int, int]]:
+    words = [(m.start(), m.end()) for m in re.finditer(r"\S+", text[s:e])]
+    out: list[tuple[int, int]] = []
+    i = 0
+    while i < len(words):
+        j = i + 1
+        # grow the window while it fits (linear growth is fine: sentences this long are rare)
+        while j < len(words) and count(text[s + words[i][0]:s + words[j][1]]) <= budget:
+            j += 1
+        out.append((s + words[i][0], s + words[j - 1][1]))
+        i = j
+    return out
+
+
+def units_of(page: Page, budget: int, count: TokenCounter) -> list[Unit]:
+    text = page.text
+    b0, b1 = page.body
+    units: list[Unit] = []
+    for ps, pe in _spans(text, b0, b1, _PARA):
+        first = True
+        for ss, se in _spans(text, ps, pe, _SENT):
+            n = count(text[ss:se])
+            pieces = [(ss, se, n)] if n <= budget else [
+                (a, b, count(text[a:b])) for a, b in _word_windows(text, ss, se, budget, count)]
+            for a, b, k in pieces:
+                units.append(Unit(page.number, a, b, k, first))
+                first = False
+    return units
+
+
+def _section_titles(page: Page) -> list[tuple[int, str]]:
+    """Bold heading lines merged when adjacent; labels like "Skills:" and drop-caps are ignored."""
+    out: list[tuple[int, str]] = []
+    prev_end = -10
+    for h in page.headings:
+        adjacent = out and page.text[prev_end:h.offset].count("\n") <= 1 and h.offset - prev_end <= 2
+        if adjacent:
+            off, title = out[-1]
+            out[-1] = (off, f"{title} {h.text}")
+        else:
+            out.append((h.offset, h.text))
+        prev_end = h.offset + len(h.text)
+    return [(o, t) for o, t in out if len(t.split()) >= 2 and not t.endswith(":")]
+
+
+def chunk_pages(pages: Sequence[Page], count: TokenCounter, budget: int = 200, overlap: int = 40) -> list[Chunk]:
+    texts = {p.number: p.text for p in pages}
+    titles = {p.number: _section_titles(p) for p in pages}
+    units = [u for p in pages for u in units_of(p, budget, count)]
+    chunks: list[Chunk] = []
+    current_title = ""
+    title_at: dict[tuple[int, int], str] = {}  # the section title in force at each unit's start
+    t_iter = {n: list(ts) for n, ts in titles.items()}
+    for u in units:
+        pending = t_iter[u.page]
+        while pending and pending[0][0] <= u.start:
+            current_title = pending.pop(0)[1]
+        title_at[(u.page, u.start)] = current_title
+
+    def emit(group: list[Unit]) -> None:
+        first, last = group[0], group[-1]
+        parts: list[str] = []
+        page, start, prev_end = first.page, first.start, first.end
+        for u in group:
+            if u.page != page:
+                parts.append(texts[page][start:prev_end])
+                page, start = u.page, u.start
+            prev_end = u.end
+        parts.append(texts[page][start:last.end])
+        chunks.append(Chunk(len(chunks), first.page, first.start, last.page, last.end, "\n".join(parts),
+                            sum(u.tokens for u in group), title_at[(first.page, first.start)]))
+
+    group: list[Unit] = []
+    size = 0
+    for u in units:
+        new_fits = size + u.tokens <= budget
+        early_break = u.paragraph_start and size >= 0.6 * budget
+        if group and (not new_fits or early_break):
+            emit(group)
+            tail: list[Unit] = []
+            t = 0
+            for v in reversed(group):
+                if t + v.tokens > overlap:
+                    break
+                tail.insert(0, v)
+                t += v.tokens
+            group, size = tail, t
+        group.append(u)
+        size += u.tokens
+    if group:
+        emit(group)
+    return chunks

@@ -1,0 +1,103 @@
+"""Ingest one source: validate → extract visible pages → chunk → embed → store in one transaction."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import pymupdf
+from tqdm import tqdm
+
+from ingest import store
+from ingest.chunk import chunk_pages
+from ingest.pdf import Page, extract
+from ingest.sources import InputError, Source
+from retrieval import db, index
+from retrieval.embed import Embedder
+from retrieval.settings import Settings
+from retrieval.textnorm import search_text
+
+log = logging.getLogger(__name__)
+
+MIN_TEXT_CHARS_PER_PAGE = 20  # below this on average, the PDF has no usable text layer
+
+
+@dataclass
+class IngestResult:
+    name: str
+    origin: str
+    collection: str
+    status: str  # "ingested", "replaced", "unchanged"
+    pages: int = 0
+    chunks: int = 0
+    seconds: float = 0.0
+    message: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def open_pdf(src: Source) -> pymupdf.Document:
+    try:
+        doc = pymupdf.open(stream=src.data, filetype="pdf")
+    except Exception as exc:  # noqa: BLE001  (MuPDF raises several types for damaged files)
+        raise InputError(f"{src.origin}: corrupt or unreadable PDF ({str(exc).splitlines()[0]})") from exc
+    if doc.needs_pass or doc.is_encrypted:
+        raise InputError(f"{src.origin}: encrypted PDF (password protected); decrypt it first")
+    if doc.page_count == 0:
+        raise InputError(f"{src.origin}: corrupt or unreadable PDF (no pages)")
+    return doc
+
+
+def extract_pages(src: Source, doc: pymupdf.Document, quiet: bool) -> list[Page]:
+    bar = tqdm(range(doc.page_count), desc=f"{src.name}: pages", unit="page", disable=None if not quiet else True,
+               leave=False)
+    try:
+        pages = extract(doc, bar)
+    except Exception as exc:  # noqa: BLE001
+        raise InputError(f"{src.origin}: corrupt or unreadable PDF ({str(exc).splitlines()[0]})") from exc
+    finally:
+        bar.close()
+    visible = sum(len(p.text.strip()) for p in pages)
+    if visible < MIN_TEXT_CHARS_PER_PAGE * len(pages) * 0.1 or visible < MIN_TEXT_CHARS_PER_PAGE:
+        raise InputError(f"{src.origin}: no extractable text in {len(pages)} page(s); it looks scanned "
+                         "(OCR is not supported yet)")
+    return pages
+
+
+def ingest_source(settings: Settings, embedder: Embedder, src: Source, collection: str,
+                  quiet: bool = False, on_progress: Callable[[str], None] | None = None) -> IngestResult:
+    """Ingest one PDF. Raises InputError (bad input, nothing stored) or db errors."""
+    t0 = time.perf_counter()
+    with db.connection(settings) as conn:
+        index.ensure_model(conn, embedder.name, embedder.dim)
+        same = store.find_same_bytes(conn, collection, src.sha256)
+    if same is not None:
+        note = "already ingested" if same.name == src.name else f"same bytes already ingested as {same.name}"
+        return IngestResult(src.name, src.origin, collection, "unchanged", message=note,
+                            seconds=time.perf_counter() - t0)
+    doc = open_pdf(src)
+    try:
+        pages = extract_pages(src, doc, quiet)
+    finally:
+        doc.close()
+    if on_progress:
+        on_progress(f"{src.name}: {len(pages)} pages extracted")
+    chunks = chunk_pages(pages, embedder.count_tokens, settings.chunk_tokens, settings.chunk_overlap_tokens)
+    texts = [search_text(f"{c.context}\n{c.text}" if c.context else c.text) for c in chunks]
+    bar = tqdm(total=len(texts), desc=f"{src.name}: embedding", unit="chunk",
+               disable=None if not quiet else True, leave=False)
+    try:
+        vectors = embedder.embed(texts, on_batch=bar.update)
+    finally:
+        bar.close()
+    if on_progress:
+        on_progress(f"{src.name}: {len(chunks)} chunks embedded")
+    with db.connection(settings) as conn:
+        _, replaced = store.write_document(
+            conn, collection=collection, name=src.name, sha256=src.sha256, source=src.origin, url=src.url,
+            size=len(src.data), pages=pages, chunks=chunks, search_texts=texts, vectors=vectors)
+    return IngestResult(src.name, src.origin, collection, "replaced" if replaced else "ingested",
+                        len(pages), len(chunks), time.perf_counter() - t0)

@@ -1,0 +1,83 @@
+"""Write one document (pages, chunks, vectors) in a single transaction; list and remove documents."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import psycopg
+
+from ingest.chunk import Chunk
+from ingest.pdf import Page
+
+
+@dataclass(frozen=True)
+class Existing:
+    collection: str
+    name: str
+    sha256: str
+
+
+def find_same_bytes(conn: psycopg.Connection, collection: str, sha256: str) -> Existing | None:
+    row = conn.execute("SELECT collection, name, sha256 FROM documents WHERE collection = %s AND sha256 = %s",
+                       (collection, sha256)).fetchone()
+    return Existing(row["collection"], row["name"], row["sha256"]) if row else None
+
+
+def _lock_key(collection: str, name: str) -> str:
+    return f"chapterverse-doc:{collection}:{name}"
+
+
+def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha256: str, source: str,
+                   url: str | None, size: int, pages: Sequence[Page], chunks: Sequence[Chunk],
+                   search_texts: Sequence[str], vectors: np.ndarray) -> tuple[int, bool]:
+    """Insert the document, replacing an older version of the same name atomically.
+
+    Returns (document id, replaced). Nothing is visible to readers until the commit, and a failure
+    anywhere rolls everything back, the old version included.
+    """
+    if len(chunks) != len(vectors) or len(chunks) != len(search_texts):
+        raise ValueError("chunks, search texts and vectors differ in length")
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_lock_key(collection, name),))
+        old = conn.execute("DELETE FROM documents WHERE collection = %s AND name = %s RETURNING id",
+                           (collection, name)).fetchone()
+        doc_id = conn.execute(
+            "INSERT INTO documents (collection, name, sha256, source, url, bytes, page_count, chunk_count) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (collection, name, sha256, source, url, size, len(pages), len(chunks))).fetchone()["id"]
+        with conn.cursor() as cur:
+            with cur.copy("COPY pages (collection, document_id, page_no, label, text, body_start, body_end, "
+                          "hidden_chars) FROM STDIN") as copy:
+                for p in pages:
+                    s, e = p.body
+                    copy.write_row((collection, doc_id, p.number, p.label, p.text, s, e, p.hidden_chars))
+        with conn.cursor() as cur:
+            with cur.copy("COPY chunks (collection, document_id, ordinal, page_start, char_start, page_end, "
+                          "char_end, text, context, search_text, token_count, embedding) FROM STDIN") as copy:
+                for c, st, v in zip(chunks, search_texts, vectors, strict=True):
+                    copy.write_row((collection, doc_id, c.ordinal, c.page_start, c.char_start, c.page_end,
+                                    c.char_end, c.text, c.context, st, c.tokens, v))
+    return doc_id, old is not None
+
+
+def list_documents(conn: psycopg.Connection, collection: str | None = None) -> list[dict]:
+    sql = ("SELECT collection, name, page_count AS pages, chunk_count AS chunks, sha256, source, url, "
+           "bytes, ingested_at FROM documents")
+    params: tuple = ()
+    if collection:
+        sql += " WHERE collection = %s"
+        params = (collection,)
+    return conn.execute(sql + " ORDER BY collection, name", params).fetchall()
+
+
+def remove_document(conn: psycopg.Connection, name: str, collection: str | None = None) -> list[str]:
+    """Remove by name (in one collection, or in every collection); returns the collections touched."""
+    with conn.transaction():
+        if collection:
+            rows = conn.execute("DELETE FROM documents WHERE name = %s AND collection = %s RETURNING collection",
+                                (name, collection)).fetchall()
+        else:
+            rows = conn.execute("DELETE FROM documents WHERE name = %s RETURNING collection", (name,)).fetchall()
+    return [r["collection"] for r in rows]

