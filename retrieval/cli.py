@@ -23,6 +23,8 @@ app = typer.Typer(
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 db_app = typer.Typer(help="Database housekeeping.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+eval_app = typer.Typer(help="Evaluations and benchmarks that write results/*.json.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 

@@ -41,3 +41,47 @@ class SearchResult(BaseModel):
     results: list[Passage]
     reranker: str  # which reranker actually ran ("none" when none)
     timings_ms: dict[str, float] = Field(default_factory=dict)
+
+
+class Citation(BaseModel):
+    """A verified quote as shown to users: the source's own words, never the model's."""
+
+    document: str
+    page: int = Field(ge=1, description="1-based PDF page index")
+    page_label: str | None = None
+    quote: str
+    url: str | None = None  # opens the PDF at that page (…#page=N)
+
+
+class NearestPassage(BaseModel):
+    """A passage that was searched, listed with refusals so a person can look for themselves."""
+
+    document: str
+    page: int = Field(ge=1)
+    page_label: str | None = None
+    url: str | None = None
+    snippet: str = ""
+
+
+class Turn(BaseModel):
+    """One earlier exchange in a conversation (a Slack thread), for follow-up questions."""
+
+    question: str
+    answer: str = ""
+
+
+class Answer(BaseModel):
+    """What `ask` returns: an answer with at least one verified citation, or a refusal."""
+
+    question: str
+    refusal: bool
+    answer: str = ""
+    reason: str = ""
+    citations: list[Citation] = Field(default_factory=list)
+    nearest: list[NearestPassage] = Field(default_factory=list)
+    standalone_question: str | None = None  # the follow-up rewritten to stand alone, if it was
+    answerer: str = ""
+    reranker: str = ""
+    models: dict[str, str] = Field(default_factory=dict)
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    dropped_citations: int = 0  # model citations removed by verification

