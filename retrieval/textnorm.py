@@ -4,8 +4,9 @@
 - Unicode compatibility forms (ligatures ﬁ ﬂ ﬀ → fi fl ff), case (casefold);
 - curly quotes → straight quotes, the dash family (‐ ‑ ‒ – — −) → "-";
 - runs of whitespace and line breaks → one space;
-- a hyphen between word characters, with or without following whitespace, is removed, so the
-  line-broken "air- craft" and the quoted "aircraft" meet, and "head- on" meets "head-on".
+- a hyphen between two letters, with or without following whitespace, is removed, so the
+  line-broken "air- craft" and the quoted "aircraft" meet, and "head- on" meets "head-on". A hyphen
+  next to a digit is kept: "10-12" is a range and must not meet "1012".
 
 Every normalised character keeps the index of the raw character it came from, so a match in
 normalised text maps back to the source's own words.
@@ -46,18 +47,18 @@ def normalize_with_map(text: str) -> tuple[str, list[int]]:
                 continue  # collapse whitespace runs, drop leading space
             out.append(c)
             idx.append(i)
-    # Remove hyphens joining word characters ("air- craft", "air-craft" → "aircraft").
+    # Remove hyphens joining letters ("air- craft", "air-craft" → "aircraft"); keep "10-12".
     res: list[str] = []
     ridx: list[int] = []
     n = len(out)
     i = 0
     while i < n:
         c = out[i]
-        if c == "-" and res and res[-1].isalnum():
+        if c == "-" and res and res[-1].isalpha():
             j = i + 1
             if j < n and out[j] == " ":
                 j += 1
-            if j < n and out[j].isalnum() and j > i:
+            if j < n and out[j].isalpha():
                 i = j
                 continue
         res.append(c)

@@ -1,0 +1,218 @@
+"""Mechanical quote verification (pure functions).
+
+A quote counts as a citation only when, after ``textnorm.normalize``, it is a substring of the
+normalised text of the page it cites *as the answerer was shown it* (``PageText``: one document
+page, restricted to the slice of the page that a retrieved passage showed). Normalisation forgives
+case, whitespace and line breaks, ligatures, curly quotes and dashes, and words hyphenated across
+line breaks; nothing else. On top of the substring test the match must sit on word boundaries, so a
+quoted "50 knots" does not verify against "250 knots" and "40 degrees" not against "-40 degrees".
+Quotes too short to carry meaning are rejected. The citation shown to users carries the source's
+own words: the normalised match is mapped back to the raw page text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from retrieval.models import Citation, Passage
+from retrieval.textnorm import normalize, normalize_with_map
+
+MIN_QUOTE_WORDS = 4  # "a word or two" is not a citation
+MIN_QUOTE_CHARS = 12  # normalised characters, so "a b c d" does not pass either
+
+_WORD = re.compile(r"\w+")
+# characters that would extend a number across the match boundary ("1,000" vs ",000", "-40" vs "40")
+_NUMBER_GLUE = "-.,"
+
+
+@dataclass(frozen=True)
+class Strictness:
+    min_words: int = MIN_QUOTE_WORDS
+    min_chars: int = MIN_QUOTE_CHARS
+
+
+@dataclass(frozen=True)
+class PageText:
+    """The text of one page as the answerer was shown it (a slice of the page's own text)."""
+
+    document: str
+    page: int  # 1-based PDF page index
+    text: str
+    page_label: str | None = None
+    url: str | None = None
+    passage_id: str = ""  # the id the answerer saw for the passage this slice came from
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A citation as an answerer proposed it: unverified."""
+
+    document: str
+    page: int
+    quote: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    claim: Claim
+    citation: Citation | None  # set when verified: the source's own words
+    reason: str = ""  # why it failed, in words a model (repair pass) and a person can act on
+
+    @property
+    def ok(self) -> bool:
+        return self.citation is not None
+
+
+@dataclass(frozen=True)
+class Match:
+    start: int  # raw offsets into the page text
+    end: int
+    text: str  # the source's own words
+
+
+@dataclass
+class Verification:
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def citations(self) -> list[Citation]:
+        out: list[Citation] = []
+        seen: set[tuple[str, int, str]] = set()
+        for v in self.verdicts:
+            if v.citation is not None:
+                key = (v.citation.document, v.citation.page, normalize(v.citation.quote))
+                if key not in seen:
+                    seen.add(key)
+                    out.append(v.citation)
+        return out
+
+    @property
+    def failures(self) -> list[Verdict]:
+        return [v for v in self.verdicts if not v.ok]
+
+
+def too_short(quote: str, strictness: Strictness = Strictness()) -> bool:
+    norm = normalize(quote)
+    return len(_WORD.findall(norm)) < strictness.min_words or len(norm) < strictness.min_chars
+
+
+def _boundary_ok(norm: str, start: int, end: int) -> bool:
+    """The match [start, end) in ``norm`` neither starts nor ends inside a word or a number."""
+    first, last = norm[start], norm[end - 1]
+    if start > 0 and first.isalnum():
+        before = norm[start - 1]
+        if before.isalnum():
+            return False
+        if first.isdigit() and before in _NUMBER_GLUE:
+            return False
+    if end < len(norm) and last.isalnum():
+        after = norm[end]
+        if after.isalnum():
+            return False
+        if last.isdigit() and after in ".," and end + 1 < len(norm) and norm[end + 1].isdigit():
+            return False
+    return True
+
+
+def locate(quote: str, source: str) -> Match | None:
+    """Find ``quote`` in ``source`` after normalisation; return the source's own words, or None."""
+    needle = normalize(quote)
+    if not needle:
+        return None
+    hay, index = normalize_with_map(source)
+    pos = hay.find(needle)
+    while pos >= 0:
+        end = pos + len(needle)
+        if _boundary_ok(hay, pos, end):
+            raw_start, raw_end = index[pos], index[end - 1] + 1
+            return Match(raw_start, raw_end, source[raw_start:raw_end])
+        pos = hay.find(needle, pos + 1)
+    return None
+
+
+def verify_claim(claim: Claim, shown: Sequence[PageText], strictness: Strictness = Strictness()) -> Verdict:
+    """Check one claim against the page texts the answerer was shown."""
+    if too_short(claim.quote, strictness):
+        return Verdict(claim, None, f"quote is too short to be a citation (needs at least {strictness.min_words} "
+                                    "words)")
+    same_doc = [p for p in shown if p.document == claim.document]
+    if not same_doc:
+        return Verdict(claim, None, f"document {claim.document!r} was not among the passages provided")
+    same_page = [p for p in same_doc if p.page == claim.page]
+    for p in same_page:
+        m = locate(claim.quote, p.text)
+        if m is not None:
+            return Verdict(claim, Citation(document=p.document, page=p.page, page_label=p.page_label,
+                                           quote=m.text.strip(), url=p.url))
+    elsewhere = sorted({p.page for p in same_doc if p.page != claim.page and locate(claim.quote, p.text)})
+    if not same_page:
+        hint = f"; the quote does appear on page {elsewhere[0]}" if elsewhere else ""
+        return Verdict(claim, None, f"page {claim.page} of {claim.document!r} was not among the passages "
+                                    f"provided{hint}")
+    if elsewhere:
+        return Verdict(claim, None, f"the quote is not on page {claim.page}; it appears on page {elsewhere[0]}")
+    return Verdict(claim, None, f"the quote does not appear word for word on page {claim.page} of "
+                                f"{claim.document!r}")
+
+
+def verify_claims(claims: Iterable[Claim], shown: Sequence[PageText],
+                  strictness: Strictness = Strictness()) -> Verification:
+    return Verification([verify_claim(c, shown, strictness) for c in claims])
+
+
+def page_url(document: str, page: int, document_url: str | None, file_base_url: str | None) -> str | None:
+    """A link that opens the PDF at ``page``: the document's own URL, else ``<base>/<name>``."""
+    base = document_url
+    if not base and file_base_url:
+        base = file_base_url.rstrip("/") + "/" + document
+    if not base:
+        return None
+    return f"{base.split('#', 1)[0]}#page={page}"
+
+
+@dataclass(frozen=True)
+class SourcePage:
+    """A page's own stored text and printed label (from the index)."""
+
+    text: str
+    label: str | None = None
+
+
+def page_slices(passage: Passage, pages: Mapping[int, SourcePage]) -> dict[int, str]:
+    """The part of each page a passage showed, cut from the pages' own texts (keyed by page number).
+
+    A passage runs from ``char_start`` on ``page`` to ``char_end`` on ``page_end``. A page missing
+    from ``pages`` is left out, except that a one-page passage is its own slice.
+    """
+    out: dict[int, str] = {}
+    for no in range(passage.page, passage.page_end + 1):
+        src = pages.get(no)
+        if src is None:
+            if passage.page == passage.page_end:
+                out[no] = passage.text
+            continue
+        lo = passage.char_start if no == passage.page else 0
+        hi = passage.char_end if no == passage.page_end else len(src.text)
+        out[no] = src.text[lo:hi]
+    return out
+
+
+def shown_slices(passage: Passage, passage_id: str, pages: Mapping[int, SourcePage], *,
+                 file_base_url: str | None = None) -> list[PageText]:
+    """PageTexts for one shown passage, one per page it covers. Only lines the passage text really
+    contains are kept (a multi-page passage did not show the running header/footer between pages)."""
+    shown_norm = normalize(passage.text)
+    out: list[PageText] = []
+    for no, text in page_slices(passage, pages).items():
+        kept = [ln for ln in text.split("\n") if not ln.strip() or normalize(ln) in shown_norm]
+        body = "\n".join(kept).strip("\n")
+        if not body.strip():
+            continue
+        src = pages.get(no)
+        label = src.label if src is not None else (passage.page_label if no == passage.page else None)
+        out.append(PageText(document=passage.document, page=no, text=body, page_label=label,
+                            url=page_url(passage.document, no, passage.document_url, file_base_url),
+                            passage_id=passage_id))
+    return out

@@ -1,0 +1,223 @@
+"""Quote verification and text normalisation: pure functions, no database."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.models import Passage
+from retrieval.textnorm import normalize, normalize_with_map, search_text
+from retrieval.verify import (
+    Claim,
+    PageText,
+    SourcePage,
+    Strictness,
+    locate,
+    page_slices,
+    page_url,
+    shown_slices,
+    too_short,
+    verify_claim,
+    verify_claims,
+)
+
+PAGE = ("(b) Unless otherwise authorized by the Administrator, no person may operate an air-\n"
+        "craft below 10,000 feet MSL at an indicated airspeed of more than 250 knots (288 m.p.h.).\n"
+        "The pilot shall, if\u00a0practicable, \ufb01le a \u201cflight plan\u201d \u2014 see \u00a7 91.153.\n"
+        "Aerobatic flight is prohibited when flight visibility is less than 3 statute miles.\n"
+        "Temperatures of \u221240 degrees are listed. Use 1.5 times the distance; pages 10-12 apply.")
+
+
+def doc_page(text: str = PAGE, page: int = 17) -> PageText:
+    return PageText(document="cfr.pdf", page=page, text=text, page_label=str(page), url=f"u#page={page}")
+
+
+# --- normalisation ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("raw", "norm"), [
+    ("Air\n  Craft", "air craft"),
+    ("air- craft", "aircraft"),
+    ("air-\ncraft", "aircraft"),
+    ("air\u00adcraft", "aircraft"),
+    ("\ufb01le \ufb02ight \ufb00", "file flight ff"),
+    ("\u201cquoted\u201d \u2018x\u2019", "\"quoted\" 'x'"),
+    ("a \u2013 b \u2014 c", "a - b - c"),
+    ("  lead and trail  ", "lead and trail"),
+    ("10-12", "10-12"),
+    ("10\u201312", "10-12"),
+    ("zero\u200bwidth", "zerowidth"),
+])
+def test_normalize_forgives_pdf_artefacts(raw: str, norm: str) -> None:
+    assert normalize(raw) == norm
+
+
+def test_normalize_map_points_at_raw_characters() -> None:
+    raw = "The  \ufb01rst air-\ncraft"
+    norm, idx = normalize_with_map(raw)
+    assert norm == "the first aircraft"
+    assert len(idx) == len(norm)
+    assert raw[idx[norm.index("fi")]] == "\ufb01"
+    c = norm.index("craft")
+    assert raw[idx[c]:idx[c + 4] + 1] == "craft"
+    assert idx == sorted(idx)
+
+
+def test_search_text_behaviour_kept() -> None:
+    assert search_text("An air-\n craft  \ufb02ies") == "An aircraft flies"
+    assert search_text("Class E") == "Class E"
+
+
+# --- locate / strictness ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("quote", [
+    "no person may operate an aircraft below 10,000 feet MSL",  # hyphenated across a line break
+    "NO PERSON MAY OPERATE AN AIRCRAFT",  # case
+    "at an indicated airspeed of more than 250 knots (288 m.p.h.).",
+    "The pilot shall, if practicable, file a \"flight plan\" - see § 91.153",  # nbsp, ligature, quotes, dash
+    "the pilot shall, if practicable, \ufb01le a \u201cflight plan\u201d \u2013 see \u00a7 91.153",
+    "aerobatic flight is prohibited   when flight\nvisibility is less than 3 statute miles",
+])
+def test_locate_accepts_what_pdfs_do(quote: str) -> None:
+    assert locate(quote, PAGE) is not None
+
+
+@pytest.mark.parametrize("quote", [
+    "at an indicated airspeed of more than 200 knots",  # changed number
+    "at an indicated airspeed of more than 250 miles",  # changed unit
+    "at an indicated airspeed of less than 250 knots",  # changed word
+    "Aerobatic flight is not prohibited when flight visibility",  # inserted "not"
+    "flight visibility is less than 3 nautical miles",
+    "more than 50 knots (288 m.p.h.)",  # "50" inside "250"
+    "Temperatures of 40 degrees are listed",  # dropped minus sign: text has −40
+    "40 degrees are listed",
+    "Use 1 times the distance",
+    "5 times the distance; pages",  # "5" inside "1.5"
+    "pages 1012 apply",  # a range is not a number
+    "airspeed of more than 250 knots (288 mph)",  # abbreviation changed
+    "no person may operate an aircraft at 10,000 feet MSL",
+    "no person may operate an aircraft below 10,000 feet MSL... 250 knots",  # ellipsis splice
+])
+def test_locate_rejects_any_other_change(quote: str) -> None:
+    assert locate(quote, PAGE) is None
+
+
+def test_locate_returns_source_words() -> None:
+    m = locate("no person may operate an aircraft below 10,000 feet msl", PAGE)
+    assert m is not None
+    assert m.text == "no person may operate an air-\ncraft below 10,000 feet MSL"
+    assert PAGE[m.start:m.end] == m.text
+    m2 = locate("file a \"flight plan\"", PAGE)
+    assert m2 is not None and m2.text == "\ufb01le a \u201cflight plan\u201d"
+
+
+def test_locate_finds_later_occurrence_on_word_boundary() -> None:
+    text = "250 knots is too fast; 50 knots (slow) is fine"
+    m = locate("50 knots (slow) is", text)
+    assert m is not None and m.text == "50 knots (slow) is"
+
+
+@pytest.mark.parametrize(("quote", "short"), [
+    ("250 knots", True),
+    ("Clear of clouds", True),
+    ("a b c d", True),
+    ("more than 250 knots", False),
+    ("1 statute mile, clear of clouds", False),
+])
+def test_too_short(quote: str, short: bool) -> None:
+    assert too_short(quote) is short
+
+
+def test_strictness_is_configurable() -> None:
+    assert not too_short("Clear of clouds", Strictness(min_words=3, min_chars=10))
+
+
+# --- verify_claim --------------------------------------------------------------------------------
+
+def test_verified_citation_carries_source_words_label_and_url() -> None:
+    v = verify_claim(Claim("cfr.pdf", 17, "operate an aircraft below 10,000 feet MSL"), [doc_page()])
+    assert v.ok and v.citation is not None
+    assert v.citation.quote == "operate an air-\ncraft below 10,000 feet MSL"
+    assert (v.citation.document, v.citation.page, v.citation.page_label, v.citation.url) == \
+        ("cfr.pdf", 17, "17", "u#page=17")
+
+
+def test_quote_from_other_page_fails_even_if_true_elsewhere() -> None:
+    shown = [doc_page(), doc_page("Nothing relevant is written on this page at all.", page=18)]
+    v = verify_claim(Claim("cfr.pdf", 18, "operate an aircraft below 10,000 feet MSL"), shown)
+    assert not v.ok and "page 17" in v.reason
+
+
+def test_page_not_retrieved_fails() -> None:
+    v = verify_claim(Claim("cfr.pdf", 99, "operate an aircraft below 10,000 feet MSL"), [doc_page()])
+    assert not v.ok and "not among the passages" in v.reason
+
+
+def test_document_not_retrieved_fails() -> None:
+    v = verify_claim(Claim("other.pdf", 17, "operate an aircraft below 10,000 feet MSL"), [doc_page()])
+    assert not v.ok and "other.pdf" in v.reason
+
+
+def test_short_quote_fails_even_if_present() -> None:
+    v = verify_claim(Claim("cfr.pdf", 17, "250 knots"), [doc_page()])
+    assert not v.ok and "too short" in v.reason
+
+
+def test_fabricated_quote_fails() -> None:
+    v = verify_claim(Claim("cfr.pdf", 17, "the limit is 900 knots below 10,000 feet"), [doc_page()])
+    assert not v.ok and "word for word" in v.reason
+
+
+def test_verification_deduplicates_and_separates_failures() -> None:
+    claims = [Claim("cfr.pdf", 17, "more than 250 knots (288 m.p.h.)"),
+              Claim("cfr.pdf", 17, "MORE THAN 250 KNOTS (288 m.p.h.)"),
+              Claim("cfr.pdf", 17, "more than 900 knots (288 m.p.h.)")]
+    res = verify_claims(claims, [doc_page()])
+    assert len(res.citations) == 1
+    assert len(res.failures) == 1 and res.failures[0].claim.quote.startswith("more than 900")
+
+
+# --- pages of a passage, links ------------------------------------------------------------------
+
+def _passage(**kw) -> Passage:
+    base = dict(chunk_id=1, collection="c", document="d.pdf", page=3, page_end=3, char_start=0, char_end=0,
+                text="", page_label="iii")
+    base.update(kw)
+    return Passage(**base)
+
+
+def test_two_page_passage_maps_text_to_each_page() -> None:
+    p3 = "Header line\nFirst part of the rule says aircraft must carry fuel.\nFooter 3"
+    p4 = "Header line\nSecond part says at night 45 minutes are required.\nMore text"
+    start = p3.index("First")
+    end = p4.index("\nMore")
+    shown_text = p3[start:p3.index("\nFooter")] + "\n" + p4[p4.index("Second"):end]
+    passage = _passage(page=3, page_end=4, char_start=start, char_end=end, text=shown_text)
+    pages = {3: SourcePage(p3, "iii"), 4: SourcePage(p4, "iv")}
+    slices = page_slices(passage, pages)
+    assert slices[3].startswith("First part") and slices[4].endswith("are required.")
+    shown = shown_slices(passage, "P1", pages, file_base_url="https://files.example/docs/")
+    assert [(s.page, s.page_label) for s in shown] == [(3, "iii"), (4, "iv")]
+    assert "Footer" not in shown[0].text and "Header" not in shown[1].text
+    assert shown[1].url == "https://files.example/docs/d.pdf#page=4"
+    ok = verify_claim(Claim("d.pdf", 4, "at night 45 minutes are required"), shown)
+    assert ok.ok
+    wrong_page = verify_claim(Claim("d.pdf", 3, "at night 45 minutes are required"), shown)
+    assert not wrong_page.ok
+    footer = verify_claim(Claim("d.pdf", 4, "Header line Second part says"), shown)
+    assert not footer.ok  # the running header was not shown with this passage
+
+
+def test_one_page_passage_without_stored_page_is_its_own_slice() -> None:
+    passage = _passage(text="Shown text of the page only.", char_end=28)
+    assert page_slices(passage, {}) == {3: "Shown text of the page only."}
+    two = _passage(page=3, page_end=4, text="x\ny")
+    assert page_slices(two, {}) == {}
+
+
+@pytest.mark.parametrize(("doc_url", "base", "expected"), [
+    ("https://faa.gov/a.pdf", "https://files/x", "https://faa.gov/a.pdf#page=7"),
+    ("https://faa.gov/a.pdf#page=2", None, "https://faa.gov/a.pdf#page=7"),
+    (None, "https://files/x/", "https://files/x/a.pdf#page=7"),
+    (None, None, None),
+])
+def test_page_url(doc_url, base, expected) -> None:
+    assert page_url("a.pdf", 7, doc_url, base) == expected
