@@ -94,19 +94,27 @@ def units_of(page: Page, budget: int, count: TokenCounter) -> list[Unit]:
     return units
 
 
+def _is_title_line(text: str) -> bool:
+    """Bold lines that can name a section: not field labels ("Skills:") nor drop-cap letters."""
+    return not text.endswith(":") and len(text.replace(" ", "")) >= 3
+
+
 def _section_titles(page: Page) -> list[tuple[int, str]]:
-    """Bold heading lines merged when adjacent; labels like "Skills:" and drop-caps are ignored."""
+    """Bold heading lines, merged when on adjacent lines, that have at least two words."""
     out: list[tuple[int, str]] = []
     prev_end = -10
     for h in page.headings:
-        adjacent = out and page.text[prev_end:h.offset].count("\n") <= 1 and h.offset - prev_end <= 2
-        if adjacent:
+        if not _is_title_line(h.text):
+            continue
+        gap = page.text[prev_end:h.offset] if prev_end >= 0 else "\n\n\n"
+        if out and not gap.strip() and gap.count("\n") <= 1:
             off, title = out[-1]
-            out[-1] = (off, f"{title} {h.text}")
+            joined = title[:-1] + h.text if title.endswith("-") and title[-2:-1].isalpha() else f"{title} {h.text}"
+            out[-1] = (off, joined)
         else:
             out.append((h.offset, h.text))
         prev_end = h.offset + len(h.text)
-    return [(o, t) for o, t in out if len(t.split()) >= 2 and not t.endswith(":")]
+    return [(o, t) for o, t in out if len(t.split()) >= 2]
 
 
 def chunk_pages(pages: Sequence[Page], count: TokenCounter, budget: int = 200, overlap: int = 40) -> list[Chunk]:

@@ -11,7 +11,7 @@ import pymupdf
 from tqdm import tqdm
 
 from ingest import store
-from ingest.chunk import chunk_pages
+from ingest.chunk import Chunk, chunk_pages
 from ingest.pdf import Page, extract
 from ingest.sources import InputError, Source
 from retrieval import db, index
@@ -22,6 +22,9 @@ from retrieval.textnorm import search_text
 log = logging.getLogger(__name__)
 
 MIN_TEXT_CHARS_PER_PAGE = 20  # below this on average, the PDF has no usable text layer
+# Bump when extraction or chunking changes: documents indexed by an older pipeline are re-indexed
+# when ingested again, instead of being skipped as unchanged.
+PIPELINE_VERSION = "2026-12-02.1"
 
 
 @dataclass
@@ -67,6 +70,17 @@ def extract_pages(src: Source, doc: pymupdf.Document, quiet: bool) -> list[Page]
     return pages
 
 
+def indexed_text(chunk: Chunk, embedder: Embedder) -> str:
+    """What is embedded and keyword-indexed: the section heading, then the cleaned chunk text.
+    The heading is left out when it would push the text past the embedder's token limit."""
+    body = search_text(chunk.text)
+    if chunk.context:
+        with_context = search_text(f"{chunk.context}\n{chunk.text}")
+        if embedder.count_tokens(with_context) <= embedder.max_tokens:
+            return with_context
+    return body
+
+
 def ingest_source(settings: Settings, embedder: Embedder, src: Source, collection: str,
                   quiet: bool = False, on_progress: Callable[[str], None] | None = None) -> IngestResult:
     """Ingest one PDF. Raises InputError (bad input, nothing stored) or db errors."""
@@ -74,7 +88,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     with db.connection(settings) as conn:
         index.ensure_model(conn, embedder.name, embedder.dim)
         same = store.find_same_bytes(conn, collection, src.sha256)
-    if same is not None:
+    if same is not None and (same.pipeline_version == PIPELINE_VERSION or same.name != src.name):
         note = "already ingested" if same.name == src.name else f"same bytes already ingested as {same.name}"
         return IngestResult(src.name, src.origin, collection, "unchanged", message=note,
                             seconds=time.perf_counter() - t0)
@@ -86,7 +100,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     if on_progress:
         on_progress(f"{src.name}: {len(pages)} pages extracted")
     chunks = chunk_pages(pages, embedder.count_tokens, settings.chunk_tokens, settings.chunk_overlap_tokens)
-    texts = [search_text(f"{c.context}\n{c.text}" if c.context else c.text) for c in chunks]
+    texts = [indexed_text(c, embedder) for c in chunks]
     bar = tqdm(total=len(texts), desc=f"{src.name}: embedding", unit="chunk",
                disable=None if not quiet else True, leave=False)
     try:
@@ -98,6 +112,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     with db.connection(settings) as conn:
         _, replaced = store.write_document(
             conn, collection=collection, name=src.name, sha256=src.sha256, source=src.origin, url=src.url,
-            size=len(src.data), pages=pages, chunks=chunks, search_texts=texts, vectors=vectors)
-    return IngestResult(src.name, src.origin, collection, "replaced" if replaced else "ingested",
+            size=len(src.data), pages=pages, chunks=chunks, search_texts=texts, vectors=vectors,
+            pipeline_version=PIPELINE_VERSION)
+    status = "reindexed" if same is not None else "replaced" if replaced else "ingested"
+    return IngestResult(src.name, src.origin, collection, status,
                         len(pages), len(chunks), time.perf_counter() - t0)

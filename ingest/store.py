@@ -17,12 +17,14 @@ class Existing:
     collection: str
     name: str
     sha256: str
+    pipeline_version: str
 
 
 def find_same_bytes(conn: psycopg.Connection, collection: str, sha256: str) -> Existing | None:
-    row = conn.execute("SELECT collection, name, sha256 FROM documents WHERE collection = %s AND sha256 = %s",
+    row = conn.execute("SELECT collection, name, sha256, pipeline_version FROM documents "
+                       "WHERE collection = %s AND sha256 = %s ORDER BY name LIMIT 1",
                        (collection, sha256)).fetchone()
-    return Existing(row["collection"], row["name"], row["sha256"]) if row else None
+    return Existing(row["collection"], row["name"], row["sha256"], row["pipeline_version"]) if row else None
 
 
 def _lock_key(collection: str, name: str) -> str:
@@ -31,7 +33,7 @@ def _lock_key(collection: str, name: str) -> str:
 
 def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha256: str, source: str,
                    url: str | None, size: int, pages: Sequence[Page], chunks: Sequence[Chunk],
-                   search_texts: Sequence[str], vectors: np.ndarray) -> tuple[int, bool]:
+                   search_texts: Sequence[str], vectors: np.ndarray, pipeline_version: str) -> tuple[int, bool]:
     """Insert the document, replacing an older version of the same name atomically.
 
     Returns (document id, replaced). Nothing is visible to readers until the commit, and a failure
@@ -44,9 +46,10 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
         old = conn.execute("DELETE FROM documents WHERE collection = %s AND name = %s RETURNING id",
                            (collection, name)).fetchone()
         doc_id = conn.execute(
-            "INSERT INTO documents (collection, name, sha256, source, url, bytes, page_count, chunk_count) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (collection, name, sha256, source, url, size, len(pages), len(chunks))).fetchone()["id"]
+            "INSERT INTO documents (collection, name, sha256, source, url, bytes, page_count, chunk_count, "
+            "pipeline_version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (collection, name, sha256, source, url, size, len(pages), len(chunks), pipeline_version)
+        ).fetchone()["id"]
         with conn.cursor() as cur:
             with cur.copy("COPY pages (collection, document_id, page_no, label, text, body_start, body_end, "
                           "hidden_chars) FROM STDIN") as copy:
