@@ -234,6 +234,16 @@ def db_reembed() -> None:
     typer.echo(f"re-embedded {n} chunks with {emb.name} ({emb.dim} dims) in {time.perf_counter() - t0:.1f} s")
 
 
+@app.command()
+def bot(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log each step to stderr.")] = False) -> None:
+    """Run the Slack bot (Socket Mode; needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN). Ctrl-C stops it."""
+    from bot.main import main as run_bot  # noqa: PLC0415  (Slack SDK only when needed)
+
+    code = run_bot(verbose=verbose or logging.getLogger().level <= logging.INFO)
+    if code:
+        raise typer.Exit(code)
+
+
 def main() -> None:
     app()
 

@@ -78,6 +78,18 @@ class Settings(BaseSettings):
         default="https://slack.com/api/",
         validation_alias=AliasChoices("SLACK_API_URL", "CHAPTERVERSE_SLACK_API_URL"),
     )
+    slack_admins: str = Field(
+        default="", description="Slack user ids (comma or space separated) allowed to ingest and remove "
+        "documents; empty = anyone in the workspace.")
+    slack_collection_scope: str = Field(
+        default="workspace", pattern="^(workspace|channel)$",
+        description="'workspace': one collection per workspace; 'channel': each channel also has its own, "
+        "which only that channel searches and which ingestion from that channel fills.")
+    slack_workspace_collection: str | None = Field(
+        default=None, description="Collection the workspace's questions search; unset = 'slack-<team id>'.")
+    slack_ping_interval_s: float = Field(
+        default=2.0, gt=0, description="Socket Mode ping interval; a dead socket is noticed after ~4 missed pongs.")
+    slack_workers: int = Field(default=4, ge=1, description="Questions answered at the same time.")
 
     @property
     def pgdata(self) -> Path:

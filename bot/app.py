@@ -1,0 +1,205 @@
+"""The Bolt app: small listeners that acknowledge at once and hand the work to worker threads.
+
+Events (``app_mention``, ``message``) are acknowledged by Bolt before the listener runs; commands
+and button presses call ``ack()`` first thing. Nothing slow runs on the socket thread: questions go
+to the answer pool, ingestion to the job pool, quick lookups to the quick pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt import Ack, App, BoltContext, Respond
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot import render, slack
+from bot.answer import Answering, Question, strip_mentions
+from bot.jobs import Jobs, Requester, ephemeral_reporter, thread_reporter
+from bot.scope import admins, may_change_documents, scope_for
+from bot.store import Store
+from bot.workers import WorkerPool
+from retrieval.db import DatabaseError
+from retrieval.settings import Settings
+
+log = logging.getLogger(__name__)
+
+FOLLOWUP_SUBTYPES = (None, "thread_broadcast", "file_share")
+MAX_THREAD_SCAN = 200  # replies fetched to see whether the bot is in a thread when the database is down
+
+
+@dataclass
+class Bot:
+    """Everything the listeners need."""
+
+    settings: Settings
+    client: WebClient
+    store: Store
+    answering: Answering
+    jobs: Jobs
+    answers: WorkerPool  # questions
+    quick: WorkerPool  # thread checks, feedback, listing
+
+
+def is_pdf(file: dict[str, Any]) -> bool:
+    return file.get("mimetype") == "application/pdf" or str(file.get("name", "")).lower().endswith(".pdf")
+
+
+def unwrap_url(text: str) -> str:
+    """Slack sends links as <https://…> or <https://…|label>."""
+    m = re.fullmatch(r"<([^|>]+)(?:\|[^>]*)?>", text.strip())
+    return m.group(1) if m else text.strip()
+
+
+def refusal_for_outsiders(settings: Settings) -> str:
+    names = ", ".join(f"<@{u}>" for u in sorted(admins(settings)))
+    return (f"Sorry, only a few people can add or remove documents here ({names}). "
+            "Please ask one of them; you can still ask me anything about the documents.")
+
+
+def build_app(bot: Bot, *, logger: logging.Logger | None = None) -> App:
+    app = App(client=bot.client, process_before_response=False, ignoring_self_events_enabled=True,
+              logger=logger or logging.getLogger("slack_bolt"))
+
+    def question(event: dict[str, Any], context: BoltContext) -> Question:
+        ts = str(event["ts"])
+        return Question(team=str(context.team_id or event.get("team") or ""), channel=str(event["channel"]),
+                        user=str(event.get("user", "")),
+                        text=strip_mentions(str(event.get("text", "")), str(context.bot_user_id)),
+                        ts=ts, thread_ts=str(event.get("thread_ts") or ts))
+
+    def take(q: Question, files: list[dict[str, Any]]) -> None:
+        """A message addressed to the bot: a shared PDF to ingest, a question, or an empty hello."""
+        pdfs = [f for f in files if is_pdf(f)]
+        if pdfs:
+            bot.quick.submit(share_files, q, pdfs)
+        elif files and not q.text:
+            bot.quick.submit(reply_problem, q, "I can only read PDF files. Share a PDF, or ask me a question.")
+        elif not q.text:
+            bot.quick.submit(reply_help, q)
+        else:
+            bot.answers.submit(bot.answering.handle, q)
+
+    @app.event("app_mention")
+    def on_mention(event: dict[str, Any], context: BoltContext) -> None:
+        take(question(event, context), list(event.get("files") or []))
+
+    @app.event("message")
+    def on_message(event: dict[str, Any], context: BoltContext) -> None:
+        if event.get("subtype") not in FOLLOWUP_SUBTYPES or event.get("bot_id") or not event.get("user"):
+            return  # edits, deletions, joins, other bots
+        q = question(event, context)
+        if event.get("channel_type") == "im":
+            take(q, list(event.get("files") or []))
+            return
+        if f"<@{context.bot_user_id}" in str(event.get("text", "")):
+            return  # the app_mention event for the same message handles it
+        if not q.is_followup or not q.text:
+            return  # top-level channel chatter is not for us
+        bot.quick.submit(maybe_followup, q, str(context.bot_user_id))
+
+    def maybe_followup(q: Question, me: str) -> None:
+        if in_bot_thread(q, me):
+            bot.answers.submit(bot.answering.handle, q)
+
+    def in_bot_thread(q: Question, me: str) -> bool:
+        try:
+            return bot.store.in_thread(q.team, q.channel, q.thread_ts)
+        except DatabaseError:
+            pass
+        # The database is down: ask Slack whether the bot wrote in this thread, so the person still
+        # hears that the bot cannot answer right now instead of silence.
+        try:
+            resp = bot.client.conversations_replies(channel=q.channel, ts=q.thread_ts, limit=MAX_THREAD_SCAN)
+        except SlackApiError:
+            return False
+        return any(m.get("user") == me for m in resp.get("messages", []))
+
+    def share_files(q: Question, files: list[dict[str, Any]]) -> None:
+        try:
+            if not bot.store.claim_event(q.team, q.key):
+                return
+        except DatabaseError:
+            pass  # the job itself will report the database problem
+        who = Requester(q.team, q.channel, q.user)
+        if not may_change_documents(bot.settings, q.user):
+            ephemeral_reporter(bot.client, who, thread_ts=q.thread_ts)(refusal_for_outsiders(bot.settings))
+            return
+        for f in files:
+            report = thread_reporter(bot.client, q.channel, q.thread_ts, q.user)
+            ahead = bot.jobs.ingest_file(who, str(f["id"]), report)
+            report(f":inbox_tray: Got `{f.get('name', f['id'])}`; "
+                   + (f"queued behind {ahead} job(s)." if ahead else "starting…"))
+
+    def reply_problem(q: Question, text: str) -> None:
+        slack.post(bot.client, q.channel, render.render_problem(text), q.thread_ts)
+
+    def reply_help(q: Question) -> None:
+        slack.post(bot.client, q.channel, render.SlackMessage("How to use me", [render.section(render.HELP)]),
+                   q.thread_ts)
+
+    @app.command(re.compile(r"^/.+"))
+    def on_command(ack: Ack, command: dict[str, Any], respond: Respond, context: BoltContext) -> None:
+        words = str(command.get("text", "")).strip().split(maxsplit=1)
+        verb = words[0].lower() if words else "help"
+        arg = words[1].strip() if len(words) > 1 else ""
+        who = Requester(str(context.team_id or command.get("team_id")), str(command["channel_id"]),
+                        str(command["user_id"]))
+        if verb in ("ingest", "remove") and not may_change_documents(bot.settings, who.user):
+            ack(refusal_for_outsiders(bot.settings))
+            return
+        report = ephemeral_reporter(bot.client, who, respond)
+        coll = scope_for(bot.settings, who.team, who.channel).write
+        if verb == "ingest":
+            url = unwrap_url(arg)
+            if not url.startswith(("http://", "https://")):
+                ack("Usage: `/chapterverse ingest <https://…/handbook.pdf>` (or share a PDF with me in a mention).")
+                return
+            ack(f":inbox_tray: Ingesting {url} into `{coll}`. I'll tell you how it goes (only you see this).")
+            bot.jobs.ingest_url(who, url, report)
+        elif verb == "remove":
+            if not arg:
+                ack("Usage: `/chapterverse remove <document name>` (`/chapterverse list` shows the names).")
+                return
+            ack(f":wastebasket: Removing `{arg}` from `{coll}`…")
+            bot.jobs.remove(who, arg, report)
+        elif verb == "list":
+            ack()
+            bot.jobs.list_documents(who, report)
+        elif verb == "help":
+            ack(render.HELP)
+        else:
+            ack(f"I don't know `{verb}`.\n{render.HELP}")
+
+    def on_feedback(ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext) -> None:
+        ack()
+        rating = 1 if action["action_id"] == render.FEEDBACK_UP else -1
+        bot.quick.submit(record_feedback, body, action, str(context.team_id or body["team"]["id"]), rating)
+
+    def record_feedback(body: dict[str, Any], action: dict[str, Any], team: str, rating: int) -> None:
+        user = str(body["user"]["id"])
+        channel = str((body.get("channel") or {}).get("id") or body["container"]["channel_id"])
+        thread_ts = (body.get("container") or {}).get("thread_ts")
+        try:
+            known = bot.store.record_feedback(team, int(action["value"]), user, rating)
+            text = (f"Thanks, noted {'👍' if rating > 0 else '👎'} for this answer." if known
+                    else "I no longer know that answer, so I couldn't record your vote.")
+        except (DatabaseError, ValueError) as exc:
+            log.warning("feedback not recorded: %s", exc)
+            text = "I couldn't record that right now (my database is unavailable). Please try again later."
+        try:
+            slack.ephemeral(bot.client, channel, user, text, thread_ts)
+        except SlackApiError as exc:
+            log.warning("could not acknowledge feedback: %s", exc.response.get("error"))
+
+    app.action(render.FEEDBACK_UP)(on_feedback)
+    app.action(render.FEEDBACK_DOWN)(on_feedback)
+
+    @app.error
+    def on_error(error: Exception) -> None:
+        log.error("listener failed: %s: %s", type(error).__name__, error)
+
+    return app

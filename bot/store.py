@@ -1,0 +1,159 @@
+"""The bot's Postgres state: event dedup, threads, turns, feedback and jobs (tables of 0002_bot.sql).
+
+Every function opens its own short connection, so a database that goes away and comes back is
+picked up again without restarting the bot. Failures surface as ``retrieval.db.DatabaseError``
+(``IndexUnavailable`` when the server cannot be reached).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from retrieval import db
+from retrieval.db import DatabaseError, IndexUnavailable
+from retrieval.models import Answer, Turn
+from retrieval.settings import Settings
+
+T = TypeVar("T")
+HISTORY_TURNS = 6  # earlier exchanges of a thread given to a follow-up
+
+
+class Store:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._ready = False
+        self._ready_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ plumbing
+    def ensure_ready(self) -> None:
+        """Start/migrate the database once it can be reached (cheap after the first success)."""
+        if self._ready:
+            return
+        with self._ready_lock:
+            if not self._ready:
+                try:
+                    db.ready(self.settings)
+                except psycopg.Error as exc:
+                    raise IndexUnavailable(f"the index database is unavailable: {_first_line(exc)}") from exc
+                self._ready = True
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection]:
+        self.ensure_ready()
+        try:
+            with db.connection(self.settings) as conn:
+                yield conn
+        except psycopg.OperationalError as exc:
+            raise IndexUnavailable(f"the index database is unavailable: {_first_line(exc)}") from exc
+        except psycopg.Error as exc:
+            raise DatabaseError(f"database error: {_first_line(exc)}") from exc
+
+    def run(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        with self._conn() as conn:
+            return fn(conn)
+
+    # ------------------------------------------------------------------ events and threads
+    def claim_event(self, workspace: str, key: str) -> bool:
+        """True the first time ``key`` is seen in ``workspace``; False for a redelivery/duplicate."""
+        with self._conn() as conn:
+            row = conn.execute(
+                "INSERT INTO bot_events (workspace, event_key) VALUES (%s, %s) ON CONFLICT DO NOTHING "
+                "RETURNING event_key", (workspace, key)).fetchone()
+        return row is not None
+
+    def join_thread(self, workspace: str, channel: str, thread_ts: str) -> None:
+        with self._conn() as conn:
+            conn.execute("INSERT INTO bot_threads (workspace, channel, thread_ts) VALUES (%s, %s, %s) "
+                         "ON CONFLICT DO NOTHING", (workspace, channel, thread_ts))
+
+    def in_thread(self, workspace: str, channel: str, thread_ts: str) -> bool:
+        with self._conn() as conn:
+            row = conn.execute("SELECT 1 FROM bot_threads WHERE workspace = %s AND channel = %s AND thread_ts = %s",
+                               (workspace, channel, thread_ts)).fetchone()
+        return row is not None
+
+    def history(self, workspace: str, channel: str, thread_ts: str, before_ts: str,
+                limit: int = HISTORY_TURNS) -> list[Turn]:
+        """The thread's earlier exchanges (oldest first), up to ``limit``, asked before ``before_ts``."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT question, answer FROM (SELECT id, question, answer FROM bot_turns WHERE workspace = %s "
+                "AND channel = %s AND thread_ts = %s AND message_ts <> %s ORDER BY id DESC LIMIT %s) t ORDER BY id",
+                (workspace, channel, thread_ts, before_ts, limit)).fetchall()
+        return [Turn(question=r["question"], answer=r["answer"]) for r in rows]
+
+    def save_turn(self, workspace: str, channel: str, thread_ts: str, message_ts: str, user_id: str,
+                  answer: Answer, collections: Sequence[str]) -> int:
+        said = answer.reason if answer.refusal else answer.answer
+        with self._conn() as conn:
+            row = conn.execute(
+                "INSERT INTO bot_turns (workspace, channel, thread_ts, message_ts, user_id, question, answer, "
+                "refusal, collections, result) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                (workspace, channel, thread_ts, message_ts, user_id, answer.question, said, answer.refusal,
+                 list(collections), Jsonb(answer.model_dump(mode="json")))).fetchone()
+        return int(row["id"])
+
+    def set_reply_ts(self, workspace: str, turn_id: int, reply_ts: str) -> None:
+        with self._conn() as conn:
+            conn.execute("UPDATE bot_turns SET reply_ts = %s WHERE workspace = %s AND id = %s",
+                         (reply_ts, workspace, turn_id))
+
+    # ------------------------------------------------------------------ feedback
+    def record_feedback(self, workspace: str, turn_id: int, user_id: str, rating: int) -> bool:
+        """Record (or change) a person's vote on an answer; False if the answer is unknown."""
+        with self._conn() as conn:
+            try:
+                conn.execute(
+                    "INSERT INTO bot_feedback (workspace, turn_id, user_id, rating) VALUES (%s, %s, %s, %s) "
+                    "ON CONFLICT (workspace, turn_id, user_id) DO UPDATE SET rating = EXCLUDED.rating, "
+                    "updated_at = now()", (workspace, turn_id, user_id, rating))
+            except psycopg.errors.ForeignKeyViolation:
+                return False
+        return True
+
+    # ------------------------------------------------------------------ jobs
+    def create_job(self, workspace: str, kind: str, user_id: str, channel: str, collection: str,
+                   source: str) -> int:
+        with self._conn() as conn:
+            row = conn.execute(
+                "INSERT INTO bot_jobs (workspace, kind, requested_by, channel, collection, source) "
+                "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+                (workspace, kind, user_id, channel, collection, source)).fetchone()
+        return int(row["id"])
+
+    def start_job(self, workspace: str, job_id: int) -> None:
+        with self._conn() as conn:
+            conn.execute("UPDATE bot_jobs SET status = 'running', started_at = now() WHERE workspace = %s AND id = %s",
+                         (workspace, job_id))
+
+    def finish_job(self, workspace: str, job_id: int, *, ok: bool, message: str, pages: int | None = None,
+                   chunks: int | None = None) -> None:
+        with self._conn() as conn:
+            conn.execute(
+                "UPDATE bot_jobs SET status = %s, message = %s, pages = %s, chunks = %s, finished_at = now() "
+                "WHERE workspace = %s AND id = %s",
+                ("done" if ok else "failed", message, pages, chunks, workspace, job_id))
+
+    def fail_interrupted_jobs(self) -> int:
+        """Jobs left queued/running by a previous process cannot resume: mark them failed."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                "UPDATE bot_jobs SET status = 'failed', message = 'interrupted: the bot restarted', "
+                "finished_at = now() WHERE status IN ('queued', 'running') RETURNING id").fetchall()
+        return len(rows)
+
+    def job(self, workspace: str, job_id: int) -> dict[str, Any] | None:
+        with self._conn() as conn:
+            return conn.execute("SELECT * FROM bot_jobs WHERE workspace = %s AND id = %s",
+                                (workspace, job_id)).fetchone()
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -1,0 +1,55 @@
+"""A small bounded pool of daemon worker threads for slow work (answers, ingestion jobs).
+
+Daemon threads on purpose: on SIGTERM the process exits at once (its atexit hooks, which stop the
+embedded Postgres, still run) instead of waiting for a long ingestion; an interrupted job's
+transaction is rolled back by Postgres and the job is marked failed at the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class WorkerPool:
+    def __init__(self, name: str, size: int) -> None:
+        self.name = name
+        self._queue: queue.Queue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.Queue()
+        self._busy = 0
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(size)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> int:
+        """Queue ``fn(*args)``; returns how many tasks are ahead of it (queued or running)."""
+        with self._lock:
+            ahead = self._queue.qsize() + self._busy
+        self._queue.put((fn, args))
+        return ahead
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, args = item
+            with self._lock:
+                self._busy += 1
+            try:
+                fn(*args)
+            except Exception:  # noqa: BLE001  (a task's failure must not kill the worker)
+                log.exception("%s task failed", self.name)
+            finally:
+                with self._lock:
+                    self._busy -= 1
+
+    def shutdown(self) -> None:
+        """Stop taking tasks; running ones are abandoned when the process exits."""
+        for _ in self._threads:
+            self._queue.put(None)
