@@ -147,12 +147,16 @@ _ROMAN = re.compile(r"\b[ivxlcdm]+\b")
 _DIGITS = re.compile(r"\d+")
 
 
+MASKED_LINE_MAX_LETTERS = 8  # numbers are masked only in lines this short: "Page 12", "§ 91.115", "Frm 00702"
+
+
 def line_signature(line: str) -> str:
-    """A line with its numbers masked, to recognise running headers/footers ("Page 12", "4-xxi")."""
-    s = line.strip().casefold()
-    s = _DIGITS.sub("#", s)
-    s = _ROMAN.sub("#", s)
-    return re.sub(r"\s+", " ", s)
+    """A line as compared across pages to recognise running headers and footers: numbers are masked
+    in lines that are mostly numbers ("Page 12", "4-xxi", "§ 91.115"); wordier lines must repeat
+    exactly (a sentence with a different number on each page is content, not a header)."""
+    s = re.sub(r"\s+", " ", line.strip().casefold())
+    masked = _ROMAN.sub("#", _DIGITS.sub("#", s))
+    return masked if sum(ch.isalpha() for ch in masked) <= MASKED_LINE_MAX_LETTERS else s
 
 
 def _lines_with_offsets(text: str) -> list[tuple[int, int, str]]:

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 MIN_TEXT_CHARS_PER_PAGE = 20  # below this on average, the PDF has no usable text layer
 # Bump when extraction or chunking changes: documents indexed by an older pipeline are re-indexed
 # when ingested again, instead of being skipped as unchanged.
-PIPELINE_VERSION = "2026-12-02.1"
+PIPELINE_VERSION = "2026-12-02.3"
 
 
 @dataclass

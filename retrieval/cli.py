@@ -189,9 +189,13 @@ def search(
         typer.echo("no passages found")
     for i, p in enumerate(res.results, 1):
         label = f"p. {p.page_label} (PDF {p.page})" if p.page_label else f"PDF p. {p.page}"
-        typer.echo(f"{i}. {p.document} · {label} · score {p.score:.3f}")
+        st = p.stages
+        ranks = " ".join(f"{name} #{r}" for name, r in (("keyword", st.keyword_rank), ("dense", st.dense_rank),
+                                                         ("fused", st.fused_rank), ("rerank", st.rerank_rank)) if r)
+        typer.echo(f"{i}. {p.document} · {label} · score {p.score:.3f} ({ranks})")
         snippet = " ".join(p.text.split())
         typer.echo(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}\n")
+    typer.echo(f"reranker: {res.reranker} · {res.timings_ms.get('total', 0):.0f} ms")
 
 
 @db_app.command("status")
@@ -242,6 +246,98 @@ def bot(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log each 
     code = run_bot(verbose=verbose or logging.getLogger().level <= logging.INFO)
     if code:
         raise typer.Exit(code)
+
+
+@eval_app.command("ingest")
+def eval_ingest(
+    pdfs: Annotated[list[Path], typer.Argument(help="PDFs to ingest (each in a fresh process).")],
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/ingest_dev.json"),
+) -> None:
+    """Measure ingestion per document: pages, chunks, seconds, pages/s, peak memory."""
+    from ingest.bench import run as run_bench  # noqa: PLC0415
+
+    settings = _settings()
+    _ready(settings)
+    command = "chapterverse eval ingest " + " ".join(str(p) for p in pdfs) + f" --out {out}"
+    result = run_bench(settings, [p for arg in pdfs for p in (sorted(arg.glob("*.pdf")) if arg.is_dir() else [arg])],
+                       command)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    for r in result["documents"]:
+        typer.echo(f"{r['document']}: {r['pages']} pages, {r['chunks']} chunks, {r['seconds']} s, "
+                   f"{r['pages_per_s']} pages/s, peak {r['peak_rss_mb']} MB")
+    typer.echo(f"wrote {out}")
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    questions: Annotated[Path, typer.Argument(help="Question set (the format of tests/corpus/dev_questions.json).")],
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/retrieval_eval.json"),
+    collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
+) -> None:
+    """Recall@1/@5, MRR@10, nDCG@5 of keyword, dense, RRF and RRF + each available reranker."""
+    from retrieval.evaluate import evaluate  # noqa: PLC0415
+
+    settings = _settings()
+    _ready(settings)
+    command = f"chapterverse eval retrieval {questions} --out {out}" + "".join(f" --collection {c}" for c in collection or [])
+    try:
+        result = evaluate(settings, questions, collection, command)
+    except (DatabaseError, ModelError, ValueError, OSError) as exc:
+        _fail(str(exc))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    for name, r in result["results"].items():
+        mark = " (default)" if name == result["default_configuration"] else ""
+        typer.echo(f"{name}{mark}: recall@1 {r['recall_at_1']:.2f}  recall@5 {r['recall_at_5']:.2f}  "
+                   f"MRR {r['mrr_at_10']:.3f}  nDCG@5 {r['ndcg_at_5']:.3f}")
+    typer.echo(f"wrote {out}")
+
+
+@eval_app.command("latency")
+def eval_latency(
+    questions: Annotated[Path, typer.Argument(help="Questions to time (the format of dev_questions.json).")],
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/retrieval_latency.json"),
+    rounds: Annotated[int, typer.Option(min=1, help="Timed passes over the questions.")] = 3,
+    collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
+) -> None:
+    """Search latency p50/p95 per stage (embed query, keyword, vector, fuse, rerank, total)."""
+    from retrieval.bench import run as run_bench  # noqa: PLC0415
+
+    settings = _settings()
+    _ready(settings)
+    command = (f"chapterverse eval latency {questions} --out {out} --rounds {rounds}"
+               + "".join(f" --collection {c}" for c in collection or []))
+    try:
+        result = run_bench(settings, questions, collection, rounds, command=command)
+    except (DatabaseError, ModelError, ValueError, OSError) as exc:
+        _fail(str(exc))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    for name, r in result["setups"].items():
+        stages = "  ".join(f"{s} {v['p50']:.0f}/{v['p95']:.0f}" for s, v in r["stages_ms"].items())
+        typer.echo(f"{name} [{r['reranker_ran']}] p50/p95 ms: {stages}")
+    typer.echo(f"wrote {out}")
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="A question about the indexed documents.")],
+    collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
+    answerer: Annotated[str | None, typer.Option(help="gemini or extractive (default: gemini when GEMINI_API_KEY is set).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Answer QUESTION with verified, page-linked quotes, or refuse when the documents do not say."""
+    from retrieval.answer_view import as_json, as_text  # noqa: PLC0415
+    from retrieval.ask import ask as run_ask  # noqa: PLC0415
+
+    settings = _settings()
+    _ready(settings)
+    result = run_ask(settings, question, collections=collection, answerer=answerer)
+    if json_out:
+        _emit(as_json(result))
+    else:
+        typer.echo(as_text(result))
 
 
 def main() -> None:

@@ -1,0 +1,254 @@
+"""Ingestion as a user sees it: the CLI, real PDFs, real Postgres."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from retrieval import db
+from tests.conftest import DEV_PDFS, run_cli
+from tests.pdfgen import LOREM, encrypted_pdf, hidden_text_pdf, image_only_pdf, long_pdf, text_pdf
+
+ACS = next(p for p in DEV_PDFS if "ACS" in p.name)
+
+
+def _docs(settings, collection: str) -> list[dict]:
+    with db.connection(settings) as conn:
+        return conn.execute(
+            "SELECT d.name, d.page_count, d.chunk_count, "
+            "(SELECT count(*) FROM pages p WHERE p.collection = d.collection AND p.document_id = d.id) AS pages, "
+            "(SELECT count(*) FROM chunks c WHERE c.collection = d.collection AND c.document_id = d.id) AS chunks "
+            "FROM documents d WHERE d.collection = %s ORDER BY d.name", (collection,)).fetchall()
+
+
+def _orphans(settings) -> int:
+    with db.connection(settings) as conn:
+        return conn.execute(
+            "SELECT (SELECT count(*) FROM pages p WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE "
+            "d.collection = p.collection AND d.id = p.document_id)) + (SELECT count(*) FROM chunks c WHERE NOT "
+            "EXISTS (SELECT 1 FROM documents d WHERE d.collection = c.collection AND d.id = c.document_id)) AS n"
+        ).fetchone()["n"]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[tuple[str, Path]]:
+    """A local HTTP server for URL ingestion (127.0.0.1 only)."""
+    root = tmp_path_factory.mktemp("www")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", root
+    server.shutdown()
+
+
+def test_dev_corpus_pages_labels_and_chunk_spans(settings, dev_corpus, embedder):
+    with db.connection(settings) as conn:
+        docs = {r["name"]: r for r in conn.execute(
+            "SELECT id, name, page_count, chunk_count FROM documents WHERE collection = %s", (dev_corpus,))}
+        assert {d.name for d in DEV_PDFS} == set(docs)
+        assert docs[ACS.name]["page_count"] == 87
+        acs = docs[ACS.name]["id"]
+        labels = {r["page_no"]: r["label"] for r in conn.execute(
+            "SELECT page_no, label FROM pages WHERE collection = %s AND document_id = %s", (dev_corpus, acs))}
+        # ACS: printed = PDF index - 8 from PDF p9; roman numerals before; 'i' twice
+        assert labels[1] == "i" and labels[2] == "i" and labels[9] == "1" and labels[30] == "22"
+        cfr = next(d["id"] for n, d in docs.items() if n.startswith("14-CFR"))
+        assert conn.execute("SELECT count(*) AS n FROM pages WHERE collection = %s AND document_id = %s "
+                            "AND label IS NOT NULL", (dev_corpus, cfr)).fetchone()["n"] == 0
+        pages = {(r["document_id"], r["page_no"]): r for r in conn.execute(
+            "SELECT document_id, page_no, text, body_start, body_end FROM pages WHERE collection = %s", (dev_corpus,))}
+        chunks = conn.execute("SELECT * FROM chunks WHERE collection = %s", (dev_corpus,)).fetchall()
+    assert len(chunks) == sum(d["chunk_count"] for d in docs.values())
+    multi = 0
+    for c in chunks:
+        first = pages[(c["document_id"], c["page_start"])]["text"]
+        if c["page_start"] == c["page_end"]:
+            assert c["text"] == first[c["char_start"]:c["char_end"]]
+        else:
+            multi += 1
+            last = pages[(c["document_id"], c["page_end"])]["text"]
+            head, tail = c["text"].split("\n", 1)[0], c["text"].rsplit("\n", 1)[-1]
+            assert first[c["char_start"]:].startswith(head)
+            assert last[:c["char_end"]].endswith(tail)
+        # the embedder sees the whole chunk: nothing past its 256 word-piece limit
+        assert embedder.count_tokens(c["search_text"]) <= embedder.max_tokens
+    assert multi > 0, "paragraphs that continue on the next page should make some chunks span pages"
+
+
+def test_running_headers_kept_in_page_text_but_not_in_chunks(settings, dev_corpus):
+    with db.connection(settings) as conn:
+        n_pages = conn.execute("SELECT count(*) AS n FROM pages WHERE collection = %s AND text LIKE %s",
+                               (dev_corpus, "%VerDate Sep<11>2014%")).fetchone()["n"]
+        n_chunks = conn.execute("SELECT count(*) AS n FROM chunks WHERE collection = %s AND text LIKE %s",
+                                (dev_corpus, "%VerDate Sep<11>2014%")).fetchone()["n"]
+    assert n_pages >= 150  # the CFR machine footer is on every page of the raw text
+    assert n_chunks == 0
+
+
+def test_hidden_text_is_never_ingested(settings, tmp_path):
+    pdf = hidden_text_pdf(tmp_path / "tainted.pdf")
+    res = run_cli("ingest", str(pdf), "--collection", "t-hidden")
+    assert res.returncode == 0, res.stderr
+    with db.connection(settings) as conn:
+        page = conn.execute("SELECT text, hidden_chars FROM pages WHERE collection = 't-hidden'").fetchone()
+        chunk_text = " ".join(r["search_text"] for r in conn.execute(
+            "SELECT search_text FROM chunks WHERE collection = 't-hidden'"))
+    assert "holding speed is 200 knots" in page["text"]
+    assert "Visible caption on a blue box" in page["text"]  # white text on a dark box is visible
+    for secret in ("WHITEONWHITE", "TINYFONT", "OUTSIDEPAGE", "BLACKONBLACK", "900 knots"):
+        assert secret not in page["text"] and secret not in chunk_text
+    assert page["hidden_chars"] > 0
+
+
+def test_generated_labels_headers_and_footers(settings, tmp_path):
+    bodies = [LOREM.format(n=i * 100) + f"Section {i} covers topic number {i * 7}." for i in range(1, 7)]
+    pdf = text_pdf(tmp_path / "labelled.pdf", bodies, header="ACME Flight Manual Revision 4", footer=True,
+                   labels=True)
+    assert run_cli("ingest", str(pdf), "--collection", "t-labels").returncode == 0
+    with db.connection(settings) as conn:
+        rows = conn.execute("SELECT page_no, label, text FROM pages WHERE collection = 't-labels' ORDER BY page_no"
+                            ).fetchall()
+        chunks = [r["text"] for r in conn.execute("SELECT text FROM chunks WHERE collection = 't-labels'")]
+    assert [r["label"] for r in rows] == ["i", "ii", "A-1", "A-2", "A-3", "A-4"]
+    assert all("ACME Flight Manual" in r["text"] and f"Page {r['page_no']}" in r["text"] for r in rows)
+    assert chunks and not any("ACME Flight Manual" in c or "Page 3" in c for c in chunks)
+    assert any("topic number 21" in c for c in chunks)
+
+
+def test_reingest_same_bytes_is_a_noop_and_new_version_replaces(settings, tmp_path):
+    v1 = text_pdf(tmp_path / "manual.pdf", ["Version one says the flap speed is 95 knots. " * 5,
+                                            "Second page of version one about oil pressure. " * 5])
+    first = run_cli("ingest", str(v1), "--collection", "t-version", "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["results"][0]["status"] == "ingested"
+    before = _docs(settings, "t-version")
+
+    again = run_cli("ingest", str(v1), "--collection", "t-version")
+    assert again.returncode == 0
+    assert "unchanged" in again.stdout and "nothing to do" in again.stdout
+    assert _docs(settings, "t-version") == before
+
+    v2 = text_pdf(tmp_path / "manual.pdf", ["Version two says the flap speed is 110 knots. " * 5])
+    res = run_cli("ingest", str(v2), "--collection", "t-version", "--json")
+    assert json.loads(res.stdout)["results"][0]["status"] == "replaced"
+    after = _docs(settings, "t-version")
+    assert len(after) == 1 and after[0]["pages"] == after[0]["page_count"] == 1
+    with db.connection(settings) as conn:
+        texts = " ".join(r["text"] for r in conn.execute("SELECT text FROM chunks WHERE collection = 't-version'"))
+    assert "110 knots" in texts and "95 knots" not in texts
+    assert _orphans(settings) == 0
+
+
+def test_bad_inputs_each_get_one_clear_line_and_store_nothing(settings, tmp_path, served):
+    base, root = served
+    notpdf = tmp_path / "notes.pdf"
+    notpdf.write_text("just some notes, not a PDF")
+    corrupt = tmp_path / "corrupt.pdf"
+    corrupt.write_bytes(b"%PDF-1.7\n" + os.urandom(4000))
+    empty = tmp_path / "empty.pdf"
+    empty.write_bytes(b"")
+    enc = encrypted_pdf(tmp_path / "locked.pdf")
+    scan = image_only_pdf(tmp_path / "scan.pdf")
+    good = text_pdf(tmp_path / "good.pdf", ["A good page about carburetor icing and heat. " * 6])
+    missing = tmp_path / "missing.pdf"
+    served_pdf = text_pdf(root / "remote.pdf", ["Remote page about altimeter settings. " * 6])
+    args = [str(notpdf), str(corrupt), str(empty), str(enc), str(scan), str(good), str(missing),
+            f"{base}/nothing-here.pdf", "http://127.0.0.1:9/refused.pdf", f"{base}/{served_pdf.name}"]
+    res = run_cli("ingest", *args, "--collection", "t-bad")
+    assert res.returncode == 1
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 8, res.stderr
+    expect = {notpdf: "not a PDF", corrupt: "corrupt", empty: "empty file", enc: "encrypted",
+              scan: "looks scanned", missing: "no such file"}
+    for path, words in expect.items():
+        assert any(str(path) in e and words in e for e in errors), (path, res.stderr)
+    assert any("nothing-here.pdf" in e and "HTTP 404" in e for e in errors)
+    assert any("refused.pdf" in e and "download failed" in e for e in errors)
+    assert [d["name"] for d in _docs(settings, "t-bad")] == ["good.pdf", "remote.pdf"]
+    with db.connection(settings) as conn:
+        url = conn.execute("SELECT url FROM documents WHERE collection='t-bad' AND name='remote.pdf'").fetchone()
+    assert url["url"] == f"{base}/remote.pdf"
+    assert _orphans(settings) == 0
+
+
+def test_oversize_file_is_refused(settings, tmp_path):
+    big = long_pdf(tmp_path / "big.pdf", 5)
+    res = run_cli("ingest", str(big), "--collection", "t-size", env={"CHAPTERVERSE_MAX_FILE_MB": "0.001"})
+    assert res.returncode == 1
+    assert "over the" in res.stderr and "CHAPTERVERSE_MAX_FILE_MB" in res.stderr
+    assert _docs(settings, "t-size") == []
+
+
+def test_directory_input_and_quiet_progress_off_a_terminal(settings, tmp_path):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for i in range(2):
+        text_pdf(folder / f"doc{i}.pdf", [f"Document {i} explains the pitot heat checklist item {i}. " * 6])
+    (folder / "readme.txt").write_text("ignored")
+    res = run_cli("ingest", str(folder), "--collection", "t-dir")
+    assert res.returncode == 0, res.stderr
+    assert [d["name"] for d in _docs(settings, "t-dir")] == ["doc0.pdf", "doc1.pdf"]
+    assert "%|" not in res.stderr and "it/s" not in res.stderr  # no progress bars when not on a terminal
+
+
+def test_docs_and_remove(settings, tmp_path):
+    pdf = text_pdf(tmp_path / "gone.pdf", ["This page is about to be removed from the index. " * 6])
+    assert run_cli("ingest", str(pdf), "--collection", "t-rm").returncode == 0
+    listed = json.loads(run_cli("docs", "--json", "--collection", "t-rm").stdout)["documents"]
+    assert [d["name"] for d in listed] == ["gone.pdf"] and listed[0]["pages"] == 1
+    assert run_cli("remove", "gone.pdf", "--collection", "t-rm").returncode == 0
+    assert _docs(settings, "t-rm") == []
+    again = run_cli("remove", "gone.pdf", "--collection", "t-rm")
+    assert again.returncode == 1 and "no document named" in again.stderr
+    assert _orphans(settings) == 0
+
+
+def test_failure_while_writing_leaves_old_version_intact(settings, embedder, tmp_path, monkeypatch):
+    from ingest import pipeline, store
+    from ingest.sources import read_path
+
+    v1 = text_pdf(tmp_path / "atomic.pdf", ["The original oil capacity is 8 quarts. " * 6])
+    pipeline.ingest_source(settings, embedder, read_path(str(v1), 10**8), "t-atomic", quiet=True)
+    before = _docs(settings, "t-atomic")
+    v2 = text_pdf(tmp_path / "atomic.pdf", ["The revised oil capacity is 6 quarts. " * 6 + "More. " * 300,
+                                            "Another revised page. " * 40])
+    real_write = store.write_document
+
+    def broken_write(conn, **kw):  # vectors of the wrong dimension make the chunk COPY fail mid-way
+        kw["vectors"] = kw["vectors"][:, :10]
+        return real_write(conn, **kw)
+
+    monkeypatch.setattr(store, "write_document", broken_write)
+    with pytest.raises(Exception):
+        pipeline.ingest_source(settings, embedder, read_path(str(v2), 10**8), "t-atomic", quiet=True)
+    assert _docs(settings, "t-atomic") == before
+    assert _orphans(settings) == 0
+
+
+def test_killed_ingest_leaves_no_partial_document(settings, tmp_path):
+    pdf = long_pdf(tmp_path / "killed.pdf", 60)
+    seen = set()
+    for delay in (2.0, 6.0, 10.0):
+        proc = subprocess.Popen([sys.executable, "-m", "retrieval.cli", "ingest", str(pdf), "--collection",
+                                 f"t-kill-{delay}"], env=os.environ.copy(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        docs = _docs(settings, f"t-kill-{delay}")
+        for d in docs:  # either the whole document is there, or none of it
+            assert d["pages"] == d["page_count"] == 60 and d["chunks"] == d["chunk_count"] > 0
+        seen.add(len(docs))
+    assert _orphans(settings) == 0
+    assert 0 in seen  # at least one kill landed before the commit
