@@ -85,3 +85,7 @@ class Answer(BaseModel):
     models: dict[str, str] = Field(default_factory=dict)
     timings_ms: dict[str, float] = Field(default_factory=dict)
     dropped_citations: int = 0  # model citations removed by verification
+    proposed_citations: int = 0  # citations the answerer offered (including the repair pass)
+    repaired: bool = False  # a repair pass ran because no quote survived verification
+    evidence_score: float | None = None  # the extractive answerer's best evidence score
+    warnings: list[str] = Field(default_factory=list)  # e.g. Gemini failed, answered extractively

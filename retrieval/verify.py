@@ -201,13 +201,21 @@ def page_slices(passage: Passage, pages: Mapping[int, SourcePage]) -> dict[int, 
 
 def shown_slices(passage: Passage, passage_id: str, pages: Mapping[int, SourcePage], *,
                  file_base_url: str | None = None) -> list[PageText]:
-    """PageTexts for one shown passage, one per page it covers. Only lines the passage text really
-    contains are kept (a multi-page passage did not show the running header/footer between pages)."""
+    """PageTexts for one shown passage, one per page it covers, in the page's own words. At a page
+    break, edge lines the passage text does not contain are trimmed (the running header/footer
+    between the pages was not shown); the slice itself stays contiguous page text."""
     shown_norm = normalize(passage.text)
     out: list[PageText] = []
     for no, text in page_slices(passage, pages).items():
-        kept = [ln for ln in text.split("\n") if not ln.strip() or normalize(ln) in shown_norm]
-        body = "\n".join(kept).strip("\n")
+        lines = text.split("\n")
+        # trim the edges next to a page break (running header/footer) down to lines that were shown
+        if no != passage.page:
+            while lines and lines[0].strip() and normalize(lines[0]) not in shown_norm:
+                lines.pop(0)
+        if no != passage.page_end:
+            while lines and lines[-1].strip() and normalize(lines[-1]) not in shown_norm:
+                lines.pop()
+        body = "\n".join(lines).strip("\n")
         if not body.strip():
             continue
         src = pages.get(no)

@@ -1,0 +1,217 @@
+"""The Gemini answerer (google-genai): structured output, validated with pydantic.
+
+- The model gets the passages as data with ids (document, page) and must answer only from them.
+- Output is requested as JSON for ``ModelAnswer`` (``response_schema``) and validated from
+  ``response.text`` with pydantic: ``response.parsed`` silently gives None on bad JSON, and we want
+  the reason. Blocked prompts, SAFETY stops and empty candidates give ``AnswererError``.
+- Every call has an explicit timeout (``HttpOptions(timeout=ms)``). 429 and 5xx are retried with
+  exponential backoff, or after exactly the server's ``retryDelay`` when it gives one (google.rpc.RetryInfo in the error
+  details), bounded in total time: a retry that would end past the budget is not attempted.
+- ``GOOGLE_GEMINI_BASE_URL`` is honoured by the client; a ``base_url`` can also be passed.
+Errors never include the API key (google-genai sends it in a header, never in the URL).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from google import genai
+from google.genai import errors, types
+from pydantic import BaseModel, Field, ValidationError
+from tenacity import RetryCallState, Retrying, retry_if_exception
+
+from retrieval.answerers import AnswererError, Draft
+from retrieval.answerers.prompt import REWRITE_SYSTEM, SYSTEM, answer_prompt, repair_prompt, rewrite_prompt
+from retrieval.models import Turn
+from retrieval.settings import Settings
+from retrieval.verify import Claim, PageText, Verdict
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 30.0  # per HTTP call
+DEFAULT_RETRY_BUDGET_S = 45.0  # all attempts of one call, waits included
+DEFAULT_MAX_ATTEMPTS = 4
+BACKOFF_BASE_S = 1.0
+BACKOFF_MAX_S = 16.0
+
+
+def _http_errors(name: str) -> tuple[type[BaseException], ...]:
+    """The class ``name`` from httpx and, when installed, httpx2 (google-genai uses httpx2 if present)."""
+    found: list[type[BaseException]] = [getattr(httpx, name)]
+    try:
+        import httpx2  # type: ignore[import-not-found]  # noqa: PLC0415
+
+        found.append(getattr(httpx2, name))
+    except (ImportError, AttributeError):
+        pass
+    return tuple(found)
+
+
+TRANSPORT_ERRORS = _http_errors("TransportError")  # timeouts, connection resets and drops
+TIMEOUT_ERRORS = _http_errors("TimeoutException")
+HTTP_ERRORS = _http_errors("HTTPError")
+
+
+class ModelCitation(BaseModel):
+    id: str = Field(description="The id of the passage the quote is copied from.")
+    document: str
+    page: int
+    quote: str = Field(description="A contiguous span copied word for word from that passage's text.")
+
+
+class ModelAnswer(BaseModel):
+    answerable: bool = Field(description="False when the passages do not contain the answer.")
+    answer: str = Field(description="Short answer; empty when not answerable.")
+    citations: list[ModelCitation]
+    reason: str = Field(default="", description="When not answerable: what the passages lack.")
+
+
+class StandaloneQuestion(BaseModel):
+    question: str
+
+
+def retry_delay_s(exc: BaseException) -> float | None:
+    """The server's requested delay (google.rpc.RetryInfo ``retryDelay`` like "2s" or "0.5s")."""
+    details: Any = getattr(exc, "details", None)
+    stack = [details]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            delay = item.get("retryDelay")
+            if isinstance(delay, str) and (m := re.fullmatch(r"\s*([0-9]*\.?[0-9]+)s\s*", delay)):
+                return float(m.group(1))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, errors.APIError):
+        return exc.code == 429 or (isinstance(exc.code, int) and exc.code >= 500)
+    return isinstance(exc, TRANSPORT_ERRORS)
+
+
+def describe(exc: BaseException) -> str:
+    """One line for logs and users; never the key (it is only ever in a request header)."""
+    if isinstance(exc, errors.APIError):
+        return f"Gemini API error {exc.code} {exc.status or ''}".strip()
+    if isinstance(exc, TIMEOUT_ERRORS):
+        return "Gemini did not answer in time"
+    if isinstance(exc, TRANSPORT_ERRORS):
+        return f"could not reach Gemini ({type(exc).__name__})"
+    return f"Gemini call failed ({type(exc).__name__})"
+
+
+class _Budget:
+    """Stop and wait policies for tenacity: backoff that honours retryDelay, bounded in total time."""
+
+    def __init__(self, max_attempts: int, budget_s: float) -> None:
+        self.max_attempts = max_attempts
+        self.budget_s = budget_s
+
+    def wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        server = retry_delay_s(exc) if exc is not None else None
+        if server is not None:
+            return server  # the server said when to come back
+        return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (state.attempt_number - 1))
+
+    def stop(self, state: RetryCallState) -> bool:
+        if state.attempt_number >= self.max_attempts:
+            return True
+        elapsed = time.monotonic() - state.start_time
+        return elapsed + self.wait(state) > self.budget_s
+
+
+class GeminiAnswerer:
+    name = "gemini"
+
+    def __init__(self, api_key: str, model: str, *, base_url: str | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, retry_budget_s: float = DEFAULT_RETRY_BUDGET_S,
+                 max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> None:
+        options = types.HttpOptions(timeout=int(timeout_s * 1000), base_url=base_url)
+        self.model = model
+        self._client = genai.Client(api_key=api_key, http_options=options)
+        self._budget = _Budget(max_attempts, retry_budget_s)
+        self.calls = 0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> GeminiAnswerer:
+        if settings.gemini_api_key is None:
+            raise AnswererError("GEMINI_API_KEY is not set")
+        return cls(settings.gemini_api_key.get_secret_value(), settings.gemini_model,
+                   timeout_s=float(getattr(settings, "gemini_timeout_s", DEFAULT_TIMEOUT_S)),
+                   retry_budget_s=float(getattr(settings, "gemini_retry_budget_s", DEFAULT_RETRY_BUDGET_S)))
+
+    # -- one structured call ------------------------------------------------------------------
+    def _generate(self, system: str, prompt: str, schema: type[BaseModel]) -> types.GenerateContentResponse:
+        config = types.GenerateContentConfig(system_instruction=system, response_mime_type="application/json",
+                                             response_schema=schema, temperature=0.0)
+        retrying = Retrying(retry=retry_if_exception(is_retryable), wait=self._budget.wait,
+                            stop=self._budget.stop, reraise=True)
+        try:
+            for attempt in retrying:
+                with attempt:
+                    self.calls += 1
+                    return self._client.models.generate_content(model=self.model, contents=prompt, config=config)
+        except Exception as exc:  # noqa: BLE001  (anything else from the SDK is one clear line too)
+            raise AnswererError(describe(exc)) from None
+        raise AnswererError("Gemini gave no response")  # pragma: no cover - the loop returns or raises
+
+    def _structured(self, system: str, prompt: str, schema: type[BaseModel]) -> BaseModel:
+        response = self._generate(system, prompt, schema)
+        text = response_text(response)
+        try:
+            return schema.model_validate_json(text)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first.get("loc", ())) or "output"
+            raise AnswererError(f"Gemini output did not match the schema ({exc.error_count()} error(s); "
+                                f"{where}: {first.get('msg', '')})") from None
+
+    # -- Answerer ----------------------------------------------------------------------------
+    def answer(self, question: str, shown: Sequence[PageText]) -> Draft:
+        return to_draft(self._structured(SYSTEM, answer_prompt(question, shown), ModelAnswer))  # type: ignore[arg-type]
+
+    def repair(self, question: str, shown: Sequence[PageText], draft: Draft,
+               failures: Sequence[Verdict]) -> Draft:
+        return to_draft(self._structured(SYSTEM, repair_prompt(question, shown, failures), ModelAnswer))  # type: ignore[arg-type]
+
+    def standalone(self, question: str, history: Sequence[Turn]) -> str:
+        out = self._structured(REWRITE_SYSTEM, rewrite_prompt(question, history), StandaloneQuestion)
+        text = out.question.strip()  # type: ignore[attr-defined]
+        if not text:
+            raise AnswererError("Gemini returned an empty standalone question")
+        return text
+
+
+def response_text(response: types.GenerateContentResponse) -> str:
+    """The JSON text of a response, or AnswererError saying why there is none."""
+    feedback = response.prompt_feedback
+    if feedback is not None and feedback.block_reason:
+        raise AnswererError(f"Gemini blocked the prompt ({feedback.block_reason})")
+    if not response.candidates:
+        raise AnswererError("Gemini returned no candidates")
+    cand = response.candidates[0]
+    finish = cand.finish_reason
+    text = response.text
+    if finish is not None and finish not in (types.FinishReason.STOP, types.FinishReason.MAX_TOKENS) and not text:
+        raise AnswererError(f"Gemini stopped without an answer ({finish})")
+    if not text:
+        raise AnswererError(f"Gemini returned no text (finish reason {finish})")
+    if finish == types.FinishReason.MAX_TOKENS:
+        raise AnswererError("Gemini's answer was cut off (MAX_TOKENS)")
+    return text
+
+
+def to_draft(out: ModelAnswer) -> Draft:
+    claims = [Claim(c.document, c.page, c.quote) for c in out.citations]
+    if not out.answerable:
+        return Draft(refusal=True, reason=out.reason or "the model found no answer in the passages", model_calls=1)
+    return Draft(refusal=False, answer=out.answer, claims=claims, model_calls=1)

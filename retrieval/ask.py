@@ -1,0 +1,259 @@
+"""The answering pipeline: follow-up → standalone question → search → answer → verify → (one repair
+pass) → answer with verified citations, or a refusal.
+
+``ask`` never raises. Whatever fails (the index, the embedding model, the answer provider, the
+provider's output) ends in a refusal with a plain reason, or — when only Gemini failed — in an
+extractive answer whose quotes were verified like any other. Only verified quotes (the source's own
+words) ever reach ``Answer.citations``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from retrieval import db
+from retrieval.answerers import Answerer, AnswererError, Draft
+from retrieval.answerers.followup import standalone_without_model
+from retrieval.db import DatabaseError
+from retrieval.embed import ModelError
+from retrieval.models import Answer, Citation, NearestPassage, Passage, SearchResult, Turn
+from retrieval.settings import Settings
+from retrieval.verify import PageText, SourcePage, Verification, shown_slices, verify_claims
+
+log = logging.getLogger(__name__)
+
+ASK_K = 8  # passages shown to the answerer
+NEAREST = 5  # passages listed with a refusal
+NO_SUPPORT = "The documents do not support an answer to this question."
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - t0) * 1e3
+
+
+def choose_answerer(settings: Settings, name: str | None) -> str:
+    """``gemini`` when asked for or when a key is configured, else ``extractive``."""
+    if name in ("gemini", "extractive"):
+        return name
+    if name:
+        raise ValueError(f"unknown answerer {name!r} (use 'gemini' or 'extractive')")
+    return "gemini" if settings.gemini_api_key is not None else "extractive"
+
+
+def build_answerer(settings: Settings, name: str, collections: Sequence[str] | None) -> Answerer:
+    if name == "gemini":
+        from retrieval.answerers.gemini import GeminiAnswerer  # noqa: PLC0415  (imports google-genai)
+
+        return GeminiAnswerer.from_settings(settings)
+    return build_extractive(settings, collections)
+
+
+def build_extractive(settings: Settings, collections: Sequence[str] | None) -> Answerer:
+    from retrieval.answerers.extractive import ExtractiveAnswerer  # noqa: PLC0415
+    from retrieval.embed import get_embedder  # noqa: PLC0415
+
+    embedder = get_embedder(settings.embedding_model)
+    return ExtractiveAnswerer(embedder.embed, model=embedder.name,
+                              doc_freq=lambda words: doc_freq(settings, words, collections))
+
+
+def doc_freq(settings: Settings, words: Sequence[str], collections: Sequence[str] | None) -> tuple[dict[str, int], int]:
+    """How many chunks contain each word (Postgres English stemming), and how many chunks there are."""
+    cond = "collection = ANY(%s)" if collections else "true"
+    extra = [list(collections)] if collections else []
+    out: dict[str, int] = {}
+    with db.connection(settings) as conn:
+        total = conn.execute(f"SELECT count(*) AS n FROM chunks WHERE {cond}", extra).fetchone()["n"]
+        for w in words:
+            out[w] = conn.execute(
+                f"SELECT count(*) AS n FROM chunks WHERE {cond} AND tsv @@ plainto_tsquery('english', %s)",
+                [*extra, w]).fetchone()["n"]
+    return out, int(total)
+
+
+def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[str, str], dict[int, SourcePage]]:
+    """The stored text and label of every page the passages touch, keyed by (collection, document)."""
+    out: dict[tuple[str, str], dict[int, SourcePage]] = {}
+    with db.connection(settings) as conn:
+        for p in passages:
+            rows = conn.execute(
+                "SELECT pg.page_no, pg.text, pg.label FROM pages pg JOIN documents d "
+                "ON d.collection = pg.collection AND d.id = pg.document_id "
+                "WHERE pg.collection = %s AND d.name = %s AND pg.page_no BETWEEN %s AND %s",
+                (p.collection, p.document, p.page, p.page_end)).fetchall()
+            pages = out.setdefault((p.collection, p.document), {})
+            for r in rows:
+                pages[r["page_no"]] = SourcePage(r["text"], r["label"])
+    return out
+
+
+def shown_pages(settings: Settings, passages: Sequence[Passage],
+                pages: dict[tuple[str, str], dict[int, SourcePage]]) -> list[PageText]:
+    out: list[PageText] = []
+    for rank, p in enumerate(passages, 1):
+        out.extend(shown_slices(p, f"P{rank}", pages.get((p.collection, p.document), {}),
+                                file_base_url=settings.file_base_url))
+    return out
+
+
+def nearest_of(shown: Sequence[PageText]) -> list[NearestPassage]:
+    seen: set[tuple[str, int]] = set()
+    out: list[NearestPassage] = []
+    for p in shown:
+        if (p.document, p.page) in seen:
+            continue
+        seen.add((p.document, p.page))
+        snippet = " ".join(p.text.split())
+        out.append(NearestPassage(document=p.document, page=p.page, page_label=p.page_label, url=p.url,
+                                  snippet=snippet[:240] + ("…" if len(snippet) > 240 else "")))
+        if len(out) >= NEAREST:
+            break
+    return out
+
+
+def _refusal(answer: Answer, reason: str, shown: Sequence[PageText] = ()) -> Answer:
+    answer.refusal = True
+    answer.answer = ""
+    answer.citations = []
+    answer.reason = reason
+    answer.nearest = nearest_of(shown)
+    return answer
+
+
+def _no_support(detail: str) -> str:
+    detail = detail.strip().rstrip(".")
+    return f"{NO_SUPPORT} {detail[:1].upper()}{detail[1:]}." if detail else NO_SUPPORT
+
+
+def ask(settings: Settings, question: str, *, history: Sequence[Turn] = (),
+        collections: Sequence[str] | None = None, answerer: str | None = None,
+        k: int = ASK_K, search_fn: Callable[..., SearchResult] | None = None) -> Answer:
+    """Answer ``question`` from the indexed documents, or refuse. Never raises."""
+    result = Answer(question=question, refusal=True)
+    try:
+        return _ask(settings, question, history, collections, answerer, k, search_fn, result)
+    except Exception as exc:  # noqa: BLE001  (the contract: a refusal, never an exception)
+        log.exception("ask failed")
+        return _refusal(result, f"Something went wrong while answering ({type(exc).__name__}); "
+                                "no answer is given rather than an unchecked one.")
+
+
+def _ask(settings: Settings, question: str, history: Sequence[Turn], collections: Sequence[str] | None,
+         answerer_name: str | None, k: int, search_fn: Callable[..., SearchResult] | None,
+         result: Answer) -> Answer:
+    clock = _Clock()
+    result.timings_ms = clock.ms
+    if not question.strip():
+        return _refusal(result, "The question is empty.")
+    try:
+        name = choose_answerer(settings, answerer_name)
+    except ValueError as exc:
+        return _refusal(result, str(exc))
+    result.answerer = name
+    result.models["embedding"] = settings.embedding_model
+    try:
+        with clock.stage("load_answerer"):
+            answerer = build_answerer(settings, name, collections)
+    except (ModelError, AnswererError) as exc:
+        return _refusal(result, f"The answerer is unavailable: {exc}")
+    if answerer.model:
+        result.models["answerer"] = answerer.model
+
+    standalone = question
+    if history:
+        with clock.stage("rewrite"):
+            try:
+                standalone = answerer.standalone(question, history)
+            except AnswererError as exc:
+                result.warnings.append(f"follow-up rewrite failed ({exc}); used the previous question as context")
+                standalone = standalone_without_model(question, history)
+        result.standalone_question = standalone
+
+    try:
+        with clock.stage("search"):
+            if search_fn is None:
+                from retrieval.search import search as search_fn  # noqa: PLC0415
+            found = search_fn(settings, standalone, k=k, collections=collections)
+        result.reranker = found.reranker
+        result.models["reranker"] = found.reranker
+        for stage, ms in found.timings_ms.items():
+            clock.ms[f"search.{stage}"] = ms
+        with clock.stage("load_pages"):
+            pages = load_pages(settings, found.results)
+    except DatabaseError as exc:
+        return _refusal(result, f"The index is unavailable, so nothing could be searched: {exc}")
+    except ModelError as exc:
+        return _refusal(result, f"The search model is unavailable: {exc}")
+
+    shown = shown_pages(settings, found.results, pages)
+    if not shown:
+        where = f" in {', '.join(collections)}" if collections else ""
+        return _refusal(result, _no_support(f"no passages were found{where}"))
+
+    draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result)
+    if draft is None and name == "gemini":
+        fallback = build_extractive(settings, collections)
+        result.answerer = "extractive"
+        result.models["answerer"] = fallback.model
+        draft, verification = _answer_and_verify(fallback, standalone, shown, clock, result)
+    if draft is None or verification is None:
+        return _refusal(result, _no_support(result.warnings[-1] if result.warnings else ""), shown)
+    if draft.refusal:
+        return _refusal(result, _no_support(draft.reason), shown)
+    citations = verification.citations
+    if not citations:
+        return _refusal(result, _no_support("none of the quotes offered could be verified in the retrieved text"),
+                        shown)
+    result.refusal = False
+    result.answer = draft.answer.strip() or _join_quotes(citations)
+    result.citations = citations
+    result.reason = ""
+    return result
+
+
+def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageText], clock: _Clock,
+                       result: Answer) -> tuple[Draft | None, Verification | None]:
+    """Draft, verify, and repair once when no quote survives. (None, None) when the answerer failed."""
+    try:
+        with clock.stage("answer"):
+            draft = answerer.answer(question, shown)
+    except AnswererError as exc:
+        result.warnings.append(f"{answerer.name} failed: {exc}")
+        return None, None
+    result.evidence_score = draft.score
+    with clock.stage("verify"):
+        verification = verify_claims(draft.claims, shown)
+    result.dropped_citations += len(verification.failures)
+    result.proposed_citations += len(draft.claims)
+    if draft.refusal or verification.citations:
+        return draft, verification
+    if not draft.claims:
+        return draft.model_copy(update={"refusal": True, "reason": "the answer offered no quote"}), verification
+    try:
+        with clock.stage("repair"):
+            repaired = answerer.repair(question, shown, draft, verification.failures)
+    except AnswererError as exc:
+        result.warnings.append(f"repair failed: {exc}")
+        return draft.model_copy(update={"refusal": True, "reason": "its quotes could not be verified"}), verification
+    result.repaired = True
+    with clock.stage("verify"):
+        second = verify_claims(repaired.claims, shown)
+    result.dropped_citations += len(second.failures)
+    result.proposed_citations += len(repaired.claims)
+    return repaired, second
+
+
+def _join_quotes(citations: Sequence[Citation]) -> str:
+    return " … ".join(" ".join(c.quote.split()) for c in citations)
