@@ -1,44 +1,78 @@
-"""Search the index: dense (pgvector) nearest neighbours, returned as Passages."""
+"""Hybrid search: BM25 keyword search and pgvector search in parallel, RRF (k=60), rerank, diversify.
+
+The pipeline for one query:
+
+1. **Legs, in parallel.** The keyword leg (BM25 inside Postgres, see ``retrieval.keyword``) starts
+   at once on its own connection while this thread embeds the query and then runs the dense leg
+   (``retrieval.vector``) on a second connection. Keyword search needs no embedding, so it hides
+   behind the ~20 ms query embedding. (The one-statement alternative, ``mode="single"``, has to
+   wait for the embedding first; ``chapterverse eval latency`` measures both.)
+2. **Fuse** the two ranked lists by reciprocal rank fusion with k = 60.
+3. **Fetch** the best ``fetch_depth`` fused chunks' rows and drop near-duplicates (same text, or
+   mostly inside a better-ranked chunk of the same document).
+4. **Rerank** them with the configured reranker (``retrieval.rerank``); "none" keeps fused order.
+5. **Diversify** so the top ``k`` start on distinct pages and do not overlap each other.
+"""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Literal
 
+import numpy as np
 import psycopg
+from pydantic import BaseModel, Field
 
-from retrieval import db, index
-from retrieval.embed import get_embedder
+from retrieval import db, index, pool
+from retrieval.embed import Embedder, get_embedder
+from retrieval.filters import Scope
+from retrieval.fuse import RRF_K, Fused, Hit, Span, diversify, near_duplicates, rrf
+from retrieval.keyword import KeywordMethod, keyword
 from retrieval.models import Passage, SearchResult, StageScores
+from retrieval.rerank import Choice, SentenceReranker, choose
 from retrieval.settings import Settings
+from retrieval.vector import dense as dense_hits
+
+log = logging.getLogger(__name__)
+
+Leg = Literal["keyword", "dense"]
+
+
+class SearchConfig(BaseModel):
+    """How a search runs. ``search()`` uses the defaults plus the reranker named in Settings."""
+
+    legs: tuple[Leg, ...] = ("keyword", "dense")
+    keyword_method: KeywordMethod = "bm25"
+    depth: int = Field(default=50, ge=1, le=1000, description="Candidates per leg before fusion.")
+    rrf_k: int = Field(default=RRF_K, ge=0)
+    fetch_depth: int = Field(default=30, ge=1, le=1000, description="Fused candidates fetched and reranked.")
+    rerank_weight: float = Field(default=1.0, ge=0.0, le=1.0,
+                                 description="For the bi-encoder fallback: share of its rank in the final "
+                                 "reciprocal-rank score (the fused rank has the rest).")
+    mode: Literal["parallel", "single"] = "parallel"
+    reranker: str | None = None  # None: Settings.reranker
+
 
 PASSAGE_COLUMNS = """
-    c.id AS chunk_id, c.collection, d.name AS document, d.url AS document_url, c.page_start, c.page_end,
-    c.char_start, c.char_end, c.text, c.context,
+    c.id AS chunk_id, c.collection, c.document_id, d.name AS document, d.url AS document_url,
+    c.page_start, c.page_end, c.char_start, c.char_end, c.text, c.context,
     (SELECT p.label FROM pages p WHERE p.collection = c.collection AND p.document_id = c.document_id
        AND p.page_no = c.page_start) AS page_label
 """
 
 
-def _filters(collections: Sequence[str] | None, documents: Sequence[str] | None) -> tuple[str, list]:
-    where, params = [], []
-    if collections:
-        where.append("c.collection = ANY(%s)")
-        params.append(list(collections))
-    if documents:
-        where.append("d.name = ANY(%s)")
-        params.append(list(documents))
-    return (" AND ".join(where) or "true"), params
-
-
-def dense(conn: psycopg.Connection, vector, k: int, collections=None, documents=None) -> list[dict]:
-    cond, params = _filters(collections, documents)
-    conn.execute("SET hnsw.iterative_scan = relaxed_order")
-    return conn.execute(
-        f"SELECT {PASSAGE_COLUMNS}, 1 - (c.embedding <=> %s) AS score FROM chunks c "
-        f"JOIN documents d ON d.collection = c.collection AND d.id = c.document_id "
-        f"WHERE {cond} ORDER BY c.embedding <=> %s LIMIT %s",
-        [vector, *params, vector, k]).fetchall()
+def fetch_rows(conn: psycopg.Connection, chunk_ids: Sequence[int]) -> dict[int, dict]:
+    if not chunk_ids:
+        return {}
+    rows = conn.execute(
+        f"SELECT {PASSAGE_COLUMNS} FROM chunks c JOIN documents d ON d.collection = c.collection "
+        f"AND d.id = c.document_id WHERE c.id = ANY(%s)", [list(chunk_ids)]).fetchall()
+    return {int(r["chunk_id"]): r for r in rows}
 
 
 def to_passage(row: dict, score: float, stages: StageScores) -> Passage:
@@ -48,17 +82,198 @@ def to_passage(row: dict, score: float, stages: StageScores) -> Passage:
                    text=row["text"], context=row["context"], score=score, stages=stages)
 
 
-def search(settings: Settings, query: str, k: int = 5, collections: Sequence[str] | None = None,
-           documents: Sequence[str] | None = None) -> SearchResult:
-    t0 = time.perf_counter()
-    embedder = get_embedder(settings.embedding_model)
+def span_of(row: Mapping) -> Span:
+    return Span((row["collection"], int(row["document_id"])), row["page_start"], row["char_start"],
+                row["page_end"], row["char_end"], row["text"])
+
+
+# ---------------------------------------------------------------------------------------------
+# stage 1: the two legs
+
+_checked: set[tuple[str, str, int]] = set()
+_checked_lock = threading.Lock()
+_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cv-search")
+
+
+def check_model(settings: Settings, embedder: Embedder) -> None:
+    """Refuse to search an index built with another embedding model (checked once per process)."""
+    key = (db.conninfo(settings), embedder.name, embedder.dim)
+    with _checked_lock:
+        if key in _checked:
+            return
+    with pool.connection(settings) as conn:
+        index.ensure_model(conn, embedder.name, embedder.dim)
+    with _checked_lock:
+        _checked.add(key)
+
+
+@dataclass
+class Legs:
+    """The ranked lists of one query, plus what they cost."""
+
+    lists: dict[str, list[Hit]]
+    query_vector: np.ndarray | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def _timed(fn: Callable[[], list[Hit]]) -> tuple[list[Hit], float]:
+    t = time.perf_counter()
+    out = fn()
+    return out, (time.perf_counter() - t) * 1e3
+
+
+def _keyword_leg(settings: Settings, query: str, cfg: SearchConfig, scope: Scope) -> tuple[list[Hit], float]:
+    with pool.connection(settings) as conn:
+        return _timed(lambda: keyword(conn, query, cfg.depth, scope, cfg.keyword_method))
+
+
+def run_legs(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
+    if cfg.mode == "single" and set(cfg.legs) == {"keyword", "dense"}:
+        return _run_single(settings, embedder, query, cfg, scope)
+    timings: dict[str, float] = {}
+    lists: dict[str, list[Hit]] = {}
+    fut = _executor.submit(_keyword_leg, settings, query, cfg, scope) if "keyword" in cfg.legs else None
+    vec: np.ndarray | None = None
+    try:
+        if "dense" in cfg.legs:
+            t = time.perf_counter()
+            vec = embedder.embed_query(query)
+            timings["embed_query"] = (time.perf_counter() - t) * 1e3
+            with pool.connection(settings) as conn:
+                lists["dense"], timings["vector"] = _timed(lambda: dense_hits(conn, vec, cfg.depth, scope))
+    finally:
+        if fut is not None:
+            lists["keyword"], timings["keyword"] = fut.result()
+    return Legs(lists=lists, query_vector=vec, timings_ms=timings)
+
+
+def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
+    """Both legs in one SQL statement (after embedding the query): one round trip, no overlap."""
+    from retrieval.keyword import bm25_sql  # noqa: PLC0415
+    from retrieval.vector import configure  # noqa: PLC0415
+
+    if cfg.keyword_method != "bm25":
+        raise ValueError("mode='single' supports the bm25 keyword method only")
+    t = time.perf_counter()
     vec = embedder.embed_query(query)
     t1 = time.perf_counter()
-    with db.connection(settings) as conn:
-        index.ensure_model(conn, embedder.name, embedder.dim)
-        rows = dense(conn, vec, k, collections, documents)
+    with pool.connection(settings) as conn:
+        configure(conn, cfg.depth)
+        rows = conn.execute(
+            f"WITH kw AS ({bm25_sql(scope)}), "
+            f"nn AS MATERIALIZED (SELECT c.id, c.embedding <=> %(vec)s AS dist FROM {scope.from_clause()} "
+            f"WHERE {scope.sql()} ORDER BY c.embedding <=> %(vec)s LIMIT %(limit)s) "
+            f"SELECT 'keyword' AS leg, chunk_id, score FROM kw "
+            f"UNION ALL SELECT 'dense', id, 1 - dist FROM nn",
+            {**scope.params(), "query": query, "vec": vec, "limit": cfg.depth, "k1": 1.2, "b": 0.75}).fetchall()
     t2 = time.perf_counter()
-    results = [to_passage(r, float(r["score"]), StageScores(dense_rank=i + 1, dense_score=float(r["score"])))
-               for i, r in enumerate(rows)]
-    return SearchResult(query=query, results=results, reranker="none",
-                        timings_ms={"embed_query": (t1 - t0) * 1e3, "vector": (t2 - t1) * 1e3})
+    lists: dict[str, list[Hit]] = {"keyword": [], "dense": []}
+    for r in rows:
+        lists[r["leg"]].append(Hit(int(r["chunk_id"]), float(r["score"])))
+    lists["keyword"].sort(key=lambda h: (-h.score, h.chunk_id))
+    lists["dense"].sort(key=lambda h: (-h.score, h.chunk_id))
+    return Legs(lists=lists, query_vector=vec,
+                timings_ms={"embed_query": (t1 - t) * 1e3, "legs_sql": (t2 - t1) * 1e3})
+
+
+# ---------------------------------------------------------------------------------------------
+# stages 2-5
+
+def fuse_legs(lists: Mapping[str, Sequence[Hit]], rrf_k: int = RRF_K) -> list[Fused]:
+    return rrf(lists, rrf_k)
+
+
+def _rank_map(order: Sequence[int]) -> dict[int, int]:
+    return {cid: i + 1 for i, cid in enumerate(order)}
+
+
+def combine_ranks(fused_order: Sequence[int], rerank_scores: Mapping[int, float], weight: float,
+                  k: int = RRF_K) -> list[int]:
+    """Order chunks by w/(k + rerank rank) + (1-w)/(k + fused rank); w = 1 is the reranker's order."""
+    by_rerank = sorted(fused_order, key=lambda c: -rerank_scores[c])
+    rr, fr = _rank_map(by_rerank), _rank_map(fused_order)
+    score = {c: weight / (k + rr[c]) + (1 - weight) / (k + fr[c]) for c in fused_order}
+    return sorted(fused_order, key=lambda c: (-score[c], fr[c]))
+
+
+def finish(settings: Settings, query: str, legs: Legs, k: int, cfg: SearchConfig, choice: Choice,
+           conn: psycopg.Connection) -> tuple[list[Passage], dict[str, float]]:
+    """Fuse, fetch, dedup, rerank and diversify; returns the top k passages and stage timings."""
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    fused = fuse_legs(legs.lists, cfg.rrf_k) if len(legs.lists) > 1 else [
+        Fused(h.chunk_id, h.score, {leg: i}, {leg: h.score})
+        for leg, hits in legs.lists.items() for i, h in enumerate(hits, 1)]
+    head = fused[:max(cfg.fetch_depth, k)]
+    rows = fetch_rows(conn, [f.chunk_id for f in head])
+    head = [f for f in head if f.chunk_id in rows]  # a chunk deleted meanwhile is skipped
+    keep = near_duplicates([span_of(rows[f.chunk_id]) for f in head])
+    head = [head[i] for i in keep]
+    timings["fuse"] = (time.perf_counter() - t) * 1e3
+
+    t = time.perf_counter()
+    order = [f.chunk_id for f in head]
+    rerank_scores: dict[int, float] = {}
+    if choice.reranker is not None and head:
+        texts = [_rerank_text(rows[c]) for c in order]
+        if isinstance(choice.reranker, SentenceReranker):
+            vals = choice.reranker.score(query, texts, query_vector=legs.query_vector)
+            weight = cfg.rerank_weight
+        else:
+            vals = choice.reranker.score(query, texts)
+            weight = 1.0
+        rerank_scores = dict(zip(order, vals, strict=True))
+        order = combine_ranks(order, rerank_scores, weight, cfg.rrf_k)
+    timings["rerank"] = (time.perf_counter() - t) * 1e3
+
+    t = time.perf_counter()
+    picks = diversify([span_of(rows[c]) for c in order], k)
+    final = [order[i] for i in picks][:k]
+    by_id = {f.chunk_id: (i, f) for i, f in enumerate(head, 1)}
+    rerank_rank = _rank_map(sorted(rerank_scores, key=lambda c: -rerank_scores[c])) if rerank_scores else {}
+    passages: list[Passage] = []
+    for cid in final:
+        fused_rank, f = by_id[cid]
+        stages = StageScores(
+            keyword_rank=f.ranks.get("keyword"), keyword_score=f.scores.get("keyword"),
+            dense_rank=f.ranks.get("dense"), dense_score=f.scores.get("dense"),
+            fused_rank=fused_rank, fused_score=f.score,
+            rerank_rank=rerank_rank.get(cid), rerank_score=rerank_scores.get(cid))
+        score = rerank_scores.get(cid, f.score) if choice.reranker is not None else f.score
+        passages.append(to_passage(rows[cid], float(score), stages))
+    timings["diversify"] = (time.perf_counter() - t) * 1e3
+    return passages, timings
+
+
+def _rerank_text(row: Mapping) -> str:
+    context = row["context"] or ""
+    return f"{context}\n{row['text']}" if context else row["text"]
+
+
+def search_with(settings: Settings, query: str, k: int, scope: Scope, cfg: SearchConfig) -> SearchResult:
+    t0 = time.perf_counter()
+    embedder = get_embedder(settings.embedding_model)
+    check_model(settings, embedder)
+    choice = choose(cfg.reranker or settings.reranker, embedder)
+    query = query.strip()
+    if not query:
+        return SearchResult(query=query, results=[], reranker=choice.name)
+    t_legs = time.perf_counter()
+    legs = run_legs(settings, embedder, query, cfg, scope)
+    legs.timings_ms["legs"] = (time.perf_counter() - t_legs) * 1e3
+    with pool.connection(settings) as conn:
+        passages, timings = finish(settings, query, legs, k, cfg, choice, conn)
+    timings = {**legs.timings_ms, **timings, "total": (time.perf_counter() - t0) * 1e3}
+    return SearchResult(query=query, results=passages, reranker=choice.name, timings_ms=timings)
+
+
+def default_config(settings: Settings) -> SearchConfig:
+    return SearchConfig(reranker=settings.reranker)
+
+
+def search(settings: Settings, query: str, k: int = 5, collections: Sequence[str] | None = None,
+           documents: Sequence[str] | None = None) -> SearchResult:
+    """The top ``k`` passages for ``query``, optionally only from some collections / documents."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    return search_with(settings, query, k, Scope.of(collections, documents), default_config(settings))

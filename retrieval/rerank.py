@@ -1,0 +1,144 @@
+"""Second-stage rerankers behind one small interface, and the choice of which one actually runs.
+
+``Settings.reranker`` names a sentence-transformers ``CrossEncoder`` (hub name or local path). When
+it cannot be loaded (no weights offline), the search falls back to ``FALLBACK`` and logs once which
+reranker ran instead; ``SearchResult.reranker`` always names the one that ran. Two special names:
+``none`` (no rerank: fused order) and ``bi-encoder-sentences`` (the fallback, chosen explicitly).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from retrieval.embed import Embedder
+
+log = logging.getLogger(__name__)
+
+NONE = "none"
+SENTENCES = "bi-encoder-sentences"
+
+
+class Reranker(Protocol):
+    name: str
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        """One relevance score per passage (higher is better)."""
+        ...
+
+
+class CrossEncoderReranker:
+    """A sentence-transformers CrossEncoder scoring (query, passage) pairs."""
+
+    def __init__(self, name_or_path: str, max_length: int = 512) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import CrossEncoder  # noqa: PLC0415  (slow import)
+
+        path = Path(name_or_path).expanduser()
+        target = str(path) if path.exists() else name_or_path
+        self.model = CrossEncoder(target, device="cpu", max_length=max_length)
+        self.name = f"cross-encoder:{name_or_path}"
+        self._lock = threading.Lock()
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        if not passages:
+            return []
+        with self._lock:
+            out = self.model.predict([(query, p) for p in passages], batch_size=32, show_progress_bar=False,
+                                     convert_to_numpy=True)
+        return [float(x) for x in np.asarray(out, dtype=np.float64).reshape(len(passages), -1)[:, -1]]
+
+
+_SENTENCE = re.compile(r"(?<=[.;:?!])\s+|\n\s*\n")
+
+
+def sentences(text: str, min_words: int = 4, window: int = 2) -> list[str]:
+    """Sentence windows of a passage (each sentence with the next ``window - 1``), short ones merged
+    into their neighbour; the whole passage when it has a single sentence."""
+    parts = [" ".join(p.split()) for p in _SENTENCE.split(text) if p and p.strip()]
+    merged: list[str] = []
+    for p in parts:
+        if merged and len(merged[-1].split()) < min_words:
+            merged[-1] = f"{merged[-1]} {p}"
+        else:
+            merged.append(p)
+    if len(merged) <= 1:
+        return merged or [" ".join(text.split())]
+    return [" ".join(merged[i:i + window]) for i in range(max(1, len(merged) - window + 1))]
+
+
+class SentenceReranker:
+    """Bi-encoder fallback: a passage scores the best cosine between the query and one of its
+    sentence windows. A 200-word chunk's single vector blurs the one sentence that answers; a
+    window's vector does not. Uses the query embedding the dense leg already computed."""
+
+    name = SENTENCES
+
+    def __init__(self, embedder: Embedder, window: int = 2) -> None:
+        self.embedder = embedder
+        self.window = window
+
+    def score(self, query: str, passages: Sequence[str], query_vector: np.ndarray | None = None) -> list[float]:
+        if not passages:
+            return []
+        qv = self.embedder.embed_query(query) if query_vector is None else query_vector
+        windows = [sentences(p, window=self.window) for p in passages]
+        flat = [w for ws in windows for w in ws]
+        vecs = self.embedder.embed(flat, batch_size=64)
+        sims = vecs @ qv
+        out: list[float] = []
+        i = 0
+        for ws in windows:
+            out.append(float(sims[i:i + len(ws)].max()))
+            i += len(ws)
+        return out
+
+
+@dataclass(frozen=True)
+class Choice:
+    reranker: Reranker | None  # None: no rerank
+    name: str  # what ran, for logs and output
+    requested: str
+    note: str = ""  # why it differs from what was requested
+
+
+FALLBACK = NONE  # replaced below once the study in results/retrieval_dev_eval.json shows a gain
+
+_cache: dict[tuple[str, str], Choice] = {}
+_cache_lock = threading.Lock()
+
+
+def _build(requested: str, embedder: Embedder) -> Choice:
+    if requested == NONE:
+        return Choice(None, NONE, requested)
+    if requested == SENTENCES:
+        return Choice(SentenceReranker(embedder), SENTENCES, requested)
+    try:
+        ce = CrossEncoderReranker(requested)
+        return Choice(ce, ce.name, requested)
+    except Exception as exc:  # noqa: BLE001  (hub/network/format errors all mean: not available)
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        fb = _build(FALLBACK, embedder)
+        return Choice(fb.reranker, fb.name, requested, f"cross-encoder {requested!r} could not be loaded ({reason})")
+
+
+def choose(requested: str, embedder: Embedder) -> Choice:
+    """The reranker for ``requested`` (loaded once per process); logs once which one runs."""
+    key = (requested, embedder.name)
+    with _cache_lock:
+        if key not in _cache:
+            choice = _build(requested, embedder)
+            if choice.note:
+                log.warning("%s; reranker in use: %s", choice.note, choice.name)
+            else:
+                log.info("reranker in use: %s", choice.name)
+            _cache[key] = choice
+        return _cache[key]
