@@ -59,6 +59,14 @@ def tokens(settings: Settings) -> tuple[str, str]:
     return bot_token, app_token
 
 
+def flush_search_connections() -> None:
+    """After a database outage the search module's idle pooled connections are dead; drop them."""
+    from retrieval import pool  # noqa: PLC0415
+
+    pool.close_all()
+    log.info("database reachable again; dropped stale search connections")
+
+
 def prepare_database(store: Store) -> None:
     try:
         store.ensure_ready()
@@ -120,7 +128,7 @@ def run(settings: Settings) -> None:
     signal.signal(signal.SIGINT, on_signal)
 
     client = make_client(settings, bot_token)
-    store = Store(settings)
+    store = Store(settings, on_recover=flush_search_connections)
     prepare_database(store)
     answers, quick, job_pool = (WorkerPool("answer", settings.slack_workers), WorkerPool("quick", 4),
                                 WorkerPool("job", 1))

@@ -25,10 +25,14 @@ HISTORY_TURNS = 6  # earlier exchanges of a thread given to a follow-up
 
 
 class Store:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, on_recover: Callable[[], None] | None = None) -> None:
+        """``on_recover`` runs once each time the database is reachable again after an outage
+        (the bot uses it to drop the search module's pooled connections, which died with it)."""
         self.settings = settings
         self._ready = False
         self._ready_lock = threading.Lock()
+        self._on_recover = on_recover
+        self._outage = False
 
     # ------------------------------------------------------------------ plumbing
     def ensure_ready(self) -> None:
@@ -45,14 +49,25 @@ class Store:
 
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection]:
-        self.ensure_ready()
         try:
+            self.ensure_ready()
             with db.connection(self.settings) as conn:
+                self._recovered()
                 yield conn
+        except IndexUnavailable:
+            self._outage = True
+            raise
         except psycopg.OperationalError as exc:
+            self._outage = True
             raise IndexUnavailable(f"the index database is unavailable: {_first_line(exc)}") from exc
         except psycopg.Error as exc:
             raise DatabaseError(f"database error: {_first_line(exc)}") from exc
+
+    def _recovered(self) -> None:
+        if self._outage:
+            self._outage = False
+            if self._on_recover is not None:
+                self._on_recover()
 
     def run(self, fn: Callable[[psycopg.Connection], T]) -> T:
         with self._conn() as conn:
