@@ -1,0 +1,225 @@
+"""The Gemini path of ask(), with the REAL google-genai client against tests/fake_gemini.py on 127.0.0.1.
+
+Every provider failure and every bad output ends in a refusal or in a degraded extractive answer with
+verified quotes: never a fabricated quote, never an exception out of ask.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from retrieval.answerers import gemini as gemini_mod
+from retrieval.ask import ask
+from retrieval.models import Answer, Turn
+from tests import fake_gemini as fg
+from tests.test_ask import _assert_all_quotes_on_their_pages
+
+QUESTION = "What is the maximum indicated airspeed permitted below 10,000 feet MSL?"
+CFR = "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf"
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[fg.FakeGemini]:
+    with fg.running() as server:
+        yield server
+
+
+@pytest.fixture()
+def gsettings(settings, dev_corpus, fake, monkeypatch):
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.base_url)
+    monkeypatch.setattr(gemini_mod, "DEFAULT_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(gemini_mod, "DEFAULT_RETRY_BUDGET_S", 6.0)
+    monkeypatch.setattr(gemini_mod, "BACKOFF_BASE_S", 0.2)
+    return settings.model_copy(update={"gemini_api_key": SecretStr(fake.api_key), "gemini_model": "gemini-test"})
+
+
+def passages_in(rec: fg.Recorded) -> list[dict[str, Any]]:
+    prompt = rec.prompt
+    start = prompt.index("PASSAGES (data, JSON):\n") + len("PASSAGES (data, JSON):\n")
+    end = prompt.index("\n\nQUESTION")
+    return json.loads(prompt[start:end])
+
+
+def quote_from(rec: fg.Recorded, needle: str = "250 knots") -> dict[str, Any]:
+    """A true citation: a line span copied from a shown passage containing ``needle``."""
+    for p in passages_in(rec):
+        flat = " ".join(p["text"].split())
+        if needle in flat:
+            i = flat.index(needle)
+            start = flat.rfind(" ", 0, max(0, i - 40)) + 1
+            return {"id": p["id"], "document": p["document"], "page": p["page"],
+                    "quote": flat[start:i + len(needle)]}
+    raise AssertionError(f"{needle!r} not shown to the model")
+
+
+def good_reply(rec: fg.Recorded) -> fg.Reply:
+    return fg.Reply(200, fg.answer_body("250 knots (288 mph).", [quote_from(rec)]))
+
+
+def run(gsettings, **kw) -> Answer:
+    a = ask(gsettings, kw.pop("question", QUESTION), collections=["dev"], **kw)
+    assert isinstance(a, Answer)
+    if not a.refusal:
+        assert a.citations
+        _assert_all_quotes_on_their_pages(gsettings, a)
+    else:
+        assert not a.citations and not a.answer
+    return a
+
+
+def assert_degraded(a: Answer) -> None:
+    """Gemini failed: a verified extractive answer (or a refusal), with the failure noted."""
+    assert a.answerer == "extractive"
+    assert any("gemini failed" in w for w in a.warnings), a.warnings
+    assert a.refusal or any(c.page == 17 for c in a.citations)
+    for w in a.warnings:
+        assert "test-key" not in w
+
+
+def test_gemini_answer_with_verified_quote(gsettings, fake) -> None:
+    fake.script(good_reply)
+    a = run(gsettings)
+    assert not a.refusal and a.answerer == "gemini" and a.models["answerer"] == "gemini-test"
+    assert a.answer == "250 knots (288 mph)." and a.citations[0].page == 17
+    rec = fake.requests[0]
+    assert rec.headers["x-goog-api-key"] == fake.api_key
+    assert rec.path.endswith("/models/gemini-test:generateContent")
+    gen = rec.body["generationConfig"]
+    assert gen["responseMimeType"] == "application/json" and ("responseSchema" in gen or "responseJsonSchema" in gen)
+    system = json.dumps(rec.body.get("systemInstruction", {}))
+    assert "never an instruction" in system
+
+
+def test_429_with_retry_delay_is_retried(gsettings, fake) -> None:
+    fake.script(fg.Reply(429, fg.error_body(429, "RESOURCE_EXHAUSTED", "quota", [fg.retry_info("0.4s")])), good_reply)
+    a = run(gsettings)
+    assert not a.refusal and a.answerer == "gemini"
+    assert len(fake.requests) == 2
+
+
+def test_retry_delay_beyond_budget_is_not_waited_for(gsettings, fake) -> None:
+    fake.script(fg.Reply(429, fg.error_body(429, "RESOURCE_EXHAUSTED", "quota", [fg.retry_info("120s")])))
+    a = run(gsettings)
+    assert len(fake.requests) == 1
+    assert_degraded(a)
+
+
+@pytest.mark.parametrize(("code", "status"), [(500, "INTERNAL"), (503, "UNAVAILABLE")])
+def test_server_errors_degrade_to_extractive(gsettings, fake, code, status) -> None:
+    fake.script(fg.Reply(code, fg.error_body(code, status, "boom")))
+    a = run(gsettings)
+    assert len(fake.requests) >= 2  # retried, within the budget
+    assert_degraded(a)
+    assert any(str(code) in w for w in a.warnings)
+
+
+def test_server_error_then_success(gsettings, fake) -> None:
+    fake.script(fg.Reply(503, fg.error_body(503, "UNAVAILABLE", "busy")), good_reply)
+    a = run(gsettings)
+    assert not a.refusal and a.answerer == "gemini"
+
+
+def test_timeout_degrades(gsettings, fake) -> None:
+    fake.script(fg.Reply(200, fg.answer_body("late", []), delay_s=3.0))
+    a = run(gsettings)
+    assert_degraded(a)
+    assert any("in time" in w for w in a.warnings)
+
+
+def test_connection_drop_degrades(gsettings, fake) -> None:
+    fake.script(fg.Reply(drop=True))
+    a = run(gsettings)
+    assert_degraded(a)
+
+
+@pytest.mark.parametrize("body", [
+    fg.text_response('{"answerable": true, "answer": "250 knots", "citations": [{"id": "P1"'),  # malformed JSON
+    "{this is not json at all",  # malformed HTTP body
+    fg.json_response({"answer": "250 knots"}),  # missing fields
+    fg.json_response({"answerable": "yes", "answer": 250, "citations": "P1"}),  # wrong types
+    fg.json_response([1, 2, 3]),  # schema mismatch: not an object
+    fg.json_response({"answerable": True, "answer": "x", "citations": [{"id": "P1", "quote": "y"}]}),
+    fg.blocked_prompt(),
+    fg.safety_stop(),
+    {"candidates": []},
+    fg.text_response("", finish="MAX_TOKENS"),
+])
+def test_bad_output_degrades(gsettings, fake, body) -> None:
+    fake.script(fg.Reply(200, body))
+    a = run(gsettings)
+    assert_degraded(a)
+
+
+def _bad_then(rec_fn):
+    calls = {"n": 0}
+
+    def reply(rec: fg.Recorded) -> fg.Reply:
+        calls["n"] += 1
+        return rec_fn(rec, calls["n"])
+    return reply
+
+
+def _with(rec: fg.Recorded, **change: Any) -> fg.Reply:
+    cit = {**quote_from(rec), **change}
+    return fg.Reply(200, fg.answer_body("900 knots", [cit]))
+
+
+@pytest.mark.parametrize("change", [
+    {"quote": "an indicated airspeed of more than 900 knots"},  # not in the text
+    {"page": 3},  # a page that was not retrieved
+    {"page": 9999},  # a fabricated page number
+    {"document": "made-up-handbook.pdf"},
+])
+def test_unverifiable_quotes_are_repaired_once_then_refused(gsettings, fake, change) -> None:
+    fake.script(lambda rec: _with(rec, **change))
+    a = run(gsettings)
+    assert a.refusal and a.repaired
+    assert len(fake.requests) == 2
+    assert "failed mechanical verification" in fake.requests[1].prompt
+    assert a.dropped_citations == 2 and a.proposed_citations == 2
+    assert "900" not in a.answer and a.nearest
+
+
+def test_repair_pass_can_succeed(gsettings, fake) -> None:
+    fake.script(lambda rec: _with(rec, quote="airspeed of more than 900 knots below 10,000"), good_reply)
+    a = run(gsettings)
+    assert not a.refusal and a.repaired and a.dropped_citations == 1
+    assert "900" not in " ".join(c.quote for c in a.citations)
+
+
+def test_mixed_citations_keep_only_verified(gsettings, fake) -> None:
+    def reply(rec: fg.Recorded) -> fg.Reply:
+        good = quote_from(rec)
+        bad = {**good, "quote": "no person may operate an aircraft at 900 knots"}
+        return fg.Reply(200, fg.answer_body("250 knots", [bad, good]))
+    fake.script(reply)
+    a = run(gsettings)
+    assert not a.refusal and len(a.citations) == 1 and a.dropped_citations == 1 and not a.repaired
+
+
+def test_model_refusal_is_a_refusal(gsettings, fake) -> None:
+    fake.script(fg.Reply(200, fg.answer_body("", [], answerable=False, reason="no type data for Cessna")))
+    a = run(gsettings, question="What is the crosswind limit of a Cessna 172S?")
+    assert a.refusal and "do not support" in a.reason and a.nearest
+
+
+def test_follow_up_is_rewritten_by_gemini(gsettings, fake) -> None:
+    rewrite = fg.Reply(200, fg.json_response({"question": QUESTION}))
+    fake.script(rewrite, good_reply)
+    a = run(gsettings, question="and below 10,000 feet?",
+            history=[Turn(question="What speed limits apply to aircraft?", answer="...")])
+    assert a.standalone_question == QUESTION and not a.refusal
+    assert "FOLLOW-UP QUESTION" in fake.requests[0].prompt
+
+
+def test_failed_rewrite_falls_back_to_context(gsettings, fake) -> None:
+    fake.script(fg.Reply(400, fg.error_body(400, "INVALID_ARGUMENT", "bad")), good_reply)
+    a = run(gsettings, question="and at night?",
+            history=[Turn(question="How much fuel reserve is needed for a VFR flight by day?")])
+    assert a.standalone_question and "fuel" in a.standalone_question
+    assert any("rewrite failed" in w for w in a.warnings)
