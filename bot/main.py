@@ -49,11 +49,11 @@ def setup_logging(verbose: bool) -> None:
 
 
 def tokens(settings: Settings) -> tuple[str, str]:
-    if settings.slack_bot_token is None or settings.slack_app_token is None:
+    bot_token = settings.slack_bot_token.get_secret_value().strip() if settings.slack_bot_token else ""
+    app_token = settings.slack_app_token.get_secret_value().strip() if settings.slack_app_token else ""
+    if not bot_token or not app_token:
         raise ConfigError("SLACK_BOT_TOKEN (xoxb-…) and SLACK_APP_TOKEN (xapp-…, with connections:write) must be "
                           "set; see the README's Slack app setup")
-    bot_token = settings.slack_bot_token.get_secret_value()
-    app_token = settings.slack_app_token.get_secret_value()
     if not app_token.startswith("xapp-"):
         raise ConfigError("SLACK_APP_TOKEN must be an app-level token (starts with xapp-)")
     return bot_token, app_token
