@@ -59,13 +59,14 @@ class Embedder:
               on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         """Embed passages; ``on_batch(n)`` is called after every batch of n texts."""
         out: list[np.ndarray] = []
-        with self._lock:
-            for i in range(0, len(texts), batch_size * 4):
-                part = list(texts[i:i + batch_size * 4])
+        for i in range(0, len(texts), batch_size):
+            part = list(texts[i:i + batch_size])
+            # the lock is taken per batch, so a question's query embedding never waits for a whole document
+            with self._lock:
                 out.append(self.model.encode(part, batch_size=batch_size, normalize_embeddings=True,
                                              convert_to_numpy=True, show_progress_bar=False))
-                if on_batch:
-                    on_batch(len(part))
+            if on_batch:
+                on_batch(len(part))
         if not out:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.vstack(out).astype(np.float32)
