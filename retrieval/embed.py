@@ -58,18 +58,19 @@ class Embedder:
     def embed(self, texts: Sequence[str], *, batch_size: int = 32,
               on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         """Embed passages; ``on_batch(n)`` is called after every batch of n texts."""
-        out: list[np.ndarray] = []
-        for i in range(0, len(texts), batch_size):
-            part = list(texts[i:i + batch_size])
-            # the lock is taken per batch, so a question's query embedding never waits for a whole document
+        result = np.zeros((len(texts), self.dim), dtype=np.float32)
+        # Batches of similar length waste little on padding; the lock is taken per batch, so a
+        # question's query embedding never waits behind a whole document.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
             with self._lock:
-                out.append(self.model.encode(part, batch_size=batch_size, normalize_embeddings=True,
-                                             convert_to_numpy=True, show_progress_bar=False))
+                vecs = self.model.encode([texts[i] for i in idx], batch_size=batch_size, normalize_embeddings=True,
+                                         convert_to_numpy=True, show_progress_bar=False)
+            result[idx] = vecs
             if on_batch:
-                on_batch(len(part))
-        if not out:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.vstack(out).astype(np.float32)
+                on_batch(len(idx))
+        return result
 
     def embed_query(self, text: str) -> np.ndarray:
         with self._lock:
