@@ -233,6 +233,9 @@ def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageTe
         result.warnings.append(f"{answerer.name} failed: {exc}")
         return None, None
     result.evidence_score = draft.score
+    if draft.best is not None:
+        result.best_evidence = NearestPassage(document=draft.best.document, page=draft.best.page,
+                                              snippet=" ".join(draft.best.quote.split())[:240])
     with clock.stage("verify"):
         verification = verify_claims(draft.claims, shown)
     result.dropped_citations += len(verification.failures)

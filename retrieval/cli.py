@@ -340,6 +340,38 @@ def ask(
         typer.echo(as_text(result))
 
 
+@eval_app.command("answers")
+def eval_answers(
+    questions: Annotated[Path, typer.Argument(help="Question set (the format of tests/corpus/dev_questions.json).")],
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/answer_eval.json"),
+    answerer: Annotated[str | None, typer.Option(help="gemini or extractive (default: gemini when GEMINI_API_KEY is set).")] = None,
+    collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
+    calibrate: Annotated[bool, typer.Option(help="Also report the best extractive refusal threshold for this set.")] = False,
+) -> None:
+    """Answered-correctly rate, refusal precision/recall, false refusals, citations dropped by verification."""
+    from retrieval.answer_eval import evaluate as run_eval  # noqa: PLC0415
+
+    settings = _settings()
+    _ready(settings)
+    command = (f"chapterverse eval answers {questions} --out {out}" + (f" --answerer {answerer}" if answerer else "")
+               + "".join(f" --collection {c}" for c in collection or []) + (" --calibrate" if calibrate else ""))
+    try:
+        result = run_eval(settings, questions, answerer=answerer, collections=collection, command=command,
+                          calibrate_threshold=calibrate)
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    s = result["summary"]
+    typer.echo(f"answered correctly {s['answered_correctly']}/{s['answerable']}  "
+               f"unanswerable refused {s['unanswerable_refused']}/{s['unanswerable']}  "
+               f"false refusals {s['false_refusals']}  refusal precision {s['refusal_precision']}  "
+               f"citations dropped {s['citations_dropped']}/{s['citations_proposed']}")
+    if "calibration" in result:
+        typer.echo(f"calibrated threshold: {result['calibration']}")
+    typer.echo(f"wrote {out}")
+
+
 def main() -> None:
     app()
 

@@ -89,3 +89,4 @@ class Answer(BaseModel):
     repaired: bool = False  # a repair pass ran because no quote survived verification
     evidence_score: float | None = None  # the extractive answerer's best evidence score
     warnings: list[str] = Field(default_factory=list)  # e.g. Gemini failed, answered extractively
+    best_evidence: NearestPassage | None = None  # extractive: where its best sentence was (also when refusing)

@@ -30,6 +30,7 @@ class Draft(BaseModel):
     claims: list[Claim] = Field(default_factory=list)
     score: float | None = None  # the extractive answerer's evidence score (None for models)
     model_calls: int = 0
+    best: Claim | None = None  # the extractive answerer's best sentence, also when it refuses
 
 
 class Answerer(Protocol):

@@ -30,7 +30,7 @@ from retrieval.models import Turn
 from retrieval.verify import Claim, PageText, Strictness, Verdict, too_short, verify_claim
 
 LEX_WEIGHT = 0.75
-DEFAULT_THRESHOLD = 0.88  # calibrated on the dev set; see module docstring and results/answer_eval.json
+DEFAULT_THRESHOLD = 0.93  # `chapterverse eval answers ... --calibrate` on the dev set (results/answer_eval.json)
 SECOND_QUOTE_MARGIN = 0.05  # a second sentence is quoted when it scores within this of the best
 MAX_SENTENCE_WORDS = 80
 
@@ -157,8 +157,10 @@ class ExtractiveAnswerer:
         if not scored:
             return Draft(refusal=True, reason="no quotable text in the retrieved passages", score=None)
         best = scored[0]
+        top = shown[best.candidate.slice_index]
+        best_claim = Claim(top.document, top.page, best.candidate.text)
         if best.score < self.threshold:
-            return Draft(refusal=True, score=best.score,
+            return Draft(refusal=True, score=best.score, best=best_claim,
                          reason=f"the best supporting sentence is too weak (evidence score {best.score:.2f} "
                                 f"< {self.threshold:.2f})")
         chosen = [best]
@@ -171,7 +173,7 @@ class ExtractiveAnswerer:
         claims = [Claim(shown[s.candidate.slice_index].document, shown[s.candidate.slice_index].page,
                         s.candidate.text) for s in chosen]
         answer = " … ".join(" ".join(s.candidate.text.split()) for s in chosen)
-        return Draft(refusal=False, answer=answer, claims=claims, score=best.score)
+        return Draft(refusal=False, answer=answer, claims=claims, score=best.score, best=best_claim)
 
     def repair(self, question: str, shown: Sequence[PageText], draft: Draft,
                failures: Sequence[Verdict]) -> Draft:

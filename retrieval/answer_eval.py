@@ -1,0 +1,132 @@
+"""Answer evaluation (``chapterverse eval answers``) and the extractive threshold calibration.
+
+Correct, for an answerable question: not refused and at least one verified citation on a gold page of
+the gold document. For an unanswerable one: refused. Reported: answered-correctly rate, refusal
+precision/recall, false refusals, the share of proposed citations dropped by verification, and
+per-question detail (with the extractive evidence score, so the threshold can be re-calibrated).
+
+Calibration (``calibrate``): the refusal threshold is the midpoint of the score interval that
+maximises correct decisions on the set (answerable questions whose best sentence is on a gold page
+must score at or above it, unanswerable ones below); the margin to the nearest question on each
+side is reported. Questions whose best sentence is on a wrong page cannot be fixed by a threshold and
+are ignored by it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from retrieval.ask import ASK_K, ask
+from retrieval.models import Answer
+from retrieval.settings import Settings
+
+
+def load_questions(path: Path) -> list[dict[str, Any]]:
+    data = json.loads(path.read_text())
+    if not isinstance(data, list) or not all("question" in q and "answerable" in q for q in data):
+        raise ValueError(f"{path}: expected a JSON list of objects with 'question' and 'answerable'")
+    return data
+
+
+def judge(q: dict[str, Any], a: Answer) -> dict[str, Any]:
+    gold_pages = set(q.get("pages") or [])
+    on_gold = [c for c in a.citations if c.document == q.get("document") and c.page in gold_pages]
+    correct = (not a.refusal and bool(on_gold)) if q["answerable"] else a.refusal
+    return {"id": q.get("id"), "question": q["question"], "answerable": q["answerable"],
+            "gold_document": q.get("document"), "gold_pages": sorted(gold_pages),
+            "refused": a.refusal, "correct": correct, "reason": a.reason, "answer": a.answer,
+            "citations": [{"document": c.document, "page": c.page, "page_label": c.page_label,
+                           "quote": c.quote, "on_gold_page": c in on_gold} for c in a.citations],
+            "evidence_score": a.evidence_score, "proposed_citations": a.proposed_citations,
+            "dropped_citations": a.dropped_citations, "repaired": a.repaired, "answerer": a.answerer,
+            "best_sentence_page": a.best_evidence.page if a.best_evidence else None,
+            "reranker": a.reranker, "warnings": a.warnings, "timings_ms": {k: round(v, 1) for k, v in a.timings_ms.items()}}
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    ans = [r for r in rows if r["answerable"]]
+    una = [r for r in rows if not r["answerable"]]
+    refused = [r for r in rows if r["refused"]]
+    proposed = sum(r["proposed_citations"] for r in rows)
+    dropped = sum(r["dropped_citations"] for r in rows)
+    true_refusals = sum(1 for r in una if r["refused"])
+    return {
+        "questions": len(rows), "answerable": len(ans), "unanswerable": len(una),
+        "answered_correctly": sum(r["correct"] for r in ans),
+        "answered_correctly_rate": round(sum(r["correct"] for r in ans) / len(ans), 4) if ans else None,
+        "answered_wrong_page": sum(1 for r in ans if not r["refused"] and not r["correct"]),
+        "false_refusals": sum(1 for r in ans if r["refused"]),
+        "unanswerable_refused": true_refusals,
+        "refusal_recall": round(true_refusals / len(una), 4) if una else None,
+        "refusal_precision": round(true_refusals / len(refused), 4) if refused else None,
+        "accuracy": round(sum(r["correct"] for r in rows) / len(rows), 4) if rows else None,
+        "citations_proposed": proposed, "citations_dropped": dropped,
+        "citations_dropped_share": round(dropped / proposed, 4) if proposed else 0.0,
+    }
+
+
+def calibrate(rows: Sequence[dict[str, Any]], gold_hit: Sequence[bool]) -> dict[str, Any]:
+    """Best refusal threshold for the extractive scores in ``rows`` (see module docstring).
+
+    ``gold_hit[i]``: whether question i's best sentence (before any threshold) is on a gold page.
+    """
+    pos = sorted(r["evidence_score"] for r, h in zip(rows, gold_hit, strict=True)
+                 if r["answerable"] and h and r["evidence_score"] is not None)
+    neg = sorted(r["evidence_score"] for r in rows if not r["answerable"] and r["evidence_score"] is not None)
+    cuts = sorted(set(pos + neg))
+    best: tuple[int, float, float] | None = None
+    for lo, hi in zip([cuts[0] - 0.01] + cuts, cuts + [cuts[-1] + 0.01], strict=True) if cuts else []:
+        t = (lo + hi) / 2
+        good = sum(1 for s in pos if s >= t) + sum(1 for s in neg if s < t)
+        if best is None or good > best[0] or (good == best[0] and hi - lo > best[2]):
+            best = (good, t, hi - lo)
+    if best is None:
+        return {"threshold": None}
+    t = best[1]
+    return {"threshold": round(t, 4), "correct_decisions": best[0], "of": len(pos) + len(neg),
+            "lowest_answerable_kept": round(min((s for s in pos if s >= t), default=float("nan")), 4),
+            "highest_unanswerable_refused": round(max((s for s in neg if s < t), default=float("nan")), 4),
+            "answerable_scores_on_gold": [round(s, 4) for s in pos],
+            "unanswerable_scores": [round(s, 4) for s in neg]}
+
+
+def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, collections: Sequence[str] | None,
+             command: str, calibrate_threshold: bool = False) -> dict[str, Any]:
+    questions = load_questions(questions_path)
+    rows: list[dict[str, Any]] = []
+    probe_hits: list[bool] = []
+    for q in questions:
+        a = ask(settings, q["question"], collections=collections, answerer=answerer)
+        rows.append(judge(q, a))
+        best = a.best_evidence  # before the threshold: is the best sentence on a gold page at all?
+        probe_hits.append(bool(q["answerable"] and best is not None and best.document == q.get("document")
+                               and best.page in set(q.get("pages") or [])))
+    answerer_ran = sorted({r["answerer"] for r in rows})
+    out: dict[str, Any] = {
+        "command": command, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "questions_file": str(questions_path),
+        "config": {"answerer": answerer_ran, "embedding_model": settings.embedding_model,
+                   "reranker_configured": settings.reranker,
+                   "reranker_ran": sorted({a for a in _rerankers(rows)}) or None,
+                   "gemini_model": settings.gemini_model if "gemini" in answerer_ran else None,
+                   "k": ASK_K, "collections": list(collections) if collections else None,
+                   "python": platform.python_version()},
+        "summary": summarise(rows), "per_question": rows,
+    }
+    if "extractive" in answerer_ran:
+        from retrieval.answerers import extractive  # noqa: PLC0415
+
+        out["config"]["extractive"] = {"threshold": extractive.DEFAULT_THRESHOLD, "lex_weight": extractive.LEX_WEIGHT,
+                                       "second_quote_margin": extractive.SECOND_QUOTE_MARGIN}
+    if calibrate_threshold and "extractive" in answerer_ran:
+        out["calibration"] = calibrate(rows, probe_hits)
+    return out
+
+
+def _rerankers(rows: Sequence[dict[str, Any]]) -> list[str]:
+    return [r.get("reranker", "") for r in rows if r.get("reranker")]
