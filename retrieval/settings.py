@@ -66,6 +66,9 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("GEMINI_API_KEY", "CHAPTERVERSE_GEMINI_API_KEY")
     )
     gemini_model: str = "gemini-2.5-flash-lite"
+    gemini_timeout_s: float = Field(default=30.0, gt=0, description="Timeout of one Gemini request.")
+    gemini_retry_budget_s: float = Field(
+        default=45.0, gt=0, description="Total time Gemini retries (429/5xx, honouring retryDelay) may take.")
 
     # slack
     slack_bot_token: SecretStr | None = Field(

@@ -146,8 +146,7 @@ class GeminiAnswerer:
         if settings.gemini_api_key is None:
             raise AnswererError("GEMINI_API_KEY is not set")
         return cls(settings.gemini_api_key.get_secret_value(), settings.gemini_model,
-                   timeout_s=float(getattr(settings, "gemini_timeout_s", DEFAULT_TIMEOUT_S)),
-                   retry_budget_s=float(getattr(settings, "gemini_retry_budget_s", DEFAULT_RETRY_BUDGET_S)))
+                   timeout_s=settings.gemini_timeout_s, retry_budget_s=settings.gemini_retry_budget_s)
 
     # -- one structured call ------------------------------------------------------------------
     def _generate(self, system: str, prompt: str, schema: type[BaseModel]) -> types.GenerateContentResponse:
