@@ -16,7 +16,7 @@ import numpy as np
 from retrieval.embed import get_embedder
 from retrieval.evaluate import load_questions
 from retrieval.filters import Scope
-from retrieval.rerank import choose
+from retrieval.rerank import SENTENCES, choose
 from retrieval.search import SearchConfig, default_config, search_with
 from retrieval.settings import Settings
 
@@ -35,6 +35,7 @@ def setups(settings: Settings) -> dict[str, SearchConfig]:
         "default": base,
         "parallel legs, no rerank": base.model_copy(update={"reranker": "none"}),
         "single statement, no rerank": base.model_copy(update={"reranker": "none", "mode": "single"}),
+        "parallel legs, bi-encoder-sentences rerank": base.model_copy(update={"reranker": SENTENCES}),
     }
     return out
 

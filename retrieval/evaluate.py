@@ -119,7 +119,7 @@ def variants(settings: Settings) -> list[Variant]:
         Variant(name="RRF (OR ts_rank_cd + dense)", legs=("keyword", "dense"), keyword_method="or_rank"),
         Variant(name="RRF (BM25 + dense)", legs=("keyword", "dense")),
     ]
-    for w in (1.0, 0.5):
+    for w in (1.0, 0.5, 0.3):
         out.append(Variant(name=f"RRF + {SENTENCES} (weight {w})", legs=("keyword", "dense"),
                            reranker=SENTENCES, rerank_weight=w))
     if settings.reranker not in (NONE, SENTENCES):

@@ -51,7 +51,9 @@ class SearchConfig(BaseModel):
     depth: int = Field(default=50, ge=1, le=1000, description="Candidates per leg before fusion.")
     rrf_k: int = Field(default=RRF_K, ge=0)
     fetch_depth: int = Field(default=30, ge=1, le=1000, description="Fused candidates fetched and reranked.")
-    rerank_weight: float = Field(default=1.0, ge=0.0, le=1.0,
+    rerank_depth: int = Field(default=10, ge=1, le=1000, description="Best fused candidates the reranker "
+                              "reorders (the rest follow in fused order).")
+    rerank_weight: float = Field(default=0.3, ge=0.0, le=1.0,
                                  description="For the bi-encoder fallback: share of its rank in the final "
                                  "reciprocal-rank score (the fused rank has the rest).")
     mode: Literal["parallel", "single"] = "parallel"
@@ -215,15 +217,16 @@ def finish(settings: Settings, query: str, legs: Legs, k: int, cfg: SearchConfig
     order = [f.chunk_id for f in head]
     rerank_scores: dict[int, float] = {}
     if choice.reranker is not None and head:
-        texts = [_rerank_text(rows[c]) for c in order]
+        top, rest = order[:cfg.rerank_depth], order[cfg.rerank_depth:]
+        texts = [_rerank_text(rows[c]) for c in top]
         if isinstance(choice.reranker, SentenceReranker):
             vals = choice.reranker.score(query, texts, query_vector=legs.query_vector)
             weight = cfg.rerank_weight
         else:
             vals = choice.reranker.score(query, texts)
             weight = 1.0
-        rerank_scores = dict(zip(order, vals, strict=True))
-        order = combine_ranks(order, rerank_scores, weight, cfg.rrf_k)
+        rerank_scores = dict(zip(top, vals, strict=True))
+        order = combine_ranks(top, rerank_scores, weight, cfg.rrf_k) + rest
     timings["rerank"] = (time.perf_counter() - t) * 1e3
 
     t = time.perf_counter()
