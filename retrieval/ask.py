@@ -52,20 +52,25 @@ def choose_answerer(settings: Settings, name: str | None) -> str:
     return "gemini" if settings.gemini_api_key is not None else "extractive"
 
 
-def build_answerer(settings: Settings, name: str, collections: Sequence[str] | None) -> Answerer:
+def build_answerer(settings: Settings, name: str, collections: Sequence[str] | None,
+                   threshold: float | None = None) -> Answerer:
     if name == "gemini":
         from retrieval.answerers.gemini import GeminiAnswerer  # noqa: PLC0415  (imports google-genai)
 
         return GeminiAnswerer.from_settings(settings)
-    return build_extractive(settings, collections)
+    return build_extractive(settings, collections, threshold)
 
 
-def build_extractive(settings: Settings, collections: Sequence[str] | None) -> Answerer:
-    from retrieval.answerers.extractive import ExtractiveAnswerer  # noqa: PLC0415
+def build_extractive(settings: Settings, collections: Sequence[str] | None,
+                     threshold: float | None = None) -> Answerer:
+    """The extractive answerer; ``threshold`` overrides its calibrated refusal threshold (the
+    calibration in ``retrieval.answer_eval`` probes with it disabled)."""
+    from retrieval.answerers.extractive import DEFAULT_THRESHOLD, ExtractiveAnswerer  # noqa: PLC0415
     from retrieval.embed import get_embedder  # noqa: PLC0415
 
     embedder = get_embedder(settings.embedding_model)
     return ExtractiveAnswerer(embedder.embed, model=embedder.name,
+                              threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
                               doc_freq=lambda words: doc_freq(settings, words, collections))
 
 
@@ -139,11 +144,15 @@ def _no_support(detail: str) -> str:
 
 def ask(settings: Settings, question: str, *, history: Sequence[Turn] = (),
         collections: Sequence[str] | None = None, answerer: str | None = None,
-        k: int = ASK_K, search_fn: Callable[..., SearchResult] | None = None) -> Answer:
-    """Answer ``question`` from the indexed documents, or refuse. Never raises."""
+        k: int = ASK_K, search_fn: Callable[..., SearchResult] | None = None,
+        extractive_threshold: float | None = None) -> Answer:
+    """Answer ``question`` from the indexed documents, or refuse. Never raises.
+
+    ``extractive_threshold`` overrides the extractive answerer's refusal threshold (for calibration)."""
     result = Answer(question=question, refusal=True)
     try:
-        return _ask(settings, question, history, collections, answerer, k, search_fn, result)
+        return _ask(settings, question, history, collections, answerer, k, search_fn, result,
+                    extractive_threshold)
     except Exception as exc:  # noqa: BLE001  (the contract: a refusal, never an exception)
         log.exception("ask failed")
         return _refusal(result, f"Something went wrong while answering ({type(exc).__name__}); "
@@ -152,7 +161,7 @@ def ask(settings: Settings, question: str, *, history: Sequence[Turn] = (),
 
 def _ask(settings: Settings, question: str, history: Sequence[Turn], collections: Sequence[str] | None,
          answerer_name: str | None, k: int, search_fn: Callable[..., SearchResult] | None,
-         result: Answer) -> Answer:
+         result: Answer, extractive_threshold: float | None = None) -> Answer:
     clock = _Clock()
     result.timings_ms = clock.ms
     if not question.strip():
@@ -165,7 +174,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
     result.models["embedding"] = settings.embedding_model
     try:
         with clock.stage("load_answerer"):
-            answerer = build_answerer(settings, name, collections)
+            answerer = build_answerer(settings, name, collections, extractive_threshold)
     except (ModelError, AnswererError) as exc:
         return _refusal(result, f"The answerer is unavailable: {exc}")
     if answerer.model:
@@ -202,12 +211,13 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
         where = f" in {', '.join(collections)}" if collections else ""
         return _refusal(result, _no_support(f"no passages were found{where}"))
 
-    draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result)
+    headings = {f"P{rank}": p.context for rank, p in enumerate(found.results, 1)}
+    draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result, headings)
     if draft is None and name == "gemini":
-        fallback = build_extractive(settings, collections)
+        fallback = build_extractive(settings, collections, extractive_threshold)
         result.answerer = "extractive"
         result.models["answerer"] = fallback.model
-        draft, verification = _answer_and_verify(fallback, standalone, shown, clock, result)
+        draft, verification = _answer_and_verify(fallback, standalone, shown, clock, result, headings)
     if draft is None or verification is None:
         return _refusal(result, _no_support(result.warnings[-1] if result.warnings else ""), shown)
     if draft.refusal:
@@ -224,11 +234,17 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
 
 
 def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageText], clock: _Clock,
-                       result: Answer) -> tuple[Draft | None, Verification | None]:
-    """Draft, verify, and repair once when no quote survives. (None, None) when the answerer failed."""
+                       result: Answer, headings: dict[str, str] | None = None,
+                       ) -> tuple[Draft | None, Verification | None]:
+    """Draft, verify, and repair once when no quote survives. (None, None) when the answerer failed.
+    ``headings`` (section heading by shown passage id) goes to the extractive answerer, which scores
+    sentences under their headings."""
     try:
         with clock.stage("answer"):
-            draft = answerer.answer(question, shown)
+            if answerer.name == "extractive":
+                draft = answerer.answer(question, shown, headings=headings)  # type: ignore[call-arg]
+            else:
+                draft = answerer.answer(question, shown)
     except AnswererError as exc:
         result.warnings.append(f"{answerer.name} failed: {exc}")
         return None, None

@@ -1,37 +1,57 @@
 """The extractive answerer: the best supporting sentence(s) of the shown pages, verbatim.
 
-No model service is needed. Every sentence of the shown page slices is a candidate quote. A
-candidate's evidence score combines
-- ``cos``: bi-encoder cosine similarity of the question and the sentence (the embedding model the
-  index already uses), and
+No model service is needed. Every sentence of the shown page slices is a candidate quote. Scoring
+(``evidence_score``, a pure function of the features below):
+
+- ``cos``: bi-encoder cosine of the question and the sentence, averaged with the cosine of the
+  question and the sentence *under its section heading* (``Passage.context``), so "400 feet AGL"
+  under "Engine Failure After Liftoff" reads as what it is;
 - ``lex``: the share of the question's content words (stemmed, stopwords dropped) found in the
-  sentence together with the passage it came from, each word weighted by its inverse document
-  frequency in the index (a word the index never uses — "Cessna", "squawk" — weighs most, so a
-  question about something the documents never mention scores low),
-as ``score = cos + LEX_WEIGHT * lex``. The answer is the best sentence, plus a second one when it
-scores almost as well. When the best score is below ``threshold`` the evidence is too weak and the
-answerer refuses. The threshold is calibrated on the dev set (``chapterverse eval answers``
-records every question's best score; see ``retrieval.answer_eval.calibrate``).
+  sentence, its neighbouring sentences and the section heading, each word weighted by its inverse
+  document frequency in the index (rare words weigh most);
+- the retrieval rank of the passage the sentence came from (the search already weighed the whole
+  passage): ``RANK_PENALTY`` per rank below the first.
+
+``score = COS_WEIGHT * cos + (1 - COS_WEIGHT) * cos_with_heading + LEX_WEIGHT * lex - RANK_PENALTY * (rank - 1)``
+
+Two gates come before any threshold (``retrieval.answerers.evidence``):
+
+- **answer type**: a quantity question ("how high", "what is the maximum weight", "which
+  frequencies") only takes sentences that state a compatible quantity (a number with a unit of that
+  kind); when none of the shown sentences does, the answerer refuses;
+- **specific terms**: when a name or designator of the question ("Cessna", "172S", a number) occurs
+  nowhere in the searched collection (document frequency 0), the answerer refuses.
+
+Then the best eligible sentence must score at least ``threshold`` (calibrated on the dev set with
+``chapterverse eval answers ... --calibrate``; see ``retrieval.answer_eval.calibrate``). The answer
+quotes it and up to ``MAX_QUOTES - 1`` more eligible sentences from *other pages* that score within
+``QUOTE_MARGIN`` of it, so one good quote on the right page is not lost to a slightly better one
+elsewhere. The answer text is the best sentence under a fixed lead naming its page; every other word
+shown is a verified quote.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from retrieval.answerers import Draft
+from retrieval.answerers.evidence import expected_answer, satisfies, specific_terms
 from retrieval.answerers.followup import standalone_without_model
 from retrieval.answerers.lexical import content_terms, coverage, terms_with_words
 from retrieval.models import Turn
 from retrieval.verify import Claim, PageText, Strictness, Verdict, too_short, verify_claim
 
 LEX_WEIGHT = 0.75
-DEFAULT_THRESHOLD = 0.93  # `chapterverse eval answers ... --calibrate` on the dev set (results/answer_eval.json)
-SECOND_QUOTE_MARGIN = 0.05  # a second sentence is quoted when it scores within this of the best
+COS_WEIGHT = 0.5  # share of the plain sentence cosine; the rest is the cosine with the section heading
+RANK_PENALTY = 0.02  # per retrieval rank below the first
+DEFAULT_THRESHOLD = 0.514  # `chapterverse eval answers ... --calibrate` on the dev set (results/answer_eval.json)
+QUOTE_MARGIN = 0.15  # further quotes (other pages) must score within this of the best
+MAX_QUOTES = 3
 MAX_SENTENCE_WORDS = 80
 
 _PARA = re.compile(r"\n[ \t]*\n")
@@ -58,15 +78,29 @@ class Candidate:
     text: str  # verbatim slice of the page text
 
 
+def evidence_score(cos: float, cos_heading: float, lex: float, rank: int) -> float:
+    """A candidate sentence's evidence score (see the module docstring)."""
+    return COS_WEIGHT * cos + (1 - COS_WEIGHT) * cos_heading + LEX_WEIGHT * lex - RANK_PENALTY * (max(rank, 1) - 1)
+
+
 @dataclass(frozen=True)
 class Scored:
     candidate: Candidate
-    cos: float
-    lex: float
+    cos: float  # question vs the sentence
+    cos_heading: float  # question vs the section heading + the sentence
+    lex: float  # idf-weighted coverage of the question's terms by the sentence, its neighbours, the heading
+    rank: int  # retrieval rank of the passage the sentence came from (1 = best)
+    typed: bool  # states the kind of quantity the question asks for (True when it asks for none)
 
     @property
     def score(self) -> float:
-        return self.cos + LEX_WEIGHT * self.lex
+        return evidence_score(self.cos, self.cos_heading, self.lex, self.rank)
+
+
+def passage_rank(passage_id: str) -> int:
+    """The retrieval rank in a shown passage id ("P3" → 3); 1 when the id carries none."""
+    m = re.fullmatch(r"P(\d+)", passage_id)
+    return int(m.group(1)) if m else 1
 
 
 def _spans(text: str, pattern: re.Pattern[str], start: int, end: int) -> list[tuple[int, int]]:
@@ -127,19 +161,79 @@ def candidates(shown: Sequence[PageText]) -> list[Candidate]:
 
 
 def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
-                     doc_freq: DocFreq | None = None) -> list[Scored]:
+                     doc_freq: DocFreq | None = None, headings: Mapping[str, str] | None = None) -> list[Scored]:
+    """Every quotable sentence of ``shown`` with its features, best first. ``headings``: the section
+    heading of each shown passage, by passage id."""
     cands = candidates(shown)
     if not cands:
         return []
-    vecs = embed([question] + [" ".join(c.text.split()) for c in cands])
-    cos = vecs[1:] @ vecs[0]
+    headings = headings or {}
+    texts = [" ".join(c.text.split()) for c in cands]
+    heads = [" ".join(headings.get(shown[c.slice_index].passage_id, "").split()) for c in cands]
+    with_heads = [f"{h}: {t}" if h else t for h, t in zip(heads, texts, strict=True)]
+    vecs = embed([question, *texts, *with_heads])
+    n = len(cands)
+    cos = vecs[1:n + 1] @ vecs[0]
+    cos_heading = vecs[n + 1:] @ vecs[0]
     weights = term_weights(question, doc_freq)
-    slice_terms = [set(content_terms(p.text)) for p in shown]
+    expected = expected_answer(question)
+    terms = [set(content_terms(t)) for t in texts]
     out = []
-    for c, sim in zip(cands, cos, strict=True):
-        terms = set(content_terms(c.text)) | slice_terms[c.slice_index]
-        out.append(Scored(c, float(sim), coverage(weights, terms)))
+    for i, c in enumerate(cands):
+        around = set(terms[i]) | set(content_terms(heads[i]))
+        for j in (i - 1, i + 1):  # the neighbouring sentences of the same slice
+            if 0 <= j < n and cands[j].slice_index == c.slice_index:
+                around |= terms[j]
+        out.append(Scored(c, float(cos[i]), float(cos_heading[i]), coverage(weights, around),
+                          passage_rank(shown[c.slice_index].passage_id), satisfies(expected, c.text)))
     return sorted(out, key=lambda s: s.score, reverse=True)
+
+
+def absent_terms(question: str, doc_freq: DocFreq | None) -> list[str]:
+    """The question's specific terms (names, designators, numbers) that the collection never uses."""
+    specific = specific_terms(question)
+    if doc_freq is None or not specific:
+        return []
+    df, _ = doc_freq(specific)
+    return [t for t in specific if df.get(t, 0) == 0]
+
+
+def choose_quotes(scored: Sequence[Scored], shown: Sequence[PageText]) -> list[Scored]:
+    """The best eligible sentence, plus up to ``MAX_QUOTES - 1`` eligible ones from other pages
+    scoring within ``QUOTE_MARGIN`` of it (``scored`` is best first)."""
+    eligible = [s for s in scored if s.typed]
+    if not eligible:
+        return []
+    best = eligible[0]
+    chosen = [best]
+    pages = {_page_of(best, shown)}
+    for s in eligible[1:]:
+        if len(chosen) >= MAX_QUOTES or s.score < best.score - QUOTE_MARGIN:
+            break
+        if _page_of(s, shown) in pages:
+            continue
+        pages.add(_page_of(s, shown))
+        chosen.append(s)
+    return chosen
+
+
+def _page_of(s: Scored, shown: Sequence[PageText]) -> tuple[str, int]:
+    p = shown[s.candidate.slice_index]
+    return p.document, p.page
+
+
+def _claim(s: Scored, shown: Sequence[PageText]) -> Claim:
+    p = shown[s.candidate.slice_index]
+    return Claim(p.document, p.page, s.candidate.text)
+
+
+def lead(best: Scored, shown: Sequence[PageText], more: int) -> str:
+    """The answer text: a fixed framing naming the page, then the best sentence in the source's words."""
+    p = shown[best.candidate.slice_index]
+    where = f"{p.document}, p. {p.page_label}" if p.page_label and p.page_label != str(p.page) else \
+        f"{p.document}, p. {p.page}"
+    also = f" ({more} more supporting passage{'s' if more > 1 else ''} quoted below.)" if more else ""
+    return f"The handbooks say ({where}): {' '.join(best.candidate.text.split())}{also}"
 
 
 class ExtractiveAnswerer:
@@ -152,28 +246,30 @@ class ExtractiveAnswerer:
         self.model = model
         self.threshold = threshold
 
-    def answer(self, question: str, shown: Sequence[PageText]) -> Draft:
-        scored = score_candidates(question, shown, self._embed, self._doc_freq)
+    def answer(self, question: str, shown: Sequence[PageText], headings: Mapping[str, str] | None = None) -> Draft:
+        scored = score_candidates(question, shown, self._embed, self._doc_freq, headings)
         if not scored:
             return Draft(refusal=True, reason="no quotable text in the retrieved passages", score=None)
-        best = scored[0]
-        top = shown[best.candidate.slice_index]
-        best_claim = Claim(top.document, top.page, best.candidate.text)
-        if best.score < self.threshold:
-            return Draft(refusal=True, score=best.score, best=best_claim,
-                         reason=f"the best supporting sentence is too weak (evidence score {best.score:.2f} "
+        chosen = choose_quotes(scored, shown)
+        top = chosen[0] if chosen else scored[0]
+        best_claim = _claim(top, shown)
+        score = chosen[0].score if chosen else None
+        absent = absent_terms(question, self._doc_freq)
+        if absent:
+            return Draft(refusal=True, score=score, best=best_claim,
+                         reason="the searched documents never mention " + ", ".join(f"“{t}”" for t in absent))
+        if not chosen:
+            expected = expected_answer(question)  # not None: only a quantity question makes sentences ineligible
+            what = f"{expected.describe()} (“{expected.cue}”)" if expected else "a quantity"
+            return Draft(refusal=True, score=None, best=best_claim,
+                         reason=f"the question asks for {what}, and no retrieved sentence states one")
+        if top.score < self.threshold:
+            return Draft(refusal=True, score=top.score, best=best_claim,
+                         reason=f"the best supporting sentence is too weak (evidence score {top.score:.2f} "
                                 f"< {self.threshold:.2f})")
-        chosen = [best]
-        for s in scored[1:]:
-            if s.score < best.score - SECOND_QUOTE_MARGIN:
-                break
-            if not any(_overlaps(s.candidate, c.candidate) for c in chosen):
-                chosen.append(s)
-                break
-        claims = [Claim(shown[s.candidate.slice_index].document, shown[s.candidate.slice_index].page,
-                        s.candidate.text) for s in chosen]
-        answer = " … ".join(" ".join(s.candidate.text.split()) for s in chosen)
-        return Draft(refusal=False, answer=answer, claims=claims, score=best.score, best=best_claim)
+        claims = [_claim(s, shown) for s in chosen]
+        return Draft(refusal=False, answer=lead(top, shown, len(chosen) - 1), claims=claims, score=top.score,
+                     best=best_claim)
 
     def repair(self, question: str, shown: Sequence[PageText], draft: Draft,
                failures: Sequence[Verdict]) -> Draft:
@@ -182,7 +278,3 @@ class ExtractiveAnswerer:
 
     def standalone(self, question: str, history: Sequence[Turn]) -> str:
         return standalone_without_model(question, history)
-
-
-def _overlaps(a: Candidate, b: Candidate) -> bool:
-    return a.slice_index == b.slice_index and a.start < b.end and b.start < a.end
