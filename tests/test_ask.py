@@ -153,3 +153,22 @@ def test_cli_ask_json_contract(settings, dev_corpus) -> None:
                    "--collection", dev_corpus, "--answerer", "extractive")
     assert text.returncode == 0, text.stderr
     assert "answerer: extractive" in text.stdout
+
+
+def test_quantity_question_without_a_stated_quantity_is_refused(settings, dev_corpus) -> None:
+    a = ask(settings, "How much does a designated pilot examiner charge for a sport pilot practical test?",
+            collections=[dev_corpus], answerer="extractive")
+    assert a.refusal and not a.citations
+    assert "money" in a.reason and "no retrieved sentence states one" in a.reason
+    assert a.nearest
+
+
+def test_answer_leads_with_the_best_quote_and_every_quote_is_verified(settings, dev_corpus) -> None:
+    a = ask(settings, "How high does a pilot have to stay when flying over a crowded town or a large outdoor "
+            "gathering of people?", collections=[dev_corpus], answerer="extractive")
+    assert not a.refusal, a.reason
+    assert 1 <= len(a.citations) <= 3
+    assert len({(c.document, c.page) for c in a.citations}) == len(a.citations)  # distinct pages
+    assert a.answer.startswith("The handbooks say (") and a.answer != a.citations[0].quote
+    assert any(c.page == 17 and "1,000 feet" in " ".join(c.quote.split()) for c in a.citations)
+    _assert_all_quotes_on_their_pages(settings, a)

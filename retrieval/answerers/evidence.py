@@ -136,7 +136,7 @@ _REFERENCE_AFTER = frozenset("cfr fr u.s.c usc edition amdt".split())  # "14 CFR
 _MONTHS = frozenset("jan feb mar apr may jun jul aug sep sept oct nov dec january february march april june july "
                     "august september october november december".split())
 _REFERENCE_BEFORE = frozenset("§ §§ part parts section sections subpart appendix table figure form ac order page "
-                              "chapter paragraph item task tasks area areas no. number far sfar amendment "
+                              "chapter paragraph item task tasks area areas no. no number far sfar amendment docket "
                               "chapters pages".split())
 
 
@@ -173,8 +173,8 @@ def quantities(text: str) -> set[str]:
                     or re.fullmatch(r"(19|20)\d\d", after)):
                 continue  # "14 CFR", "54 FR 41211", "Oct. 18, 1989": a citation or a date
             unit = _unit_after(tokens, i)
-            if unit is None and re.fullmatch(r"(19|20)\d\d", core.rstrip(".")):
-                continue  # a year
+            if unit is None and re.fullmatch(r"(19|20)\d\d|0\d+|\d{5,}", core.rstrip(".")):
+                continue  # a year, or an identifier ("00725", "262047": prose writes 12,500 with a comma)
             if re.fullmatch(r"\d{1,2}\.", tok) and unit is None:
                 continue  # "3. Considers ...": a list number
             if unit is None and (core in _NUMBER_WORDS or "." in core.rstrip(".")):

@@ -49,7 +49,7 @@ from retrieval.verify import Claim, PageText, Strictness, Verdict, too_short, ve
 LEX_WEIGHT = 0.75
 COS_WEIGHT = 0.5  # share of the plain sentence cosine; the rest is the cosine with the section heading
 RANK_PENALTY = 0.02  # per retrieval rank below the first
-DEFAULT_THRESHOLD = 0.514  # `chapterverse eval answers ... --calibrate` on the dev set (results/answer_eval.json)
+DEFAULT_THRESHOLD = 0.475  # `chapterverse eval answers ... --calibrate` on the dev set (results/answer_eval.json)
 QUOTE_MARGIN = 0.15  # further quotes (other pages) must score within this of the best
 MAX_QUOTES = 3
 MAX_SENTENCE_WORDS = 80
@@ -230,8 +230,8 @@ def _claim(s: Scored, shown: Sequence[PageText]) -> Claim:
 def lead(best: Scored, shown: Sequence[PageText], more: int) -> str:
     """The answer text: a fixed framing naming the page, then the best sentence in the source's words."""
     p = shown[best.candidate.slice_index]
-    where = f"{p.document}, p. {p.page_label}" if p.page_label and p.page_label != str(p.page) else \
-        f"{p.document}, p. {p.page}"
+    where = f"{p.document}, p. {p.page_label} (PDF p. {p.page})" if p.page_label and p.page_label != str(p.page) \
+        else f"{p.document}, p. {p.page}"
     also = f" ({more} more supporting passage{'s' if more > 1 else ''} quoted below.)" if more else ""
     return f"The handbooks say ({where}): {' '.join(best.candidate.text.split())}{also}"
 

@@ -1,0 +1,225 @@
+"""The extractive answerer's pure parts: expected answer type, quantities, specific terms, sentence
+scoring and quote choice, refusal gates, and the threshold calibration. No database, no model."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from retrieval.answer_eval import calibrate
+from retrieval.answerers.evidence import counts, expected_answer, quantities, satisfies, specific_terms
+from retrieval.answerers.extractive import (
+    MAX_QUOTES,
+    QUOTE_MARGIN,
+    RANK_PENALTY,
+    Candidate,
+    ExtractiveAnswerer,
+    Scored,
+    choose_quotes,
+    evidence_score,
+    passage_rank,
+)
+from retrieval.verify import PageText, verify_claims
+
+# --- expected answer type ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("question", "units"), [
+    ("What is the maximum indicated airspeed below 10,000 feet MSL?", {"speed"}),
+    ("How high must the airplane be before an engine failure is simulated?", {"length"}),
+    ("What flight visibility applies in Class E airspace?", {"length"}),
+    ("How often must the altimeter be tested?", {"time"}),
+    ("For how long is the letter of authorization valid?", {"time", "length"}),
+    ("What is the maximum takeoff weight of a light-sport airplane?", {"weight"}),
+    ("On which frequencies does an ELT broadcast?", {"frequency"}),
+    ("How much does an examiner charge for a practical test?", {"money"}),
+    ("What is the standard temperature at sea level?", {"temperature"}),
+    ("How much fuel reserve must an airplane carry?", set()),
+    ("Which transponder code must a pilot squawk?", set()),
+])
+def test_quantity_questions_expect_their_unit(question: str, units: set[str]) -> None:
+    e = expected_answer(question)
+    assert e is not None and set(e.units) == units and e.cue
+
+
+@pytest.mark.parametrize("question", [
+    "What must the preflight familiarization include?",
+    "Who has the right-of-way when overtaking?",
+    "How does the ACS define CRM?",
+    "Can I take my checkride in an aviation training device?",
+    "When must the crew use supplemental oxygen at altitudes above 12,500 feet?",
+])
+def test_other_questions_expect_no_quantity(question: str) -> None:
+    assert expected_answer(question) is None
+
+
+def test_how_many_counts_the_thing_asked_about() -> None:
+    e = expected_answer("How many takeoffs and landings does a pilot need before carrying passengers?")
+    assert e is not None and e.counted == "takeoff"
+    assert satisfies(e, "has made at least three takeoffs and three landings within the preceding 90 days")
+    assert not satisfies(e, "Five hours of night time, if night flights are to be authorized;")
+    assert counts("2 pilots are required", "pilot") and not counts("the pilot must log 2 hours", "pilot")
+    days = expected_answer("How many days does the instructor have to send the form?")
+    assert days is not None and days.units == {"time"} and not days.counted
+
+
+# --- quantities --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "kinds"), [
+    ("at an indicated airspeed of more than 250 knots (288 m.p.h.).", {"number", "speed"}),
+    ("an altitude of 1,000 feet above the highest obstacle", {"number", "length"}),
+    ("to fly after that for at least 45 minutes", {"number", "time"}),
+    ("(1) 12,500 pounds;", {"number", "weight"}),
+    ("transmits on 121.5 MHz and 243.0 MHz", {"number", "frequency"}),
+    ("a lapse rate of 2 °C per 1,000 feet", {"number", "temperature", "length"}),
+    ("a bank of 30 degrees", {"number", "angle"}),
+    ("the fee is $150 per test", {"number", "money"}),
+    ("when 50 percent of the battery life has expired", {"number", "percent"}),
+    ("within the preceding 24 calendar months", {"number", "time"}),
+    ("§ 91.185 IFR operations: Two-way radio communications failure.", set()),
+    ("91.185 IFR operations: Two-way radio communications failure.", set()),
+    ("in accordance with part 61 of this chapter", set()),
+    ("(ASES) 3. Considers the wind conditions", set()),
+    ("[Doc. No. 18334, 54 FR 34294, Aug. 18, 1989]", set()),
+    ("14 CFR Ch. I (1–1–24 Edition)", set()),
+    ("one of the following tasks", set()),
+])
+def test_quantities(text: str, kinds: set[str]) -> None:
+    assert quantities(text) == kinds
+
+
+def test_satisfies_needs_a_compatible_unit() -> None:
+    speed = expected_answer("What is the maximum airspeed below 10,000 feet?")
+    assert satisfies(speed, "more than 250 knots (288 m.p.h.)")
+    assert not satisfies(speed, "below 10,000 feet MSL")  # a number, but not a speed
+    assert not satisfies(expected_answer("Which frequencies does an ELT use?"), "1 cumulative hour of use")
+    assert satisfies(expected_answer("How much fuel must it carry?"), "for at least 30 minutes")
+    assert satisfies(None, "any sentence at all")
+
+
+# --- specific terms ----------------------------------------------------------------------------
+
+
+def test_specific_terms_are_names_designators_and_numbers() -> None:
+    q = "What is the crosswind component of a Cessna 172S or a Piper PA-28 at 10,000 feet?"
+    assert specific_terms(q) == ["cessna", "172s", "piper", "pa-28", "10,000"]
+    assert specific_terms("How high over a crowded town?") == []  # everyday words do not count
+    assert specific_terms("If I'm catching up. Which way should I turn?") == []  # "I", sentence starts
+
+
+# --- scoring and quote choice ------------------------------------------------------------------
+
+
+def test_evidence_score_weighs_heading_lexical_and_rank() -> None:
+    base = evidence_score(0.6, 0.6, 0.5, 1)
+    assert evidence_score(0.6, 0.8, 0.5, 1) > base
+    assert evidence_score(0.6, 0.6, 0.7, 1) > base
+    assert evidence_score(0.6, 0.6, 0.5, 4) == pytest.approx(base - 3 * RANK_PENALTY)
+    assert passage_rank("P7") == 7 and passage_rank("") == 1
+
+
+def _page(doc: str, page: int, text: str, rank: int = 1) -> PageText:
+    return PageText(document=doc, page=page, text=text, passage_id=f"P{rank}")
+
+
+def _scored(i: int, score: float, typed: bool = True) -> Scored:
+    # cos = cos_heading = score, lex = 0, rank 1: evidence_score == score * 1.0
+    return Scored(Candidate(i, 0, 10, "x" * 10), score, score, 0.0, 1, typed)
+
+
+def test_choose_quotes_takes_strong_sentences_from_distinct_pages() -> None:
+    shown = [_page("a.pdf", 1, "t"), _page("a.pdf", 1, "u"), _page("a.pdf", 2, "v"), _page("b.pdf", 2, "w"),
+             _page("b.pdf", 3, "z")]
+    scored = [_scored(0, 1.0), _scored(1, 0.99), _scored(2, 0.95), _scored(3, 0.9), _scored(4, 0.88)]
+    chosen = choose_quotes(scored, shown)
+    assert [c.candidate.slice_index for c in chosen] == [0, 2, 3][:MAX_QUOTES]  # slice 1 is the same page
+    weak = [_scored(0, 1.0), _scored(2, 1.0 - QUOTE_MARGIN - 0.01)]
+    assert [c.candidate.slice_index for c in choose_quotes(weak, shown)] == [0]
+    untyped_first = [_scored(0, 1.2, typed=False), _scored(2, 0.7)]
+    assert [c.candidate.slice_index for c in choose_quotes(untyped_first, shown)] == [2]
+    assert choose_quotes([_scored(0, 1.0, typed=False)], shown) == []
+
+
+# --- the answerer, with a deterministic bag-of-words "embedding" -----------------------------------
+
+_DIM = 512
+
+
+def _bow_embed(texts: Sequence[str]) -> np.ndarray:
+    rows = np.zeros((len(texts), _DIM))
+    for i, t in enumerate(texts):
+        for w in re.findall(r"[a-z0-9]+", t.lower()):
+            rows[i, hash(w) % _DIM] += 1.0
+        n = np.linalg.norm(rows[i])
+        if n:
+            rows[i] /= n
+    return rows
+
+
+SPEED_PAGE = ("Aircraft speed rules apply to every pilot. No person may operate an aircraft below 10,000 feet "
+              "MSL at an indicated airspeed of more than 250 knots. Pilots must also obey the airport rules.")
+OTHER_PAGE = ("The maximum indicated airspeed rules are explained in the speed section of this handbook. "
+              "Each pilot should read that section before a flight below 10,000 feet MSL.")
+PAGES = [_page("regs.pdf", 17, SPEED_PAGE, 1), _page("guide.pdf", 4, OTHER_PAGE, 2)]
+
+
+def _df(words: Sequence[str]) -> tuple[dict[str, int], int]:
+    known = (SPEED_PAGE + " " + OTHER_PAGE).lower()
+    return {w: (3 if w.lower() in known else 0) for w in words}, 100
+
+
+def test_answers_with_verified_quotes_and_a_lead_from_the_source() -> None:
+    ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df)
+    draft = ans.answer("What is the maximum indicated airspeed below 10,000 feet MSL?", PAGES,
+                       headings={"P1": "§ 91.117 Aircraft speed.", "P2": "Introduction"})
+    assert not draft.refusal
+    ver = verify_claims(draft.claims, PAGES)
+    assert not ver.failures and ver.citations
+    assert "250 knots" in draft.claims[0].quote  # the only sentence that states a speed
+    assert all("knots" in c.quote for c in draft.claims)  # untyped sentences are never quoted
+    assert draft.answer.startswith("The handbooks say (regs.pdf, p. 17): ")
+    assert " ".join(draft.claims[0].quote.split()) in draft.answer
+
+
+def test_refuses_when_no_sentence_states_the_quantity_asked_for() -> None:
+    ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df)
+    draft = ans.answer("What is the maximum takeoff weight below 10,000 feet MSL?", PAGES)
+    assert draft.refusal and not draft.claims
+    assert "weight" in draft.reason and "no retrieved sentence states one" in draft.reason
+
+
+def test_refuses_when_a_specific_term_is_absent_from_the_collection() -> None:
+    ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df)
+    draft = ans.answer("What is the maximum indicated airspeed of a Cessna 172S below 10,000 feet MSL?", PAGES)
+    assert draft.refusal and "cessna" in draft.reason and "172s" in draft.reason
+    assert draft.best is not None  # the nearest sentence is still reported
+
+
+def test_refuses_below_the_threshold_and_answers_above_it() -> None:
+    q = "What is the maximum indicated airspeed below 10,000 feet MSL?"
+    score = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df).answer(q, PAGES).score
+    assert score is not None
+    assert ExtractiveAnswerer(_bow_embed, model="bow", threshold=score + 0.01, doc_freq=_df).answer(q, PAGES).refusal
+    assert not ExtractiveAnswerer(_bow_embed, model="bow", threshold=score - 0.01, doc_freq=_df).answer(q, PAGES).refusal
+
+
+# --- calibration -------------------------------------------------------------------------------
+
+
+def _row(qid: str, answerable: bool, refused: bool, correct: bool, score: float | None) -> dict:
+    return {"id": qid, "answerable": answerable, "refused": refused, "correct": correct, "evidence_score": score}
+
+
+def test_calibration_splits_answerable_from_unanswerable_and_reports_margins() -> None:
+    probe = [_row("a1", True, False, True, 0.9), _row("a2", True, False, True, 0.7),
+             _row("a3", True, False, False, 0.2),  # off the gold page: no threshold fixes it
+             _row("u1", False, False, False, 0.5), _row("u2", False, True, True, None)]  # u2: refused by a gate
+    cal = calibrate(probe)
+    assert cal["threshold"] == pytest.approx(0.6)
+    assert cal["correct_decisions"] == 3 and cal["of"] == 3
+    assert cal["margin_above"] == pytest.approx(0.1) and cal["margin_below"] == pytest.approx(0.1)
+    assert cal["unanswerable_refused_by_gates"] == 1 and cal["answerable_off_gold_page"] == 1
