@@ -2,11 +2,12 @@
 
 The pipeline for one query:
 
-1. **Legs, in parallel.** The keyword leg (BM25 inside Postgres, see ``retrieval.keyword``) starts
-   at once on its own connection while this thread embeds the query and then runs the dense leg
-   (``retrieval.vector``) on a second connection. Keyword search needs no embedding, so it hides
-   behind the ~20 ms query embedding. (The one-statement alternative, ``mode="single"``, has to
-   wait for the embedding first; ``chapterverse eval latency`` measures both.)
+1. **Legs.** BM25 inside Postgres (``retrieval.keyword``) and pgvector HNSW (``retrieval.vector``).
+   Default (``mode="single"``): the query is embedded, then both legs run as one SQL statement (one
+   round trip). ``mode="parallel"``: the keyword leg starts at once on its own connection in a
+   thread while this thread embeds the query and runs the dense leg on a second connection.
+   ``chapterverse eval latency`` measures both; on this 2-core machine they are within a few ms,
+   single slightly ahead, because the BM25 backend and torch compete for the same two cores.
 2. **Fuse** the two ranked lists by reciprocal rank fusion with k = 60.
 3. **Fetch** the best ``fetch_depth`` fused chunks' rows and drop near-duplicates (same text, or
    mostly inside a better-ranked chunk of the same document).
@@ -56,7 +57,11 @@ class SearchConfig(BaseModel):
     rerank_weight: float = Field(default=0.3, ge=0.0, le=1.0,
                                  description="For the bi-encoder fallback: share of its rank in the final "
                                  "reciprocal-rank score (the fused rank has the rest).")
-    mode: Literal["parallel", "single"] = "parallel"
+    mode: Literal["parallel", "single"] = Field(
+        default="single", description="'single': both legs in one SQL statement after embedding the query; "
+        "'parallel': keyword leg on a second connection in a thread while the query is embedded. On 2 cores "
+        "'single' measured slightly faster (results/retrieval_latency.json): the keyword backend and torch "
+        "compete for the cores, tripling the embedding time. With more cores, try 'parallel'.")
     reranker: str | None = None  # None: Settings.reranker
 
 
@@ -130,7 +135,8 @@ def _keyword_leg(settings: Settings, query: str, cfg: SearchConfig, scope: Scope
 
 
 def run_legs(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
-    if cfg.mode == "single" and set(cfg.legs) == {"keyword", "dense"}:
+    """The ranked lists. One statement only combines BM25 with dense; anything else runs as legs."""
+    if cfg.mode == "single" and set(cfg.legs) == {"keyword", "dense"} and cfg.keyword_method == "bm25":
         return _run_single(settings, embedder, query, cfg, scope)
     timings: dict[str, float] = {}
     lists: dict[str, list[Hit]] = {}
@@ -154,8 +160,6 @@ def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchC
     from retrieval.keyword import bm25_sql  # noqa: PLC0415
     from retrieval.vector import configure  # noqa: PLC0415
 
-    if cfg.keyword_method != "bm25":
-        raise ValueError("mode='single' supports the bm25 keyword method only")
     t = time.perf_counter()
     vec = embedder.embed_query(query)
     t1 = time.perf_counter()

@@ -98,7 +98,22 @@ def test_result_reports_stage_ranks(settings, dev_corpus):
     top = res.results[0]
     assert top.stages.fused_rank is not None
     assert top.stages.keyword_rank is not None or top.stages.dense_rank is not None
-    assert {"embed_query", "keyword", "vector", "fuse", "rerank", "total"} <= set(res.timings_ms)
+    assert {"embed_query", "legs", "fuse", "rerank", "total"} <= set(res.timings_ms)
+
+
+def test_parallel_and_single_statement_modes_return_the_same_lists(settings, dev_corpus):
+    from retrieval.embed import get_embedder  # noqa: PLC0415
+    from retrieval.search import run_legs  # noqa: PLC0415
+
+    emb = get_embedder(settings.embedding_model)
+    q = "How often must the altimeter and static pressure system be tested for IFR flight?"
+    scope = Scope.of([dev_corpus])
+    par = run_legs(settings, emb, q, SearchConfig(mode="parallel", depth=20), scope)
+    one = run_legs(settings, emb, q, SearchConfig(mode="single", depth=20), scope)
+    assert {"keyword", "vector", "embed_query"} <= set(par.timings_ms) and "legs_sql" in one.timings_ms
+    for leg in ("keyword", "dense"):
+        assert [h.chunk_id for h in par.lists[leg]] == [h.chunk_id for h in one.lists[leg]]
+        assert len(par.lists[leg]) == 20
 
 
 def test_unloadable_reranker_falls_back_logs_once_and_is_reported(settings, dev_corpus, tmp_path, caplog):
