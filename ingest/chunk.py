@@ -38,6 +38,7 @@ class Chunk:
     text: str  # the page text slices, joined by "\n" at page breaks
     tokens: int
     context: str  # nearest preceding section heading, "" when none
+    inner_titles: tuple[str, ...] = ()  # section headings that start inside the chunk
 
 
 _PARA = re.compile(r"\n[ \t]*\n")
@@ -141,8 +142,14 @@ def chunk_pages(pages: Sequence[Page], count: TokenCounter, budget: int = 200, o
                 page, start = u.page, u.start
             prev_end = u.end
         parts.append(texts[page][start:last.end])
+        context = title_at[(first.page, first.start)]
+        inner: list[str] = []
+        for u in group[1:]:
+            t = title_at[(u.page, u.start)]
+            if t and t != context and t not in inner:
+                inner.append(t)
         chunks.append(Chunk(len(chunks), first.page, first.start, last.page, last.end, "\n".join(parts),
-                            sum(u.tokens for u in group), title_at[(first.page, first.start)]))
+                            sum(u.tokens for u in group), context, tuple(inner)))
 
     group: list[Unit] = []
     size = 0

@@ -196,6 +196,16 @@ def body_bounds(text: str, running: set[str]) -> tuple[int, int]:
     return lines[start_i][0], lines[end_i - 1][1]
 
 
+def document_title(doc: pymupdf.Document, file_name: str) -> str:
+    """The title the PDF declares, else its file name made readable ("14 CFR Part 91 General ...")."""
+    declared = " ".join(str((doc.metadata or {}).get("title") or "").split())
+    if len(declared.split()) >= 2 and not declared.lower().startswith(("microsoft", "untitled")) \
+            and not declared.lower().endswith((".doc", ".docx", ".pdf")):
+        return declared
+    stem = file_name.rsplit(".", 1)[0]
+    return " ".join(re.sub(r"[_-]+", " ", stem).split())
+
+
 def extract(doc: pymupdf.Document, progress: Iterable[int] | None = None) -> list[Page]:
     """Every page of ``doc`` with visible text, label, headings and body bounds."""
     raw: list[tuple[str, tuple[Heading, ...], int, str | None]] = []

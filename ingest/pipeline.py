@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from ingest import store
 from ingest.chunk import Chunk, chunk_pages
-from ingest.pdf import Page, extract
+from ingest.pdf import Page, document_title, extract
 from ingest.sources import InputError, Source
 from retrieval import db, index
 from retrieval.embed import Embedder
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 MIN_TEXT_CHARS_PER_PAGE = 20  # below this on average, the PDF has no usable text layer
 # Bump when extraction or chunking changes: documents indexed by an older pipeline are re-indexed
 # when ingested again, instead of being skipped as unchanged.
-PIPELINE_VERSION = "2026-12-02.3"
+PIPELINE_VERSION = "2026-12-02.4"
 
 
 @dataclass
@@ -70,15 +70,16 @@ def extract_pages(src: Source, doc: pymupdf.Document, quiet: bool) -> list[Page]
     return pages
 
 
-def indexed_text(chunk: Chunk, embedder: Embedder) -> str:
-    """What is embedded and keyword-indexed: the section heading, then the cleaned chunk text.
-    The heading is left out when it would push the text past the embedder's token limit."""
-    body = search_text(chunk.text)
-    if chunk.context:
-        with_context = search_text(f"{chunk.context}\n{chunk.text}")
-        if embedder.count_tokens(with_context) <= embedder.max_tokens:
-            return with_context
-    return body
+def indexed_text(chunk: Chunk, title: str, embedder: Embedder) -> str:
+    """What is embedded and keyword-indexed: the document title, the section headings in force and
+    starting inside the chunk, then the cleaned chunk text. Headings, then the title, are left out
+    when they would push the text past the embedder's token limit."""
+    headings = " · ".join(h for h in (chunk.context, *chunk.inner_titles) if h)
+    for prefix in ([title, headings], [title], []):
+        text = search_text("\n".join([p for p in prefix if p] + [chunk.text]))
+        if not prefix or embedder.count_tokens(text) <= embedder.max_tokens:
+            return text
+    raise AssertionError("unreachable")
 
 
 def ingest_source(settings: Settings, embedder: Embedder, src: Source, collection: str,
@@ -95,12 +96,13 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     doc = open_pdf(src)
     try:
         pages = extract_pages(src, doc, quiet)
+        title = document_title(doc, src.name)
     finally:
         doc.close()
     if on_progress:
         on_progress(f"{src.name}: {len(pages)} pages extracted")
     chunks = chunk_pages(pages, embedder.count_tokens, settings.chunk_tokens, settings.chunk_overlap_tokens)
-    texts = [indexed_text(c, embedder) for c in chunks]
+    texts = [indexed_text(c, title, embedder) for c in chunks]
     bar = tqdm(total=len(texts), desc=f"{src.name}: embedding", unit="chunk",
                disable=None if not quiet else True, leave=False)
     try:
@@ -113,7 +115,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
         _, replaced = store.write_document(
             conn, collection=collection, name=src.name, sha256=src.sha256, source=src.origin, url=src.url,
             size=len(src.data), pages=pages, chunks=chunks, search_texts=texts, vectors=vectors,
-            pipeline_version=PIPELINE_VERSION)
+            pipeline_version=PIPELINE_VERSION, title=title)
     status = "reindexed" if same is not None else "replaced" if replaced else "ingested"
     return IngestResult(src.name, src.origin, collection, status,
                         len(pages), len(chunks), time.perf_counter() - t0)

@@ -33,7 +33,8 @@ def _lock_key(collection: str, name: str) -> str:
 
 def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha256: str, source: str,
                    url: str | None, size: int, pages: Sequence[Page], chunks: Sequence[Chunk],
-                   search_texts: Sequence[str], vectors: np.ndarray, pipeline_version: str) -> tuple[int, bool]:
+                   search_texts: Sequence[str], vectors: np.ndarray, pipeline_version: str,
+                   title: str | None = None) -> tuple[int, bool]:
     """Insert the document, replacing an older version of the same name atomically.
 
     Returns (document id, replaced). Nothing is visible to readers until the commit, and a failure
@@ -47,8 +48,8 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
                            (collection, name)).fetchone()
         doc_id = conn.execute(
             "INSERT INTO documents (collection, name, sha256, source, url, bytes, page_count, chunk_count, "
-            "pipeline_version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (collection, name, sha256, source, url, size, len(pages), len(chunks), pipeline_version)
+            "pipeline_version, title) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (collection, name, sha256, source, url, size, len(pages), len(chunks), pipeline_version, title)
         ).fetchone()["id"]
         with conn.cursor() as cur:
             with cur.copy("COPY pages (collection, document_id, page_no, label, text, body_start, body_end, "
@@ -66,7 +67,7 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
 
 
 def list_documents(conn: psycopg.Connection, collection: str | None = None) -> list[dict]:
-    sql = ("SELECT collection, name, page_count AS pages, chunk_count AS chunks, sha256, source, url, "
+    sql = ("SELECT collection, name, title, page_count AS pages, chunk_count AS chunks, sha256, source, url, "
            "bytes, ingested_at FROM documents")
     params: tuple = ()
     if collection:

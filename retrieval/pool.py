@@ -1,65 +1,67 @@
-"""A few idle connections kept per database, so a search does not pay a new backend each time.
+"""Pooled connections for searches (psycopg_pool), one pool per database.
 
-Searches run two legs at once, each on its own connection; connecting to Postgres costs a few
-milliseconds (a new backend process), which is a large share of a ~50 ms search. Connections are
-checked out by one thread at a time and returned when the block exits; a connection that broke
-(server restarted) is discarded instead of being returned.
+Searches run two legs, each needing a connection; opening one costs a new backend process (a few
+milliseconds of a ~50 ms search), so connections are kept. Each is checked when handed out
+(``ConnectionPool.check_connection``), so after a database restart a stale connection is
+replaced instead of failing the next question.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from retrieval import db
 from retrieval.settings import Settings
 
-MAX_IDLE = 4
+MAX_SIZE = 4
+CHECKOUT_TIMEOUT_S = 3.0  # when the database is down, a search gives up after this long
 
-_idle: dict[str, list[psycopg.Connection]] = defaultdict(list)
+# The pool logs every failed connection attempt; the caller reports one clear line instead.
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+_pools: dict[str, ConnectionPool] = {}
 _lock = threading.Lock()
 
 
-def _take(key: str) -> psycopg.Connection | None:
-    with _lock:
-        while _idle[key]:
-            conn = _idle[key].pop()
-            if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                return conn
-            conn.close()
-    return None
+def _configure(conn: psycopg.Connection) -> None:
+    register_vector(conn)
 
 
-def _give(key: str, conn: psycopg.Connection) -> None:
-    ok = not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+def _pool(settings: Settings) -> ConnectionPool:
+    key = db.conninfo(settings)
     with _lock:
-        if ok and len(_idle[key]) < MAX_IDLE:
-            _idle[key].append(conn)
-            return
-    conn.close()
+        pool = _pools.get(key)
+        if pool is None:
+            pool = ConnectionPool(key, min_size=0, max_size=MAX_SIZE, open=True, name="search",
+                                  kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": 5},
+                                  configure=_configure, check=ConnectionPool.check_connection,
+                                  timeout=CHECKOUT_TIMEOUT_S, reconnect_timeout=0)
+            _pools[key] = pool
+    return pool
 
 
 @contextmanager
 def connection(settings: Settings) -> Iterator[psycopg.Connection]:
-    """An autocommit connection (dict rows, pgvector registered), reused across searches."""
-    key = db.conninfo(settings)
-    conn = _take(key) or db.connect(settings)
+    """An autocommit connection (dict rows, pgvector registered) from the pool."""
     try:
-        yield conn
-    except psycopg.OperationalError:
-        conn.close()  # broken: never hand it out again
-        raise
-    finally:
-        _give(key, conn)  # closes instead when broken or left inside a transaction
+        with _pool(settings).connection() as conn:
+            yield conn
+    except PoolTimeout as exc:
+        raise db.IndexUnavailable(f"the index database is unavailable: {exc}") from exc
 
 
 def close_all() -> None:
+    """Close every pooled connection (the pools are re-created on next use)."""
     with _lock:
-        conns = [c for lst in _idle.values() for c in lst]
-        _idle.clear()
-    for c in conns:
-        c.close()
+        pools = list(_pools.values())
+        _pools.clear()
+    for p in pools:
+        p.close()

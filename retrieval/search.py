@@ -49,7 +49,7 @@ class SearchConfig(BaseModel):
 
     legs: tuple[Leg, ...] = ("keyword", "dense")
     keyword_method: KeywordMethod = "bm25"
-    depth: int = Field(default=50, ge=1, le=1000, description="Candidates per leg before fusion.")
+    depth: int = Field(default=10, ge=1, le=1000, description="Candidates per leg before fusion.")
     rrf_k: int = Field(default=RRF_K, ge=0)
     fetch_depth: int = Field(default=30, ge=1, le=1000, description="Fused candidates fetched and reranked.")
     rerank_depth: int = Field(default=10, ge=1, le=1000, description="Best fused candidates the reranker "

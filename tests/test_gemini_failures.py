@@ -32,10 +32,9 @@ def fake() -> Iterator[fg.FakeGemini]:
 @pytest.fixture()
 def gsettings(settings, dev_corpus, fake, monkeypatch):
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.base_url)
-    monkeypatch.setattr(gemini_mod, "DEFAULT_TIMEOUT_S", 2.0)
-    monkeypatch.setattr(gemini_mod, "DEFAULT_RETRY_BUDGET_S", 6.0)
     monkeypatch.setattr(gemini_mod, "BACKOFF_BASE_S", 0.2)
-    return settings.model_copy(update={"gemini_api_key": SecretStr(fake.api_key), "gemini_model": "gemini-test"})
+    return settings.model_copy(update={"gemini_api_key": SecretStr(fake.api_key), "gemini_model": "gemini-test",
+                                       "gemini_timeout_s": 2.0, "gemini_retry_budget_s": 6.0})
 
 
 def passages_in(rec: fg.Recorded) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,12 @@ from tests.conftest import DEV_PDFS, run_cli
 from tests.pdfgen import LOREM, encrypted_pdf, hidden_text_pdf, image_only_pdf, long_pdf, text_pdf
 
 ACS = next(p for p in DEV_PDFS if "ACS" in p.name)
+RUN = uuid.uuid4().hex[:8]
+
+
+def C(name: str) -> str:  # noqa: N802
+    """A collection name unique to this test run (the test database may be kept between runs)."""
+    return f"{name}-{RUN}"
 
 
 def _docs(settings, collection: str) -> list[dict]:
@@ -98,12 +105,12 @@ def test_running_headers_kept_in_page_text_but_not_in_chunks(settings, dev_corpu
 
 def test_hidden_text_is_never_ingested(settings, tmp_path):
     pdf = hidden_text_pdf(tmp_path / "tainted.pdf")
-    res = run_cli("ingest", str(pdf), "--collection", "t-hidden")
+    res = run_cli("ingest", str(pdf), "--collection", C("t-hidden"))
     assert res.returncode == 0, res.stderr
     with db.connection(settings) as conn:
-        page = conn.execute("SELECT text, hidden_chars FROM pages WHERE collection = 't-hidden'").fetchone()
+        page = conn.execute("SELECT text, hidden_chars FROM pages WHERE collection = %s", (C("t-hidden"),)).fetchone()
         chunk_text = " ".join(r["search_text"] for r in conn.execute(
-            "SELECT search_text FROM chunks WHERE collection = 't-hidden'"))
+            "SELECT search_text FROM chunks WHERE collection = %s", (C("t-hidden"),)))
     assert "holding speed is 200 knots" in page["text"]
     assert "Visible caption on a blue box" in page["text"]  # white text on a dark box is visible
     for secret in ("WHITEONWHITE", "TINYFONT", "OUTSIDEPAGE", "BLACKONBLACK", "900 knots"):
@@ -115,11 +122,11 @@ def test_generated_labels_headers_and_footers(settings, tmp_path):
     bodies = [LOREM.format(n=i * 100) + f"Section {i} covers topic number {i * 7}." for i in range(1, 7)]
     pdf = text_pdf(tmp_path / "labelled.pdf", bodies, header="ACME Flight Manual Revision 4", footer=True,
                    labels=True)
-    assert run_cli("ingest", str(pdf), "--collection", "t-labels").returncode == 0
+    assert run_cli("ingest", str(pdf), "--collection", C("t-labels")).returncode == 0
     with db.connection(settings) as conn:
-        rows = conn.execute("SELECT page_no, label, text FROM pages WHERE collection = 't-labels' ORDER BY page_no"
-                            ).fetchall()
-        chunks = [r["text"] for r in conn.execute("SELECT text FROM chunks WHERE collection = 't-labels'")]
+        rows = conn.execute("SELECT page_no, label, text FROM pages WHERE collection = %s ORDER BY page_no",
+                            (C("t-labels"),)).fetchall()
+        chunks = [r["text"] for r in conn.execute("SELECT text FROM chunks WHERE collection = %s", (C("t-labels"),))]
     assert [r["label"] for r in rows] == ["i", "ii", "A-1", "A-2", "A-3", "A-4"]
     assert all("ACME Flight Manual" in r["text"] and f"Page {r['page_no']}" in r["text"] for r in rows)
     assert chunks and not any("ACME Flight Manual" in c or "Page 3" in c for c in chunks)
@@ -129,23 +136,23 @@ def test_generated_labels_headers_and_footers(settings, tmp_path):
 def test_reingest_same_bytes_is_a_noop_and_new_version_replaces(settings, tmp_path):
     v1 = text_pdf(tmp_path / "manual.pdf", ["Version one says the flap speed is 95 knots. " * 5,
                                             "Second page of version one about oil pressure. " * 5])
-    first = run_cli("ingest", str(v1), "--collection", "t-version", "--json")
+    first = run_cli("ingest", str(v1), "--collection", C("t-version"), "--json")
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["results"][0]["status"] == "ingested"
-    before = _docs(settings, "t-version")
+    before = _docs(settings, C("t-version"))
 
-    again = run_cli("ingest", str(v1), "--collection", "t-version")
+    again = run_cli("ingest", str(v1), "--collection", C("t-version"))
     assert again.returncode == 0
     assert "unchanged" in again.stdout and "nothing to do" in again.stdout
-    assert _docs(settings, "t-version") == before
+    assert _docs(settings, C("t-version")) == before
 
     v2 = text_pdf(tmp_path / "manual.pdf", ["Version two says the flap speed is 110 knots. " * 5])
-    res = run_cli("ingest", str(v2), "--collection", "t-version", "--json")
+    res = run_cli("ingest", str(v2), "--collection", C("t-version"), "--json")
     assert json.loads(res.stdout)["results"][0]["status"] == "replaced"
-    after = _docs(settings, "t-version")
+    after = _docs(settings, C("t-version"))
     assert len(after) == 1 and after[0]["pages"] == after[0]["page_count"] == 1
     with db.connection(settings) as conn:
-        texts = " ".join(r["text"] for r in conn.execute("SELECT text FROM chunks WHERE collection = 't-version'"))
+        texts = " ".join(r["text"] for r in conn.execute("SELECT text FROM chunks WHERE collection = %s", (C("t-version"),)))
     assert "110 knots" in texts and "95 knots" not in texts
     assert _orphans(settings) == 0
 
@@ -165,7 +172,7 @@ def test_bad_inputs_each_get_one_clear_line_and_store_nothing(settings, tmp_path
     served_pdf = text_pdf(root / "remote.pdf", ["Remote page about altimeter settings. " * 6])
     args = [str(notpdf), str(corrupt), str(empty), str(enc), str(scan), str(good), str(missing),
             f"{base}/nothing-here.pdf", "http://127.0.0.1:9/refused.pdf", f"{base}/{served_pdf.name}"]
-    res = run_cli("ingest", *args, "--collection", "t-bad")
+    res = run_cli("ingest", *args, "--collection", C("t-bad"))
     assert res.returncode == 1
     errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 8, res.stderr
@@ -175,19 +182,20 @@ def test_bad_inputs_each_get_one_clear_line_and_store_nothing(settings, tmp_path
         assert any(str(path) in e and words in e for e in errors), (path, res.stderr)
     assert any("nothing-here.pdf" in e and "HTTP 404" in e for e in errors)
     assert any("refused.pdf" in e and "download failed" in e for e in errors)
-    assert [d["name"] for d in _docs(settings, "t-bad")] == ["good.pdf", "remote.pdf"]
+    assert [d["name"] for d in _docs(settings, C("t-bad"))] == ["good.pdf", "remote.pdf"]
     with db.connection(settings) as conn:
-        url = conn.execute("SELECT url FROM documents WHERE collection='t-bad' AND name='remote.pdf'").fetchone()
+        url = conn.execute("SELECT url FROM documents WHERE collection = %s AND name = 'remote.pdf'",
+                           (C("t-bad"),)).fetchone()
     assert url["url"] == f"{base}/remote.pdf"
     assert _orphans(settings) == 0
 
 
 def test_oversize_file_is_refused(settings, tmp_path):
     big = long_pdf(tmp_path / "big.pdf", 5)
-    res = run_cli("ingest", str(big), "--collection", "t-size", env={"CHAPTERVERSE_MAX_FILE_MB": "0.001"})
+    res = run_cli("ingest", str(big), "--collection", C("t-size"), env={"CHAPTERVERSE_MAX_FILE_MB": "0.001"})
     assert res.returncode == 1
     assert "over the" in res.stderr and "CHAPTERVERSE_MAX_FILE_MB" in res.stderr
-    assert _docs(settings, "t-size") == []
+    assert _docs(settings, C("t-size")) == []
 
 
 def test_directory_input_and_quiet_progress_off_a_terminal(settings, tmp_path):
@@ -196,20 +204,20 @@ def test_directory_input_and_quiet_progress_off_a_terminal(settings, tmp_path):
     for i in range(2):
         text_pdf(folder / f"doc{i}.pdf", [f"Document {i} explains the pitot heat checklist item {i}. " * 6])
     (folder / "readme.txt").write_text("ignored")
-    res = run_cli("ingest", str(folder), "--collection", "t-dir")
+    res = run_cli("ingest", str(folder), "--collection", C("t-dir"))
     assert res.returncode == 0, res.stderr
-    assert [d["name"] for d in _docs(settings, "t-dir")] == ["doc0.pdf", "doc1.pdf"]
+    assert [d["name"] for d in _docs(settings, C("t-dir"))] == ["doc0.pdf", "doc1.pdf"]
     assert "%|" not in res.stderr and "it/s" not in res.stderr  # no progress bars when not on a terminal
 
 
 def test_docs_and_remove(settings, tmp_path):
     pdf = text_pdf(tmp_path / "gone.pdf", ["This page is about to be removed from the index. " * 6])
-    assert run_cli("ingest", str(pdf), "--collection", "t-rm").returncode == 0
-    listed = json.loads(run_cli("docs", "--json", "--collection", "t-rm").stdout)["documents"]
+    assert run_cli("ingest", str(pdf), "--collection", C("t-rm")).returncode == 0
+    listed = json.loads(run_cli("docs", "--json", "--collection", C("t-rm")).stdout)["documents"]
     assert [d["name"] for d in listed] == ["gone.pdf"] and listed[0]["pages"] == 1
-    assert run_cli("remove", "gone.pdf", "--collection", "t-rm").returncode == 0
-    assert _docs(settings, "t-rm") == []
-    again = run_cli("remove", "gone.pdf", "--collection", "t-rm")
+    assert run_cli("remove", "gone.pdf", "--collection", C("t-rm")).returncode == 0
+    assert _docs(settings, C("t-rm")) == []
+    again = run_cli("remove", "gone.pdf", "--collection", C("t-rm"))
     assert again.returncode == 1 and "no document named" in again.stderr
     assert _orphans(settings) == 0
 
@@ -219,8 +227,8 @@ def test_failure_while_writing_leaves_old_version_intact(settings, embedder, tmp
     from ingest.sources import read_path
 
     v1 = text_pdf(tmp_path / "atomic.pdf", ["The original oil capacity is 8 quarts. " * 6])
-    pipeline.ingest_source(settings, embedder, read_path(str(v1), 10**8), "t-atomic", quiet=True)
-    before = _docs(settings, "t-atomic")
+    pipeline.ingest_source(settings, embedder, read_path(str(v1), 10**8), C("t-atomic"), quiet=True)
+    before = _docs(settings, C("t-atomic"))
     v2 = text_pdf(tmp_path / "atomic.pdf", ["The revised oil capacity is 6 quarts. " * 6 + "More. " * 300,
                                             "Another revised page. " * 40])
     real_write = store.write_document
@@ -231,8 +239,8 @@ def test_failure_while_writing_leaves_old_version_intact(settings, embedder, tmp
 
     monkeypatch.setattr(store, "write_document", broken_write)
     with pytest.raises(Exception):
-        pipeline.ingest_source(settings, embedder, read_path(str(v2), 10**8), "t-atomic", quiet=True)
-    assert _docs(settings, "t-atomic") == before
+        pipeline.ingest_source(settings, embedder, read_path(str(v2), 10**8), C("t-atomic"), quiet=True)
+    assert _docs(settings, C("t-atomic")) == before
     assert _orphans(settings) == 0
 
 
@@ -241,12 +249,12 @@ def test_killed_ingest_leaves_no_partial_document(settings, tmp_path):
     seen = set()
     for delay in (2.0, 6.0, 10.0):
         proc = subprocess.Popen([sys.executable, "-m", "retrieval.cli", "ingest", str(pdf), "--collection",
-                                 f"t-kill-{delay}"], env=os.environ.copy(),
+                                 C(f"t-kill-{delay}")], env=os.environ.copy(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        docs = _docs(settings, f"t-kill-{delay}")
+        docs = _docs(settings, C(f"t-kill-{delay}"))
         for d in docs:  # either the whole document is there, or none of it
             assert d["pages"] == d["page_count"] == 60 and d["chunks"] == d["chunk_count"] > 0
         seen.add(len(docs))
