@@ -111,7 +111,8 @@ def _boundary_ok(norm: str, start: int, end: int) -> bool:
         after = norm[end]
         if after.isalnum():
             return False
-        if last.isdigit() and after in ".," and end + 1 < len(norm) and norm[end + 1].isdigit():
+        # "3" cut out of "3-5", "3.5" or "3,500": the number (or range) goes on past the match
+        if last.isdigit() and after in _NUMBER_GLUE and end + 1 < len(norm) and norm[end + 1].isdigit():
             return False
     return True
 

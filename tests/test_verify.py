@@ -100,6 +100,29 @@ def test_locate_rejects_any_other_change(quote: str) -> None:
     assert locate(quote, PAGE) is None
 
 
+@pytest.mark.parametrize(("quote", "source"), [
+    ("Flight visibility must be at least 3", "Flight visibility must be at least 3-5 statute miles."),
+    ("flight visibility must be at least 3", "Flight visibility must be at least 3\u20135 statute miles."),
+    ("the ceiling must be at least 250", "The ceiling must be at least 2,500 feet."),
+    ("the ceiling must be at least 2", "The ceiling must be at least 2,500 feet."),
+    ("multiply the distance by 1", "Multiply the distance by 1.5 for grass."),
+    ("Use 1.5 times the distance; pages 10", PAGE),  # "10" cut out of the range "10-12"
+])
+def test_locate_rejects_a_number_cut_out_of_a_range_or_decimal(quote: str, source: str) -> None:
+    assert locate(quote, source) is None
+
+
+@pytest.mark.parametrize(("quote", "source"), [
+    ("Flight visibility must be at least 3-5", "Flight visibility must be at least 3-5 statute miles."),
+    ("the ceiling must be at least 2,500", "The ceiling must be at least 2,500 feet."),
+    ("the ceiling must be at least 2,500 feet", "The ceiling must be at least 2,500 feet, and 3 more."),
+    ("flight visibility of at least 3", "A flight visibility of at least 3. 5 pilots agreed."),
+    ("flight visibility of at least 3", "A flight visibility of at least 3, and more."),
+])
+def test_locate_accepts_a_whole_number_before_punctuation(quote: str, source: str) -> None:
+    assert locate(quote, source) is not None
+
+
 def test_locate_returns_source_words() -> None:
     m = locate("no person may operate an aircraft below 10,000 feet msl", PAGE)
     assert m is not None
