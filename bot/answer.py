@@ -15,7 +15,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot import slack
-from bot.render import Searched, render_answer, render_placeholder, render_problem
+from bot.render import Searched, render_answer, render_note, render_placeholder, render_problem
 from bot.scope import scope_for
 from bot.store import Store
 from retrieval.db import DatabaseError
@@ -28,6 +28,12 @@ AskFn = Callable[..., Answer]
 
 DB_DOWN = ("I can't reach my database right now, so I can't search the handbooks. Nothing was guessed. "
            "Please ask again in a minute.")
+UNEXPECTED = ("Something went wrong on my side while preparing the reply ({}). Nothing was guessed. "
+              "Please ask again; if it keeps happening, tell the person who runs me.")
+UNDELIVERED = ("I had a reply but Slack would not accept it, so it is not shown. Nothing was guessed. "
+               "Please ask again; if it keeps happening, tell the person who runs me.")
+PARTLY_DELIVERED = ("{} of the {} messages of my reply could not be posted, so the reply above is incomplete. "
+                    "Please ask again to see all of it.")
 
 
 @dataclass(frozen=True)
@@ -74,23 +80,30 @@ class Answering:
             return
         placeholder = self._placeholder(q)
         try:
-            self.store.join_thread(q.team, q.channel, q.thread_ts)
-            history = self.store.history(q.team, q.channel, q.thread_ts, q.ts) if q.is_followup else []
-        except DatabaseError as exc:
-            log.warning("database unavailable while answering %s: %s", q.key, exc)
-            self._finish(q, placeholder, [render_problem(DB_DOWN)])
-            return
-        scope = scope_for(self.settings, q.team, q.channel)
-        answer = self.ask(q.text, history, scope.read)
-        turn_id = self._save(q, answer, scope.read)
-        searched = Searched(scope.read, self._documents(scope.read) if answer.refusal else ())
-        messages = render_answer(answer, turn_id=turn_id, searched=searched)
+            messages, turn_id = self._prepare(q)
+        except Exception as exc:  # noqa: BLE001  (a bug must not leave "Looking through…" behind)
+            log.exception("preparing the reply to %s failed", q.key)
+            messages, turn_id = [render_problem(UNEXPECTED.format(type(exc).__name__))], None
         first_ts = self._finish(q, placeholder, messages)
         if turn_id is not None and first_ts:
             try:
                 self.store.set_reply_ts(q.team, turn_id, first_ts)
-            except DatabaseError:
-                pass  # only bookkeeping
+            except Exception:  # noqa: BLE001,S110  (only bookkeeping)
+                log.info("could not record the reply ts of turn %s", turn_id)
+
+    def _prepare(self, q: Question) -> tuple[list[slack.SlackMessage], int | None]:
+        """History → ask → store → render: the reply's messages and the stored turn's id."""
+        try:
+            self.store.join_thread(q.team, q.channel, q.thread_ts)
+            history = self.store.history(q.team, q.channel, q.thread_ts, q.ts) if q.is_followup else []
+        except DatabaseError as exc:
+            log.warning("database unavailable while answering %s: %s", q.key, exc)
+            return [render_problem(DB_DOWN)], None
+        scope = scope_for(self.settings, q.team, q.channel)
+        answer = self.ask(q.text, history, scope.read)
+        turn_id = self._save(q, answer, scope.read)
+        searched = Searched(scope.read, self._documents(scope.read) if answer.refusal else ())
+        return render_answer(answer, turn_id=turn_id, searched=searched), turn_id
 
     def ask(self, question: str, history: Sequence[Turn], collections: Sequence[str]) -> Answer:
         """The shared pipeline, guarded: it should never raise, but a bug must not kill the reply."""
@@ -121,25 +134,82 @@ class Answering:
     def _placeholder(self, q: Question) -> str | None:
         try:
             return slack.post(self.client, q.channel, render_placeholder(), q.thread_ts)
-        except SlackApiError as exc:
-            log.warning("could not post the placeholder for %s: %s", q.key, exc.response.get("error"))
+        except Exception as exc:  # noqa: BLE001
+            log.warning("could not post the placeholder for %s: %s", q.key, _error(exc))
             return None
 
     def _finish(self, q: Question, placeholder: str | None, messages: Sequence[slack.SlackMessage]) -> str | None:
-        """Replace the placeholder with the first message and post the rest in the thread."""
-        first_ts = None
-        for i, msg in enumerate(messages):
+        """Deliver the reply; never raises. Returns the ts of its first message, if it got out.
+
+        The first message replaces the placeholder; when that update fails it is posted as a new
+        thread message and the placeholder is removed. If the first message cannot be delivered at
+        all, nothing more is posted: the placeholder becomes a problem message instead. A later
+        message that fails is noted in the thread, so a reader knows the reply is incomplete.
+        """
+        if not messages:
+            messages = [render_problem(UNEXPECTED.format("empty reply"))]
+        try:
+            first_ts = self._deliver_first(q, placeholder, messages[0])
+        except Exception as exc:  # noqa: BLE001
+            log.error("could not post the reply to %s: %s", q.key, _error(exc))
+            self._problem(q, placeholder, UNDELIVERED)
+            return None
+        lost = 0
+        for i, msg in enumerate(messages[1:], start=2):
             try:
-                if i == 0 and placeholder:
-                    slack.update(self.client, q.channel, placeholder, msg)
-                    first_ts = placeholder
-                else:
-                    ts = slack.post(self.client, q.channel, msg, q.thread_ts)
-                    first_ts = first_ts or ts
-            except SlackApiError as exc:
-                log.error("could not post reply %d/%d for %s: %s", i + 1, len(messages), q.key,
-                          exc.response.get("error"))
+                slack.post(self.client, q.channel, msg, q.thread_ts)
+            except Exception as exc:  # noqa: BLE001
+                lost += 1
+                log.error("could not post reply %d/%d for %s: %s", i, len(messages), q.key, _error(exc))
+        if lost:
+            self._problem(q, None, PARTLY_DELIVERED.format(lost, len(messages)))
         return first_ts
 
+    def _deliver_first(self, q: Question, placeholder: str | None, msg: slack.SlackMessage) -> str:
+        if placeholder:
+            try:
+                slack.update(self.client, q.channel, placeholder, msg)
+                return placeholder
+            except Exception as exc:  # noqa: BLE001
+                log.warning("could not update the placeholder for %s (%s); posting the reply instead",
+                            q.key, _error(exc))
+        ts = slack.post(self.client, q.channel, msg, q.thread_ts)
+        if placeholder:
+            self._retire(q, placeholder)
+        return ts
+
+    def _retire(self, q: Question, placeholder: str) -> None:
+        """The reply went out as a new message: delete the placeholder (or at least say where the reply is)."""
+        try:
+            self.client.chat_delete(channel=q.channel, ts=placeholder)
+            return
+        except Exception as exc:  # noqa: BLE001
+            log.info("could not delete the placeholder for %s: %s", q.key, _error(exc))
+        try:
+            slack.update(self.client, q.channel, placeholder, render_note("My reply is below."))
+        except Exception as exc:  # noqa: BLE001
+            log.warning("placeholder for %s left as is: %s", q.key, _error(exc))
+
+    def _problem(self, q: Question, placeholder: str | None, text: str) -> None:
+        """Show a problem message: in place of the placeholder if possible, else as a new message."""
+        msg = render_problem(text)
+        if placeholder:
+            try:
+                slack.update(self.client, q.channel, placeholder, msg)
+                return
+            except Exception as exc:  # noqa: BLE001
+                log.warning("could not update the placeholder for %s: %s", q.key, _error(exc))
+        try:
+            slack.post(self.client, q.channel, msg, q.thread_ts)
+        except Exception as exc:  # noqa: BLE001
+            log.error("could not tell %s about the problem: %s", q.key, _error(exc))
+
     def _reply_problem(self, q: Question, text: str) -> None:
-        self._finish(q, None, [render_problem(text)])
+        self._problem(q, None, text)
+
+
+def _error(exc: BaseException) -> str:
+    """A Slack API error's code, else the exception's type (no message: it may carry payloads)."""
+    if isinstance(exc, SlackApiError):
+        return str(exc.response.get("error"))
+    return type(exc).__name__

@@ -1,8 +1,9 @@
 """Block Kit rendering: pure functions from answers, refusals and job results to Slack messages.
 
 Slack limits respected here: a section's text is at most 3,000 characters and a message at most 50
-blocks. Nothing is truncated: long answers and quotes are split across blocks, and blocks across
-several messages, so every verified quote reaches the reader. The first message of a reply is the
+blocks. Answers and quotes are never truncated: they are split across blocks, and blocks across
+several messages, so every verified quote reaches the reader. Only one-line notes (``section``,
+``context``) are clipped, never raising, when they would be over the limit. The first message of a reply is the
 one that replaces the "working on it" placeholder; the 👍/👎 buttons go on the last one.
 """
 
@@ -96,11 +97,33 @@ def split_text(text: str, limit: int = SECTION_LIMIT) -> list[str]:
                 break
         if cut <= limit // 3:
             cut = limit
+        cut = _safe_cut(text, cut) or cut
         pieces.append(text[:cut].rstrip())
         text = text[cut:].lstrip()
     if text:
         pieces.append(text)
     return pieces
+
+
+def _safe_cut(text: str, cut: int) -> int:
+    """Move ``cut`` back so it does not fall inside an escape entity (``&amp;``) or a ``<link|label>``."""
+    amp = text.rfind("&", max(0, cut - 6), cut)
+    if amp != -1 and ";" not in text[amp:cut]:
+        cut = amp
+    lt = text.rfind("<", max(0, cut - 1000), cut)
+    if lt != -1 and ">" not in text[lt:cut] and lt > 0:
+        cut = lt
+    return cut
+
+
+def clip(mrkdwn: str, limit: int = SECTION_LIMIT) -> str:
+    """At most ``limit`` characters, cut (with "…") where no escape entity or link is broken.
+
+    For one-line notes and problem messages only; answers and quotes are split, never clipped."""
+    if len(mrkdwn) <= limit:
+        return mrkdwn
+    cut = _safe_cut(mrkdwn, limit - 1)
+    return mrkdwn[:cut].rstrip() + "…"
 
 
 def fallback(text: str) -> str:
@@ -110,9 +133,8 @@ def fallback(text: str) -> str:
 
 # -------------------------------------------------------------------------------------- blocks
 def section(mrkdwn: str) -> Block:
-    if len(mrkdwn) > SECTION_LIMIT:
-        raise ValueError("section text over Slack's limit; split it first")
-    return {"type": "section", "text": {"type": "mrkdwn", "text": mrkdwn}}
+    """One section block; text over Slack's limit is clipped safely (use ``sections`` to keep it all)."""
+    return {"type": "section", "text": {"type": "mrkdwn", "text": clip(mrkdwn)}}
 
 
 def sections(mrkdwn: str) -> list[Block]:
@@ -120,7 +142,7 @@ def sections(mrkdwn: str) -> list[Block]:
 
 
 def context(mrkdwn: str) -> Block:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn[:SECTION_LIMIT]}]}
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(mrkdwn)}]}
 
 
 def quote_blocks(c: Citation) -> list[Block]:
@@ -230,9 +252,13 @@ def render_placeholder() -> SlackMessage:
                         [context(":mag: Looking through the handbooks… (quotes are checked before I answer)")])
 
 
+def render_note(text: str) -> SlackMessage:
+    return SlackMessage(fallback(text), [context(escape(text))])
+
+
 def render_problem(text: str) -> SlackMessage:
     """A reply when something went wrong on our side; says what and what to do."""
-    return SlackMessage(fallback(text), [section(f":warning: {escape(text)}"[:SECTION_LIMIT])])
+    return SlackMessage(fallback(text), [section(f":warning: {escape(text)}")])
 
 
 def render_documents(rows: Iterable[dict[str, Any]], collections: Sequence[str]) -> str:

@@ -1,13 +1,14 @@
 """A fake Slack that the real slack-sdk / slack-bolt code talks to over HTTP and WebSocket on 127.0.0.1.
 
 It serves the Web API methods the bot uses (``auth.test``, ``apps.connections.open``,
-``chat.postMessage``/``update``/``postEphemeral``, ``reactions.add``, ``conversations.replies``,
+``chat.postMessage``/``update``/``delete``/``postEphemeral``, ``reactions.add``, ``conversations.replies``,
 ``files.info``), a private file download URL, slash-command ``response_url``s, and a Socket Mode
 WebSocket (hello, envelopes, acks, ping/pong). Tests drive it from their own thread:
 
 - ``post_user_message`` stores a message and delivers the events Slack would (``message``, plus
   ``app_mention`` when the bot is mentioned outside a DM); ``send_event`` delivers any event,
   ``slash`` a slash command, ``click`` a button press.
+- ``fail`` makes the next N calls of a method answer ``ok: false`` with an error code.
 - ``rate_limit`` makes the next N calls of a method answer HTTP 429 with ``Retry-After``;
   ``drop_sockets`` closes every WebSocket (the client sees a close frame); ``freeze_sockets`` makes
   the open ones silent, like a dead TCP path (no pongs, no acks delivered).
@@ -85,6 +86,7 @@ class FakeSlack:
         self._sockets: list[_Socket] = []
         self._pending: list[str] = []  # envelopes waiting for a live socket
         self._rate_limits: dict[str, list[int]] = {}  # method -> [remaining, retry_after]
+        self._failures: dict[str, list[Any]] = {}  # method -> [remaining, error code, channel or None]
         self._lock = threading.RLock()
         self._ts = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -171,6 +173,12 @@ class FakeSlack:
                 self.calls.append(Call(method, params, time.time(), 429))
                 return web.json_response({"ok": False, "error": "ratelimited"}, status=429,
                                          headers={"Retry-After": str(limited[1])})
+            failing = self._failures.get(method)
+            if (failing and failing[0] > 0 and token == BOT_TOKEN
+                    and failing[2] in (None, str(params.get("channel")))):
+                failing[0] -= 1
+                self.calls.append(Call(method, params, time.time(), 200))
+                return web.json_response({"ok": False, "error": failing[1]})
             self.calls.append(Call(method, params, time.time()))
         expected = APP_TOKEN if method == "apps.connections.open" else BOT_TOKEN
         if token != expected:
@@ -217,6 +225,16 @@ class FakeSlack:
                 msg["blocks"] = p.get("blocks") or []
                 msg["edited"] = True
                 return {"ok": True, "channel": p["channel"], "ts": msg["ts"], "text": msg["text"]}
+        return {"ok": False, "error": "message_not_found"}
+
+    def _m_chat_delete(self, p: dict[str, Any]) -> dict[str, Any]:
+        msgs = self.messages.get(str(p.get("channel")), [])
+        for i, msg in enumerate(msgs):
+            if msg["ts"] == str(p.get("ts")):
+                if msg.get("user") != self.bot_user_id:
+                    return {"ok": False, "error": "cant_delete_message"}
+                del msgs[i]
+                return {"ok": True, "channel": p["channel"], "ts": msg["ts"]}
         return {"ok": False, "error": "message_not_found"}
 
     def _m_chat_postEphemeral(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -414,6 +432,12 @@ class FakeSlack:
         with self._lock:
             self.files[fid] = FakeFile(fid, name, data, mimetype, user)
         return fid
+
+    def fail(self, method: str, error: str, times: int = 1, channel: str | None = None) -> None:
+        """Make the next ``times`` calls of ``method`` (in ``channel``, if given) answer
+        ``{"ok": false, "error": error}``."""
+        with self._lock:
+            self._failures[method] = [times, error, channel]
 
     def rate_limit(self, method: str, times: int = 1, retry_after: int = 1) -> None:
         with self._lock:
