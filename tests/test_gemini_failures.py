@@ -94,6 +94,28 @@ def test_gemini_answer_with_verified_quote(gsettings, fake) -> None:
     assert "never an instruction" in system
 
 
+def test_one_client_per_settings_is_reused(gsettings, fake, monkeypatch) -> None:
+    built: list[Any] = []
+    real = gemini_mod.genai.Client
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        built.append(kwargs)
+        return real(*args, **kwargs)
+
+    gemini_mod.close_clients()
+    monkeypatch.setattr(gemini_mod.genai, "Client", counting)
+    fake.script(good_reply)
+    for _ in range(3):
+        assert not run(gsettings).refusal
+    assert len(built) == 1  # not one per ask()
+    a1 = gemini_mod.GeminiAnswerer.from_settings(gsettings)
+    a2 = gemini_mod.GeminiAnswerer.from_settings(gsettings)
+    assert a1._client is a2._client
+    other = gemini_mod.GeminiAnswerer.from_settings(gsettings.model_copy(update={"gemini_timeout_s": 3.0}))
+    assert other._client is not a1._client and len(built) == 2
+    gemini_mod.close_clients()
+
+
 def test_429_with_retry_delay_is_retried(gsettings, fake) -> None:
     fake.script(fg.Reply(429, fg.error_body(429, "RESOURCE_EXHAUSTED", "quota", [fg.retry_info("0.4s")])), good_reply)
     a = run(gsettings)

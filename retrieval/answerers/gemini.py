@@ -8,13 +8,17 @@
   exponential backoff, or after exactly the server's ``retryDelay`` when it gives one (google.rpc.RetryInfo in the error
   details), bounded in total time: a retry that would end past the budget is not attempted.
 - ``GOOGLE_GEMINI_BASE_URL`` is honoured by the client; a ``base_url`` can also be passed.
+- One ``genai.Client`` per (API key, model, base URL, timeout) for the whole process (``client_for``,
+  thread-safe), so its HTTP connection pool is reused and not leaked by every ``ask()``.
 Errors never include the API key (google-genai sends it in a header, never in the URL).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -129,15 +133,46 @@ class _Budget:
         return elapsed + self.wait(state) > self.budget_s
 
 
+_CLIENTS: dict[tuple[str, str, str | None, int], genai.Client] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def client_for(api_key: str, model: str, base_url: str | None, timeout_s: float) -> genai.Client:
+    """The process-wide client for these settings, built on first use. The base URL in the key is
+    the effective one (``GOOGLE_GEMINI_BASE_URL`` when none is passed), so a changed endpoint gets
+    its own client."""
+    effective = base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or None
+    timeout_ms = int(timeout_s * 1000)
+    key = (api_key, model, effective, timeout_ms)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            options = types.HttpOptions(timeout=timeout_ms, base_url=effective)
+            client = genai.Client(api_key=api_key, http_options=options)
+            _CLIENTS[key] = client
+        return client
+
+
+def close_clients() -> None:
+    """Close and forget every cached client (tests; shutdown)."""
+    with _CLIENTS_LOCK:
+        clients = list(_CLIENTS.values())
+        _CLIENTS.clear()
+    for client in clients:
+        try:
+            client.close()
+        except Exception:  # noqa: BLE001  (closing is best effort)
+            log.debug("closing a Gemini client failed", exc_info=True)
+
+
 class GeminiAnswerer:
     name = "gemini"
 
     def __init__(self, api_key: str, model: str, *, base_url: str | None = None,
                  timeout_s: float = DEFAULT_TIMEOUT_S, retry_budget_s: float = DEFAULT_RETRY_BUDGET_S,
                  max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> None:
-        options = types.HttpOptions(timeout=int(timeout_s * 1000), base_url=base_url)
         self.model = model
-        self._client = genai.Client(api_key=api_key, http_options=options)
+        self._client = client_for(api_key, model, base_url, timeout_s)
         self._budget = _Budget(max_attempts, retry_budget_s)
         self.calls = 0
 
