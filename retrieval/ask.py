@@ -5,11 +5,21 @@ pass) → answer with verified citations, or a refusal.
 provider's output) ends in a refusal with a plain reason, or — when only Gemini failed — in an
 extractive answer whose quotes were verified like any other. Only verified quotes (the source's own
 words) ever reach ``Answer.citations``.
+
+A model's free text is held to its quotes too:
+- if any quote it proposed fails verification, it gets one repair pass (told which quotes failed and
+  why); quotes still unverifiable after that are dropped;
+- its answer text is shown only when every number in it (``1,000``, ``3.5``, ``10-12``) occurs in
+  one of its verified quotes (after ``textnorm.normalize``); otherwise the answer degrades to the
+  extractive answerer's (verbatim quotes), or to a refusal;
+- a refusal carries our own plain reason, never the model's (that goes to the log only).
+The extractive answerer's text is cut from the pages already, so none of this applies to it.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,6 +31,7 @@ from retrieval.db import DatabaseError
 from retrieval.embed import ModelError
 from retrieval.models import Answer, Citation, NearestPassage, Passage, SearchResult, Turn
 from retrieval.settings import Settings
+from retrieval.textnorm import normalize
 from retrieval.verify import PageText, SourcePage, Verification, shown_slices, verify_claims
 
 log = logging.getLogger(__name__)
@@ -28,6 +39,21 @@ log = logging.getLogger(__name__)
 ASK_K = 8  # passages shown to the answerer
 NEAREST = 5  # passages listed with a refusal
 NO_SUPPORT = "The documents do not support an answer to this question."
+EXTRACTIVE = "extractive"
+
+# a number as written: "250", "1,000", "3.5", "10-12" (the dash family is "-" after normalize)
+_NUMBER = re.compile(r"\d+(?:[.,-]\d+)*")
+
+
+def unquoted_numbers(text: str, citations: Sequence[Citation]) -> list[str]:
+    """The numbers in ``text`` that occur in none of the quotes, compared after normalisation. A
+    number occurs only as a whole: "250" is not in "2,500", "3" not in "3.5"; "10" is in "10-12"."""
+    quotes = "\n".join(normalize(c.quote) for c in citations)
+    missing: list[str] = []
+    for n in _NUMBER.findall(normalize(text)):
+        if not re.search(rf"(?<!\d)(?<!\d[.,]){re.escape(n)}(?!\d)(?![.,]\d)", quotes) and n not in missing:
+            missing.append(n)
+    return missing
 
 
 class _Clock:
@@ -213,6 +239,14 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
 
     headings = {f"P{rank}": p.context for rank, p in enumerate(found.results, 1)}
     draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result, headings)
+    if (name != EXTRACTIVE and draft is not None and verification is not None and not draft.refusal
+            and verification.citations):
+        unquoted = unquoted_numbers(draft.answer, verification.citations)
+        if unquoted:
+            log.info("%s answer withheld: numbers %s are in none of its verified quotes", name, unquoted)
+            result.warnings.append(f"{name} answer withheld: it stated a number that none of its verified quotes "
+                                   "contains; answered extractively")
+            draft = verification = None
     if draft is None and name == "gemini":
         fallback = build_extractive(settings, collections, extractive_threshold)
         result.answerer = "extractive"
@@ -236,18 +270,26 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
 def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageText], clock: _Clock,
                        result: Answer, headings: dict[str, str] | None = None,
                        ) -> tuple[Draft | None, Verification | None]:
-    """Draft, verify, and repair once when no quote survives. (None, None) when the answerer failed.
-    ``headings`` (section heading by shown passage id) goes to the extractive answerer, which scores
-    sentences under their headings."""
+    """Draft, verify, and repair once. (None, None) when the answerer failed.
+
+    A model answerer is repaired when ANY of its quotes failed; the extractive answerer (verbatim by
+    construction) only when none survived. After the repair pass the repaired draft is used when at
+    least one of its quotes verified, else the first draft when one of its quotes did; failed quotes
+    are dropped either way. A model's own refusal reason is logged and replaced by ours (empty: the
+    caller says the documents do not support an answer). ``headings`` (section heading by shown
+    passage id) goes to the extractive answerer, which scores sentences under their headings."""
+    is_model = answerer.name != EXTRACTIVE
     try:
         with clock.stage("answer"):
-            if answerer.name == "extractive":
+            if not is_model:
                 draft = answerer.answer(question, shown, headings=headings)  # type: ignore[call-arg]
             else:
                 draft = answerer.answer(question, shown)
     except AnswererError as exc:
         result.warnings.append(f"{answerer.name} failed: {exc}")
         return None, None
+    if is_model:
+        draft = _own_reason(answerer.name, draft, result)
     result.evidence_score = draft.score
     if draft.best is not None:
         result.best_evidence = NearestPassage(document=draft.best.document, page=draft.best.page,
@@ -256,22 +298,39 @@ def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageTe
         verification = verify_claims(draft.claims, shown)
     result.dropped_citations += len(verification.failures)
     result.proposed_citations += len(draft.claims)
-    if draft.refusal or verification.citations:
+    if draft.refusal:
         return draft, verification
     if not draft.claims:
         return draft.model_copy(update={"refusal": True, "reason": "the answer offered no quote"}), verification
+    if not (verification.failures if is_model else not verification.citations):
+        return draft, verification
     try:
         with clock.stage("repair"):
             repaired = answerer.repair(question, shown, draft, verification.failures)
     except AnswererError as exc:
         result.warnings.append(f"repair failed: {exc}")
+        if verification.citations:
+            return draft, verification  # its unverifiable quotes are dropped
         return draft.model_copy(update={"refusal": True, "reason": "its quotes could not be verified"}), verification
     result.repaired = True
+    if is_model:
+        repaired = _own_reason(answerer.name, repaired, result)
     with clock.stage("verify"):
         second = verify_claims(repaired.claims, shown)
     result.dropped_citations += len(second.failures)
     result.proposed_citations += len(repaired.claims)
+    if not repaired.refusal and not second.citations and verification.citations:
+        return draft, verification  # the repair made it worse: keep the first draft's verified quotes
     return repaired, second
+
+
+def _own_reason(name: str, draft: Draft, result: Answer) -> Draft:
+    """A model's refusal with its own words taken out: they go to the log, never to users."""
+    if not draft.refusal:
+        return draft
+    log.info("%s declined to answer: %r", name, draft.reason)
+    result.warnings.append(f"{name} found no answer in the passages")
+    return draft.model_copy(update={"reason": ""})
 
 
 def _join_quotes(citations: Sequence[Citation]) -> str:

@@ -8,8 +8,8 @@ import pymupdf
 import pytest
 
 from retrieval.answerers.followup import is_elliptical, standalone_without_model
-from retrieval.ask import ask
-from retrieval.models import Turn
+from retrieval.ask import ask, unquoted_numbers
+from retrieval.models import Citation, Turn
 from retrieval.settings import Settings
 from retrieval.textnorm import normalize
 from tests.conftest import run_cli
@@ -94,6 +94,26 @@ def test_follow_up_answered_in_context(settings, dev_corpus) -> None:
     assert a.standalone_question and "fuel" in a.standalone_question
     if not a.refusal:
         _assert_all_quotes_on_their_pages(settings, a)
+
+
+@pytest.mark.parametrize(("text", "quote", "missing"), [
+    ("250 knots (288 mph).", "more than 250 knots (288 m.p.h.).", []),
+    ("At least 1,000 feet.", "an altitude of 1,000 feet above", []),
+    ("At least 1000 feet.", "an altitude of 1,000 feet above", ["1000"]),
+    ("250 feet", "an altitude of 2,500 feet above", ["250"]),
+    ("2 feet", "an altitude of 2,500 feet above", ["2"]),
+    ("3.5 miles", "visibility of 3.5 statute miles", []),
+    ("3 miles", "visibility of 3.5 statute miles", ["3"]),
+    ("5 miles", "visibility of 3.5 statute miles", ["5"]),
+    ("pages 10\u201312", "see pages 10-12 for details", []),
+    ("pages 10-13", "see pages 10-12 for details", ["10-13"]),
+    ("page 10", "see pages 10-12 for details", []),
+    ("900 knots, not 250", "more than 250 knots", ["900"]),
+    ("no numbers here", "more than 250 knots", []),
+])
+def test_unquoted_numbers(text: str, quote: str, missing: list[str]) -> None:
+    cit = Citation(document="d.pdf", page=1, quote=quote)
+    assert unquoted_numbers(text, [cit]) == missing
 
 
 # --- tainted PDF ---------------------------------------------------------------------------------

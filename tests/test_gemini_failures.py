@@ -14,7 +14,7 @@ import pytest
 from pydantic import SecretStr
 
 from retrieval.answerers import gemini as gemini_mod
-from retrieval.ask import ask
+from retrieval.ask import NO_SUPPORT, ask
 from retrieval.models import Answer, Turn
 from tests import fake_gemini as fg
 from tests.test_ask import _assert_all_quotes_on_their_pages
@@ -57,7 +57,7 @@ def quote_from(rec: fg.Recorded, needle: str = "250 knots") -> dict[str, Any]:
 
 
 def good_reply(rec: fg.Recorded) -> fg.Reply:
-    return fg.Reply(200, fg.answer_body("250 knots (288 mph).", [quote_from(rec)]))
+    return fg.Reply(200, fg.answer_body("250 knots (288 mph).", [quote_from(rec, "250 knots (288 m.p.h.)")]))
 
 
 def run(gsettings, **kw) -> Answer:
@@ -213,20 +213,75 @@ def test_repair_pass_can_succeed(gsettings, fake) -> None:
     assert "900" not in " ".join(c.quote for c in a.citations)
 
 
-def test_mixed_citations_keep_only_verified(gsettings, fake) -> None:
+BAD_QUOTE = "no person may operate an aircraft at 900 knots"
+
+
+def _mixed(answer: str):
     def reply(rec: fg.Recorded) -> fg.Reply:
         good = quote_from(rec)
-        bad = {**good, "quote": "no person may operate an aircraft at 900 knots"}
-        return fg.Reply(200, fg.answer_body("250 knots", [bad, good]))
-    fake.script(reply)
+        return fg.Reply(200, fg.answer_body(answer, [{**good, "quote": BAD_QUOTE}, good]))
+    return reply
+
+
+def test_mixed_citations_are_repaired_then_keep_only_verified(gsettings, fake) -> None:
+    fake.script(_mixed("250 knots"))
     a = run(gsettings)
-    assert not a.refusal and len(a.citations) == 1 and a.dropped_citations == 1 and not a.repaired
+    assert not a.refusal and a.answerer == "gemini" and a.answer == "250 knots"
+    assert a.repaired and len(fake.requests) == 2  # one failed quote is enough for the repair pass
+    repair = fake.requests[1].prompt
+    assert "failed mechanical verification" in repair and BAD_QUOTE in repair
+    assert "does not appear word for word" in repair  # told why
+    assert len(a.citations) == 1 and a.dropped_citations == 2 and a.proposed_citations == 4
+    assert all("900" not in c.quote for c in a.citations)
 
 
-def test_model_refusal_is_a_refusal(gsettings, fake) -> None:
-    fake.script(fg.Reply(200, fg.answer_body("", [], answerable=False, reason="no type data for Cessna")))
+def test_unquoted_number_beside_a_verified_quote_is_never_shown(gsettings, fake) -> None:
+    """One good quote and one bad one holding the number the answer states: repair, drop, degrade."""
+    fake.script(_mixed("900 knots"))
+    a = run(gsettings)
+    assert a.repaired and len(fake.requests) == 2
+    assert "900" not in a.answer and all("900" not in c.quote for c in a.citations)
+    assert a.answerer == "extractive" and any("withheld" in w for w in a.warnings), a.warnings
+    assert a.refusal or any(c.page == 17 for c in a.citations)
+
+
+@pytest.mark.parametrize("answer", [
+    "900 knots.",
+    "More than 250 knots, or 1,000 feet above the highest obstacle.",
+    "2.5 statute miles",
+    "250-300 knots",
+    "25 knots",  # inside "250"
+])
+def test_unquoted_number_is_withheld_even_when_all_quotes_verified(gsettings, fake, answer) -> None:
+    fake.script(lambda rec: fg.Reply(200, fg.answer_body(answer, [quote_from(rec)])))
+    a = run(gsettings)
+    assert len(fake.requests) == 1 and not a.repaired and a.dropped_citations == 0  # nothing to repair
+    assert a.answer != answer and a.answerer == "extractive"
+    assert any("withheld" in w for w in a.warnings), a.warnings
+
+
+@pytest.mark.parametrize("answer", ["250 knots", "It is 250 knots (288 mph).", "No faster than that."])
+def test_answer_whose_numbers_are_all_quoted_is_shown(gsettings, fake, answer) -> None:
+    fake.script(lambda rec: fg.Reply(200, fg.answer_body(answer, [quote_from(rec, "250 knots (288 m.p.h.)")])))
+    a = run(gsettings)
+    assert not a.refusal and a.answerer == "gemini" and a.answer == answer
+
+
+@pytest.mark.parametrize("reason", ["no type data for Cessna",
+                                    "Call 555-0100 and ask for the crosswind limit; it is 15 knots."])
+def test_model_refusal_shows_our_reason_not_the_models(gsettings, fake, reason) -> None:
+    fake.script(fg.Reply(200, fg.answer_body("", [], answerable=False, reason=reason)))
     a = run(gsettings, question="What is the crosswind limit of a Cessna 172S?")
-    assert a.refusal and "do not support" in a.reason and a.nearest
+    assert a.refusal and a.reason == NO_SUPPORT and a.nearest
+    assert reason not in a.model_dump_json() and "555" not in a.model_dump_json()
+
+
+def test_refusal_in_the_repair_pass_shows_our_reason(gsettings, fake) -> None:
+    fake.script(lambda rec: _with(rec, quote="an indicated airspeed of more than 900 knots"),
+                fg.Reply(200, fg.answer_body("", [], answerable=False, reason="Visit evil.example for the answer")))
+    a = run(gsettings)
+    assert a.refusal and a.repaired and a.reason == NO_SUPPORT
+    assert "evil.example" not in a.model_dump_json()
 
 
 def test_follow_up_is_rewritten_by_gemini(gsettings, fake) -> None:

@@ -21,7 +21,8 @@ Rules:
 - Support every answer with citations. Each citation gives the passage "id", its "document" and
   "page" exactly as listed with that passage, and a "quote": a contiguous span copied word for word
   from that passage's text (at least 6 words, no ellipses, no changes to words, numbers or units).
-- Keep "answer" short and plain; it may paraphrase, the quotes may not."""
+- Keep "answer" short and plain; it may paraphrase, the quotes may not. Every number in "answer" must
+  appear, written the same way, in one of your quotes; an answer stating any other number is not shown."""
 
 REWRITE_SYSTEM = """You rewrite a follow-up question from a conversation into one standalone question
 that can be understood without the conversation. Keep its meaning; add only the subject it omits,
@@ -45,10 +46,12 @@ def answer_prompt(question: str, shown: Sequence[PageText]) -> str:
 def repair_prompt(question: str, shown: Sequence[PageText], failures: Sequence[Verdict]) -> str:
     lines = [f"- document {v.claim.document!r}, page {v.claim.page}, quote {v.claim.quote!r}: {v.reason}"
              for v in failures]
-    return (answer_prompt(question, shown) + "\n\nYour previous answer's citations failed mechanical "
-            "verification, so none could be shown:\n" + "\n".join(lines) + "\n\nTry once more. Copy each "
-            "quote character for character from the text of the passage you cite, and give that passage's "
-            "document and page. If the passages do not support an answer, set answerable to false.")
+    return (answer_prompt(question, shown) + "\n\nThese citations of your previous answer failed mechanical "
+            "verification, so they cannot be shown:\n" + "\n".join(lines) + "\n\nAnswer once more, with all "
+            "the citations your answer needs (those that verified may be given again). Copy each quote "
+            "character for character from the text of the passage you cite, and give that passage's document "
+            "and page. A citation that fails again is dropped, and an answer stating a number that no verified "
+            "quote contains is not shown. If the passages do not support an answer, set answerable to false.")
 
 
 def rewrite_prompt(question: str, history: Sequence[Turn]) -> str:
