@@ -163,6 +163,12 @@ def _refusal(answer: Answer, reason: str, shown: Sequence[PageText] = ()) -> Ans
     return answer
 
 
+def index_unavailable(question: str, exc: BaseException) -> Answer:
+    """The refusal when the index cannot be reached (also used by the CLI before ``ask`` runs)."""
+    return _refusal(Answer(question=question, refusal=True),
+                    f"The index is unavailable, so nothing could be searched: {exc}")
+
+
 def _no_support(detail: str) -> str:
     detail = detail.strip().rstrip(".")
     return f"{NO_SUPPORT} {detail[:1].upper()}{detail[1:]}." if detail else NO_SUPPORT
@@ -228,7 +234,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
         with clock.stage("load_pages"):
             pages = load_pages(settings, found.results)
     except DatabaseError as exc:
-        return _refusal(result, f"The index is unavailable, so nothing could be searched: {exc}")
+        return _refusal(result, index_unavailable(question, exc).reason)
     except ModelError as exc:
         return _refusal(result, f"The search model is unavailable: {exc}")
 

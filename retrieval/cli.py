@@ -327,13 +327,23 @@ def ask(
     answerer: Annotated[str | None, typer.Option(help="gemini or extractive (default: gemini when GEMINI_API_KEY is set).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Answer QUESTION with verified, page-linked quotes, or refuse when the documents do not say."""
+    """Answer QUESTION with verified, page-linked quotes, or refuse when the documents do not say.
+
+    A refusal is an answer, not an error: it is printed (as JSON with --json) and the exit status is 0,
+    also when the index is unavailable (the database is down or unreachable); the reason says so.
+    Exit status 2 is left for bad configuration."""
+    from retrieval import db  # noqa: PLC0415
     from retrieval.answer_view import as_json, as_text  # noqa: PLC0415
     from retrieval.ask import ask as run_ask  # noqa: PLC0415
+    from retrieval.ask import index_unavailable  # noqa: PLC0415
 
     settings = _settings()
-    _ready(settings)
-    result = run_ask(settings, question, collections=collection, answerer=answerer)
+    try:
+        db.ready(settings)
+    except DatabaseError as exc:
+        result = index_unavailable(question, exc)
+    else:
+        result = run_ask(settings, question, collections=collection, answerer=answerer)
     if json_out:
         _emit(as_json(result))
     else:

@@ -62,6 +62,19 @@ def test_dead_database_is_a_clear_refusal(tmp_path) -> None:
     assert not a.citations
 
 
+def test_cli_ask_json_with_dead_database_prints_the_refusal(tmp_path) -> None:
+    env = {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none", "CHAPTERVERSE_HOME": str(tmp_path)}
+    res = run_cli("ask", "What is the maximum indicated airspeed below 10,000 feet?", "--answerer", "extractive",
+                  "--json", env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["refusal"] is True and not out["citations"] and out["answer"] == ""
+    assert "index is unavailable" in out["reason"].lower()
+    text = run_cli("ask", "What is the maximum indicated airspeed below 10,000 feet?", "--answerer", "extractive",
+                   env=env, timeout=120)
+    assert text.returncode == 0 and "index is unavailable" in text.stdout.lower(), text.stderr
+
+
 def test_unknown_answerer_is_refusal_not_exception(settings) -> None:
     a = ask(settings, "anything at all here?", answerer="gpt-17")
     assert a.refusal and "unknown answerer" in a.reason
