@@ -16,7 +16,7 @@ from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot import render, slack
+from bot import render, slack, urls
 from bot.answer import Answering, Question, strip_mentions
 from bot.jobs import Jobs, Requester, ephemeral_reporter, thread_reporter
 from bot.scope import admins, may_change_documents, scope_for
@@ -158,7 +158,12 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None) -> App:
             if not url.startswith(("http://", "https://")):
                 ack("Usage: `/chapterverse ingest <https://…/handbook.pdf>` (or share a PDF with me in a mention).")
                 return
-            ack(f":inbox_tray: Ingesting {url} into `{coll}`. I'll tell you how it goes (only you see this).")
+            why = urls.refusal(bot.settings, url, resolve=False)  # names are resolved on the job thread
+            if why:
+                ack(why)
+                return
+            ack(f":inbox_tray: Ingesting {urls.shown(url)} into `{coll}`. I'll tell you how it goes "
+                "(only you see this).")
             bot.jobs.ingest_url(who, url, report)
         elif verb == "remove":
             if not arg:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot import slack
+from bot import slack, urls
 from bot.render import render_documents
 from bot.scope import scope_for
 from bot.store import Store
@@ -80,6 +80,10 @@ def thread_reporter(client: WebClient, channel: str, thread_ts: str, user: str) 
     return report
 
 
+def _redacting(report: Reporter) -> Reporter:
+    return lambda text: report(urls.redact(text))
+
+
 class Jobs:
     def __init__(self, settings: Settings, client: WebClient, store: Store, bot_token: str,
                  pool: WorkerPool, quick: WorkerPool) -> None:
@@ -93,9 +97,9 @@ class Jobs:
 
     # ---------------------------------------------------------------- entry points (any thread)
     def ingest_url(self, who: Requester, url: str, report: Reporter) -> int:
-        """Queue an ingestion; returns how many jobs are ahead of it."""
-        return self.pool.submit(self._ingest, who, url, lambda: fetch_url(url, self.limit,
-                                                                          self.settings.download_timeout_s), report)
+        """Queue an ingestion; returns how many jobs are ahead of it. The URL's host is checked on the
+        job thread (DNS can be slow): a private/local address is refused and no job is recorded."""
+        return self.pool.submit(self._ingest_url, who, url, report)
 
     def ingest_file(self, who: Requester, file_id: str, report: Reporter) -> int:
         return self.pool.submit(self._ingest, who, f"slack file {file_id}", lambda: self._download(file_id), report)
@@ -121,10 +125,22 @@ class Jobs:
                         headers={"Authorization": f"Bearer {self._bot_token}"})
         return dataclasses.replace(src, name=name, origin=name, url=str(info.get("url_private") or url))
 
+    def _ingest_url(self, who: Requester, url: str, report: Reporter) -> None:
+        why = urls.refusal(self.settings, url)
+        if why:
+            log.info("refused to fetch %s: not a public address", urls.shown(url))
+            report(why)
+            return
+        self._ingest(who, urls.shown(url), lambda: fetch_url(url, self.limit, self.settings.download_timeout_s),
+                     report)
+
     def _ingest(self, who: Requester, source: str, load: Callable[[], Source], report: Reporter) -> None:
+        """``source`` is what people are shown (no query string); every report is redacted too,
+        since download errors quote the URL they were given."""
         from ingest.pipeline import ingest_source  # noqa: PLC0415  (PyMuPDF, torch)
         from retrieval.embed import get_embedder  # noqa: PLC0415
 
+        report = _redacting(report)
         collection = scope_for(self.settings, who.team, who.channel).write
         try:
             job_id = self.store.create_job(who.team, "ingest", who.user, who.channel, collection, source)
@@ -140,7 +156,7 @@ class Jobs:
             res = ingest_source(self.settings, embedder, src, collection, quiet=True,
                                 on_progress=lambda m: report(f":hourglass_flowing_sand: Job #{job_id}: {m}…"))
         except (InputError, DatabaseError, ModelError) as exc:
-            self._finish(who, job_id, ok=False, message=str(exc))
+            self._finish(who, job_id, ok=False, message=urls.redact(str(exc)))
             report(f":x: Job #{job_id} failed: {exc}")
             return
         except Exception as exc:  # noqa: BLE001

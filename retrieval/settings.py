@@ -93,6 +93,9 @@ class Settings(BaseSettings):
     slack_ping_interval_s: float = Field(
         default=2.0, gt=0, description="Socket Mode ping interval; a dead socket is noticed after ~4 missed pongs.")
     slack_workers: int = Field(default=4, ge=1, description="Questions answered at the same time.")
+    slack_allow_private_urls: bool = Field(
+        default=False, description="Let `/chapterverse ingest <url>` fetch URLs whose host is a private, loopback, "
+        "link-local or otherwise non-public address (off: such URLs are refused).")
 
     @property
     def pgdata(self) -> Path:

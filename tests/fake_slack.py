@@ -82,6 +82,7 @@ class FakeSlack:
         self.reactions: list[dict[str, Any]] = []
         self.files: dict[str, FakeFile] = {}
         self.static: dict[str, bytes] = {}  # public downloads (for /chapterverse ingest <url>)
+        self.static_requests: list[str] = []  # names asked for at /static/, served or not
         self.connections_opened = 0
         self._sockets: list[_Socket] = []
         self._pending: list[str] = []  # envelopes waiting for a live socket
@@ -277,6 +278,8 @@ class FakeSlack:
         return web.Response(body=f.data, content_type=f.mimetype)
 
     async def _static(self, request: web.Request) -> web.Response:
+        with self._lock:
+            self.static_requests.append(request.match_info["name"])
         data = self.static.get(request.match_info["name"])
         if data is None:
             return web.Response(status=404, text="not found")

@@ -50,7 +50,9 @@ def bot_env(proxy: PgProxy, dev_corpus: str) -> dict[str, str]:
             # other tests rely on is never changed, and scoping itself is tested
             "CHAPTERVERSE_SLACK_COLLECTION_SCOPE": "channel",
             "CHAPTERVERSE_SLACK_ADMINS": f"{ADMIN},U0ADMIN2",
-            "CHAPTERVERSE_SLACK_PING_INTERVAL_S": "1"}
+            "CHAPTERVERSE_SLACK_PING_INTERVAL_S": "1",
+            # the fake serves downloads on 127.0.0.1; test_private_urls_are_refused_by_default runs without this
+            "CHAPTERVERSE_SLACK_ALLOW_PRIVATE_URLS": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -232,12 +234,44 @@ def test_slash_ingest_reports_progress_and_result_then_scoped_search(fake: FakeS
     assert not db_rows(settings, "SELECT 1 FROM documents WHERE name = %s", name)
 
 
-def test_bad_url_reports_the_clear_error(fake: FakeSlack, bot: BotProcess) -> None:
+def test_bad_url_reports_the_clear_error_without_its_query(fake: FakeSlack, bot: BotProcess, settings) -> None:
     docs = channel()
-    fake.wait_ack(fake.slash(f"ingest {fake.base}/static/missing.pdf", user=ADMIN, channel=docs))
+    url = f"{fake.base}/static/missing.pdf?sig=SECRET123&x=1"
+    ack = fake.wait_ack(fake.slash(f"ingest {url}", user=ADMIN, channel=docs))
+    assert f"{fake.base}/static/missing.pdf" in ack.payload["text"]
     res = wait_for(lambda: [e for e in fake.ephemerals if e["channel"] == docs and "failed" in e["text"]], 60,
                    "the failure report")
     assert "download failed: HTTP 404" in res[0]["text"]
+    said = ack.payload["text"] + " ".join(e["text"] for e in fake.ephemerals if e["channel"] == docs)
+    assert "SECRET123" not in said and "sig=" not in said
+    jobs = db_rows(settings, "SELECT source, message FROM bot_jobs WHERE channel = %s", docs)
+    assert jobs and "SECRET123" not in json.dumps(jobs)
+
+
+def test_private_urls_are_refused_by_default(proxy: PgProxy, bot_env: dict[str, str], settings,
+                                             tmp_path_factory) -> None:
+    """A bot without CHAPTERVERSE_SLACK_ALLOW_PRIVATE_URLS (the default) will not fetch 127.0.0.1,
+    the cloud metadata address or localhost; it says so, and records no job."""
+    own = FakeSlack().start()
+    env = {k: v for k, v in bot_env.items() if k != "CHAPTERVERSE_SLACK_ALLOW_PRIVATE_URLS"}
+    proc = BotProcess(own, env, tmp_path_factory.mktemp("bot-default") / "bot.log").start(wait_models=False)
+    try:
+        docs = channel()
+        name = f"zephyr-private-{uuid.uuid4().hex[:6]}.pdf"
+        url = own.serve(name, handbook_pdf("The Zephyr glider must not be flown."))
+        for target in (f"<{url}?token=SECRET123>", "http://169.254.169.254/latest/meta-data/x.pdf",
+                       "http://localhost:9/x.pdf", "http://[::1]/x.pdf"):
+            ack = own.wait_ack(own.slash(f"ingest {target}", user=ADMIN, channel=docs), ACK_LIMIT_S + 2)
+            text = ack.payload["text"]
+            assert "only download from public internet addresses" in text, text
+            assert "SECRET123" not in text
+        time.sleep(1.0)
+        assert own.static_requests == []
+        assert not db_rows(settings, "SELECT 1 FROM bot_jobs WHERE channel = %s", docs)
+        assert not db_rows(settings, "SELECT 1 FROM documents WHERE name = %s", name)
+    finally:
+        assert proc.stop() == 0, proc.log()
+        own.stop()
 
 
 def test_outsiders_cannot_ingest_or_remove(fake: FakeSlack, bot: BotProcess, settings) -> None:
@@ -281,6 +315,17 @@ def test_rate_limited_reply_is_retried_after_retry_after(fake: FakeSlack, bot: B
     updates = [c for c in fake.calls_to("chat.update") if c.params.get("channel") == ch]
     assert [c.status for c in updates] == [429, 200]
     assert updates[1].at - updates[0].at >= 1.0
+
+
+def test_failed_update_posts_the_answer_anew_and_removes_the_placeholder(fake: FakeSlack, bot: BotProcess) -> None:
+    ch = channel()
+    fake.fail("chat.update", "msg_too_long", channel=ch)
+    ts, _ = fake.mention(ch, ADMIN, ANSWERABLE)
+    msgs = wait_reply(fake, ch, ts)
+    assert quote_links(msgs) and "250 knots" in text_of(msgs)
+    wait_for(lambda: not any(m["text"].startswith("Looking through") for m in fake.bot_messages(ch)), 20,
+             "the placeholder to go")
+    assert [c.params["ts"] for c in fake.calls_to("chat.delete") if c.params.get("channel") == ch]
 
 
 def test_twenty_simultaneous_mentions_are_all_answered(fake: FakeSlack, bot: BotProcess) -> None:

@@ -150,3 +150,39 @@ def test_document_list() -> None:
                             ["dev"])
     assert "*1 document* in `dev`" in text and "`a.pdf` — 3 pages, 9 chunks (ingested 2025-01-02)" in text
     assert "No documents in `dev`" in render_documents([], ["dev"])
+
+
+def test_urls_are_shown_without_secrets() -> None:
+    from bot.urls import redact, shown
+
+    assert shown("https://u:pw@x.example:8443/a/b.pdf?X-Amz-Signature=abc#p=2") == "https://x.example:8443/a/b.pdf"
+    assert redact("https://x.example/a.pdf?sig=abc: download failed: HTTP 404") == \
+        "https://x.example/a.pdf: download failed: HTTP 404"
+    assert redact("no url here?") == "no url here?"
+
+
+def test_private_addresses_are_refused_unless_allowed(monkeypatch) -> None:
+    import socket
+
+    from bot.urls import refusal
+
+    strict, lax = Settings(), Settings(slack_allow_private_urls=True)
+    for url in ("http://127.0.0.1:8080/a.pdf", "http://169.254.169.254/latest/", "http://10.1.2.3/a.pdf",
+                "http://[::1]/a.pdf", "http://[::ffff:192.168.0.1]/a.pdf", "http://LOCALHOST./a.pdf",
+                "http://100.64.0.7/a.pdf", "http://0.0.0.0/a.pdf", "http://metadata.google.internal/x"):
+        assert "public internet addresses" in (refusal(strict, url, resolve=False) or ""), url
+        assert refusal(lax, url) is None
+    assert refusal(strict, "https://93.184.215.14/a.pdf") is None
+
+    answers = {"docs.example": "93.184.215.14", "sneaky.example": "169.254.169.254"}
+
+    def fake_getaddrinfo(host, port, *a, **k):
+        if host not in answers:
+            raise socket.gaierror("no such host")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers[host], port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", fake_getaddrinfo)
+    assert refusal(strict, "https://docs.example/a.pdf?sig=1") is None
+    assert refusal(strict, "https://sneaky.example/a.pdf", resolve=False) is None  # names: job thread
+    assert "public internet addresses" in refusal(strict, "https://sneaky.example/a.pdf")
+    assert "can't find the host" in refusal(strict, "https://nowhere.example/a.pdf")
