@@ -7,10 +7,12 @@ picked up again without restarting the bot. Failures surface as ``retrieval.db.D
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -22,6 +24,7 @@ from retrieval.settings import Settings
 
 T = TypeVar("T")
 HISTORY_TURNS = 6  # earlier exchanges of a thread given to a follow-up
+STALE_JOB_S = 24 * 3600  # an unfinished job older than this has lost its process, wherever it ran
 
 
 class Store:
@@ -137,9 +140,9 @@ class Store:
                    source: str) -> int:
         with self._conn() as conn:
             row = conn.execute(
-                "INSERT INTO bot_jobs (workspace, kind, requested_by, channel, collection, source) "
-                "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
-                (workspace, kind, user_id, channel, collection, source)).fetchone()
+                "INSERT INTO bot_jobs (workspace, kind, requested_by, channel, collection, source, owner_host, "
+                "owner_pid) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                (workspace, kind, user_id, channel, collection, source, *job_owner())).fetchone()
         return int(row["id"])
 
     def start_job(self, workspace: str, job_id: int) -> None:
@@ -155,18 +158,60 @@ class Store:
                 "WHERE workspace = %s AND id = %s",
                 ("done" if ok else "failed", message, pages, chunks, workspace, job_id))
 
-    def fail_interrupted_jobs(self) -> int:
-        """Jobs left queued/running by a previous process cannot resume: mark them failed."""
+    def fail_interrupted_jobs(self, stale_after_s: float = STALE_JOB_S) -> int:
+        """Mark failed the unfinished jobs no live bot process can still be running; call at start.
+
+        Every job records its process (``owner_host``: host name and PID namespace, ``owner_pid``).
+        A queued/running job is failed when
+        - it was recorded on this host by a process that is gone (its PID is not alive), or that had
+          this process's own PID (this process has just started and has no jobs yet, so it was a
+          predecessor: in a container the bot is usually PID 1 every time); or
+        - it was created more than ``stale_after_s`` ago (default 24 h), whatever its owner, including
+          jobs recorded before owners were (no job runs that long: its process died unnoticed).
+        Jobs of other live processes on this host, and recent jobs of other hosts (a second replica,
+        the old process of a rolling deploy), are left alone. A PID reused by another program only
+        delays the failure until the timeout; a live job is never failed.
+        """
+        me = job_owner()
         with self._conn() as conn:
+            mine = conn.execute(
+                "SELECT workspace, id, owner_pid FROM bot_jobs WHERE status IN ('queued', 'running') "
+                "AND owner_host = %s", (me[0],)).fetchall()
+            gone = [f"{r['workspace']}:{r['id']}" for r in mine
+                    if r["owner_pid"] == me[1] or not _alive(r["owner_pid"])]
             rows = conn.execute(
-                "UPDATE bot_jobs SET status = 'failed', message = 'interrupted: the bot restarted', "
-                "finished_at = now() WHERE status IN ('queued', 'running') RETURNING id").fetchall()
+                "UPDATE bot_jobs SET status = 'failed', finished_at = now(), message = CASE "
+                "WHEN workspace || ':' || id = ANY(%s) THEN 'interrupted: the bot restarted' "
+                "ELSE 'interrupted: no progress in time; its bot process is gone' END "
+                "WHERE status IN ('queued', 'running') AND (workspace || ':' || id = ANY(%s) "
+                "OR created_at < now() - make_interval(secs => %s)) RETURNING id",
+                (gone, gone, stale_after_s)).fetchall()
         return len(rows)
 
-    def job(self, workspace: str, job_id: int) -> dict[str, Any] | None:
-        with self._conn() as conn:
-            return conn.execute("SELECT * FROM bot_jobs WHERE workspace = %s AND id = %s",
-                                (workspace, job_id)).fetchone()
+
+def job_owner() -> tuple[str, int]:
+    """This process as a job owner: (host name + PID namespace, PID). Two processes with the same
+    host part can see each other's PIDs, so a PID's liveness means something only between them."""
+    host = socket.gethostname()
+    try:
+        host += "/" + os.readlink("/proc/self/ns/pid")
+    except OSError:
+        pass  # not Linux: the host name alone
+    return host, os.getpid()
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, someone else's
+    except OSError:
+        return False
+    return True
 
 
 def _first_line(exc: BaseException) -> str:

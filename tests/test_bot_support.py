@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -145,9 +144,3 @@ def wait_reply(fake: FakeSlack, channel: str, thread_ts: str, timeout: float = 1
         return msgs if len(msgs) >= count else None
 
     return wait_for(done, timeout, f"the bot's reply in {channel}/{thread_ts}")
-
-
-def time_until(pred: Any, timeout: float) -> float:
-    t0 = time.monotonic()
-    wait_for(pred, timeout)
-    return time.monotonic() - t0
