@@ -131,8 +131,9 @@ class Jobs:
             log.info("refused to fetch %s: not a public address", urls.shown(url))
             report(why)
             return
-        self._ingest(who, urls.shown(url), lambda: fetch_url(url, self.limit, self.settings.download_timeout_s),
-                     report)
+        self._ingest(who, urls.shown(url),
+                     lambda: fetch_url(url, self.limit, self.settings.download_timeout_s,
+                                       check_url=lambda u: urls.refusal(self.settings, u)), report)
 
     def _ingest(self, who: Requester, source: str, load: Callable[[], Source], report: Reporter) -> None:
         """``source`` is what people are shown (no query string); every report is redacted too,

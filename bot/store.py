@@ -18,7 +18,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from retrieval import db
-from retrieval.db import DatabaseError, IndexUnavailable
+from retrieval.db import DatabaseError, IndexUnavailable, first_line
 from retrieval.models import Answer, Turn
 from retrieval.settings import Settings
 
@@ -47,7 +47,7 @@ class Store:
                 try:
                     db.ready(self.settings)
                 except psycopg.Error as exc:
-                    raise IndexUnavailable(f"the index database is unavailable: {_first_line(exc)}") from exc
+                    raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
                 self._ready = True
 
     @contextmanager
@@ -62,9 +62,9 @@ class Store:
             raise
         except psycopg.OperationalError as exc:
             self._outage = True
-            raise IndexUnavailable(f"the index database is unavailable: {_first_line(exc)}") from exc
+            raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
         except psycopg.Error as exc:
-            raise DatabaseError(f"database error: {_first_line(exc)}") from exc
+            raise DatabaseError(f"database error: {first_line(exc)}") from exc
 
     def _recovered(self) -> None:
         if self._outage:
@@ -214,6 +214,3 @@ def _alive(pid: int | None) -> bool:
     return True
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pymupdf
 
@@ -221,11 +221,3 @@ def extract(doc: pymupdf.Document, progress: Iterable[int] | None = None) -> lis
         body_heads = tuple(h for h in heads if start <= h.offset < end)
         pages.append(Page(i + 1, label, text, body_heads, hidden, start, end))
     return pages
-
-
-@dataclass
-class ExtractStats:
-    pages: int = 0
-    hidden_chars: int = 0
-    visible_chars: int = 0
-    running_lines: list[str] = field(default_factory=list)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -87,14 +87,28 @@ def _name_from_response(url: str, resp: httpx.Response) -> str:
     return name
 
 
-def fetch_url(url: str, limit: int, timeout_s: float, headers: dict[str, str] | None = None) -> Source:
-    """Download a PDF, refusing bodies over ``limit`` bytes without reading them whole."""
+def fetch_url(url: str, limit: int, timeout_s: float, headers: dict[str, str] | None = None,
+              check_url: Callable[[str], str | None] | None = None) -> Source:
+    """Download a PDF, refusing bodies over ``limit`` bytes without reading them whole.
+
+    ``check_url`` sees every URL requested, redirects included, and returns why it must not be
+    fetched (or None); the Slack bot uses it to keep downloads off private networks."""
+
+    def vet(request: httpx.Request) -> None:
+        reason = check_url(str(request.url)) if check_url else None
+        if reason:
+            raise InputError(reason)
+
     try:
-        with httpx.Client(follow_redirects=True, timeout=timeout_s, headers=headers or {}) as client, \
+        with httpx.Client(follow_redirects=True, timeout=timeout_s, headers=headers or {},
+                          event_hooks={"request": [vet]}) as client, \
                 client.stream("GET", url) as resp:
             if resp.status_code >= 400:
                 raise InputError(f"{url}: download failed: HTTP {resp.status_code}")
-            declared = int(resp.headers.get("content-length") or 0)
+            try:
+                declared = int(resp.headers.get("content-length") or 0)
+            except ValueError:
+                declared = 0  # a malformed length: the streamed size check below still applies
             if declared > limit:
                 raise InputError(f"{url}: {declared / 1e6:.1f} MB is over the {limit / 1e6:.0f} MB limit "
                                  "(CHAPTERVERSE_MAX_FILE_MB)")
@@ -106,6 +120,8 @@ def fetch_url(url: str, limit: int, timeout_s: float, headers: dict[str, str] | 
             name = _name_from_response(url, resp)
     except httpx.TimeoutException as exc:
         raise InputError(f"{url}: download failed: timed out after {timeout_s:.0f} s") from exc
+    except httpx.InvalidURL as exc:
+        raise InputError(f"{url}: not a valid URL ({exc})") from exc
     except httpx.HTTPError as exc:
         raise InputError(f"{url}: download failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")) from exc
     data = bytes(buf)

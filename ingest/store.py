@@ -76,12 +76,23 @@ def list_documents(conn: psycopg.Connection, collection: str | None = None) -> l
     return conn.execute(sql + " ORDER BY collection, name", params).fetchall()
 
 
+class AmbiguousName(ValueError):
+    """The name exists in several collections and none was given."""
+
+
 def remove_document(conn: psycopg.Connection, name: str, collection: str | None = None) -> list[str]:
-    """Remove by name (in one collection, or in every collection); returns the collections touched."""
+    """Remove by name from ``collection``; without one, only when exactly one collection has the name.
+    Returns the collections touched (empty: no such document)."""
     with conn.transaction():
-        if collection:
-            rows = conn.execute("DELETE FROM documents WHERE name = %s AND collection = %s RETURNING collection",
-                                (name, collection)).fetchall()
-        else:
-            rows = conn.execute("DELETE FROM documents WHERE name = %s RETURNING collection", (name,)).fetchall()
+        if collection is None:
+            found = [r["collection"] for r in conn.execute(
+                "SELECT collection FROM documents WHERE name = %s ORDER BY collection", (name,))]
+            if len(found) > 1:
+                raise AmbiguousName(f"{name!r} is in several collections ({', '.join(found)}); "
+                                    "say which with --collection")
+            if not found:
+                return []
+            collection = found[0]
+        rows = conn.execute("DELETE FROM documents WHERE name = %s AND collection = %s RETURNING collection",
+                            (name, collection)).fetchall()
     return [r["collection"] for r in rows]

@@ -113,6 +113,12 @@ def ingest(
             failed += 1
             results.append({"origin": arg, "status": "failed", "message": str(exc)})
             typer.echo(f"error: {arg}: {exc}", err=True)
+        except Exception as exc:  # noqa: BLE001  (one input's surprise must not stop the batch)
+            failed += 1
+            logging.getLogger(__name__).debug("ingest of %s failed", arg, exc_info=True)
+            message = f"{arg}: unexpected error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            results.append({"origin": arg, "status": "failed", "message": message})
+            typer.echo(f"error: {message}", err=True)
     if json_out:
         _emit({"collection": coll, "results": results,
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
@@ -150,13 +156,16 @@ def remove(
     collection: Annotated[str | None, typer.Option(help="Only from this collection.")] = None,
 ) -> None:
     """Remove a document (its pages and chunks) from the index."""
-    from ingest.store import remove_document  # noqa: PLC0415
+    from ingest.store import AmbiguousName, remove_document  # noqa: PLC0415
     from retrieval import db  # noqa: PLC0415
 
     settings = _settings()
     _ready(settings)
-    with db.connection(settings) as conn:
-        removed = remove_document(conn, name, collection)
+    try:
+        with db.connection(settings) as conn:
+            removed = remove_document(conn, name, collection)
+    except (AmbiguousName, DatabaseError) as exc:
+        _fail(str(exc))
     if not removed:
         _fail(f"no document named {name!r}{f' in {collection!r}' if collection else ''}", code=1)
     typer.echo(f"removed {name} from {', '.join(repr(c) for c in removed)}")

@@ -107,7 +107,7 @@ def connect(settings: Settings, *, autocommit: bool = True, timeout_s: float = 5
         conn = psycopg.connect(conninfo(settings), autocommit=autocommit, row_factory=dict_row,
                                connect_timeout=max(1, int(timeout_s)))
     except psycopg.OperationalError as exc:
-        raise IndexUnavailable(f"the index database is unavailable: {_first_line(exc)}") from exc
+        raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
     try:
         register_vector(conn)
     except psycopg.ProgrammingError:
@@ -120,11 +120,14 @@ def connection(settings: Settings, *, autocommit: bool = True) -> Iterator[psyco
     conn = connect(settings, autocommit=autocommit)
     try:
         yield conn
+    except psycopg.OperationalError as exc:  # the server went away mid-query
+        raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
     finally:
         conn.close()
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, for one-line user-facing errors."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
@@ -136,7 +139,7 @@ def _yoyo_uri(conninfo_str: str) -> str:
     try:
         parts = psycopg.conninfo.conninfo_to_dict(conninfo_str)
     except psycopg.ProgrammingError as exc:
-        raise DatabaseError(f"DATABASE_URL is not a valid Postgres connection string: {_first_line(exc)}") from exc
+        raise DatabaseError(f"DATABASE_URL is not a valid Postgres connection string: {first_line(exc)}") from exc
     user = quote(str(parts.pop("user", "") or ""), safe="")
     password = parts.pop("password", None)
     auth = f"{user}:{quote(str(password), safe='')}@" if password else (f"{user}@" if user else "")
@@ -162,7 +165,7 @@ def migrate(settings: Settings) -> None:
     try:
         backend = get_backend(uri)
     except psycopg.OperationalError as exc:
-        raise IndexUnavailable(f"the index database is unavailable: {_first_line(exc)}") from exc
+        raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
     try:
         path = resources.files("retrieval") / "migrations"
         migrations = read_migrations(str(path))

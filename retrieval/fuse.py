@@ -123,10 +123,3 @@ def diversify(spans: Sequence[Span], k: int) -> list[int]:
     head, tail = picked[:k], picked[k:]
     fill = k - len(head)
     return head + deferred[:fill] + sorted(deferred[fill:] + tail)
-
-
-def rank_of(ids: Sequence[int], chunk_id: int) -> int | None:
-    try:
-        return ids.index(chunk_id) + 1
-    except ValueError:
-        return None

@@ -56,6 +56,8 @@ def connection(settings: Settings) -> Iterator[psycopg.Connection]:
             yield conn
     except PoolTimeout as exc:
         raise db.IndexUnavailable(f"the index database is unavailable: {exc}") from exc
+    except psycopg.OperationalError as exc:  # the server went away mid-query
+        raise db.IndexUnavailable(f"the index database is unavailable: {db.first_line(exc)}") from exc
 
 
 def close_all() -> None:

@@ -58,7 +58,8 @@ class Settings(BaseSettings):
     file_base_url: str | None = Field(
         default=None,
         description="Base URL under which ingested files are served; citations link to "
-        "<base>/<file name>#page=N. Unset: file:// links to the ingested path.",
+        "<base>/<file name>#page=N. Unset: documents ingested from files get no link (documents "
+        "ingested from a URL always link to it).",
     )
 
     # answering

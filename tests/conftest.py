@@ -29,9 +29,16 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
     os.environ.pop(var, None)
 os.environ["NO_PROXY"] = "127.0.0.1,localhost"
-# Never let a developer's real keys or tokens reach a test.
-for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"):
-    os.environ.pop(var, None)
+# Never let a developer's real keys, tokens, endpoints or settings reach a test: every test sees
+# the defaults unless it sets something itself.
+for var in list(os.environ):
+    if (var.startswith("CHAPTERVERSE_") and var != "CHAPTERVERSE_TEST_HOME") or var in (
+            "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN",
+            "SLACK_API_URL"):
+        os.environ.pop(var, None)
+# The configured cross-encoder must be one that cannot load, wherever the tests run (a machine with a
+# Hugging Face cache could otherwise load the real one and the fallback would not be exercised).
+os.environ["CHAPTERVERSE_RERANKER"] = "/nonexistent/cross-encoder-for-tests"
 
 
 def _external_url() -> str | None:

