@@ -86,7 +86,7 @@ class Answer(BaseModel):
     timings_ms: dict[str, float] = Field(default_factory=dict)
     dropped_citations: int = 0  # model citations removed by verification
     proposed_citations: int = 0  # citations the answerer offered (including the repair pass)
-    repaired: bool = False  # a repair pass ran because no quote survived verification
+    repaired: bool = False  # a repair pass ran because a proposed quote failed verification
     evidence_score: float | None = None  # the extractive answerer's best evidence score
     warnings: list[str] = Field(default_factory=list)  # e.g. Gemini failed, answered extractively
     best_evidence: NearestPassage | None = None  # extractive: where its best sentence was (also when refusing)
