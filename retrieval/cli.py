@@ -47,6 +47,11 @@ def _emit(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, default=str, ensure_ascii=False, indent=2) + "\n")
 
 
+def _write_result(out: Path, result: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, default=str, ensure_ascii=False) + "\n")
+
+
 def _fail(message: str, code: int = 2) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
@@ -270,8 +275,7 @@ def eval_ingest(
     command = "chapterverse eval ingest " + " ".join(str(p) for p in pdfs) + f" --out {out}"
     result = run_bench(settings, [p for arg in pdfs for p in (sorted(arg.glob("*.pdf")) if arg.is_dir() else [arg])],
                        command)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    _write_result(out, result)
     for r in result["documents"]:
         typer.echo(f"{r['document']}: {r['pages']} pages, {r['chunks']} chunks, {r['seconds']} s, "
                    f"{r['pages_per_s']} pages/s, peak {r['peak_rss_mb']} MB")
@@ -294,8 +298,7 @@ def eval_retrieval(
         result = evaluate(settings, questions, collection, command)
     except (DatabaseError, ModelError, ValueError, OSError) as exc:
         _fail(str(exc))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    _write_result(out, result)
     for name, r in result["results"].items():
         mark = " (default)" if name == result["default_configuration"] else ""
         typer.echo(f"{name}{mark}: recall@1 {r['recall_at_1']:.2f}  recall@5 {r['recall_at_5']:.2f}  "
@@ -321,8 +324,7 @@ def eval_latency(
         result = run_bench(settings, questions, collection, rounds, command=command)
     except (DatabaseError, ModelError, ValueError, OSError) as exc:
         _fail(str(exc))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    _write_result(out, result)
     for name, r in result["setups"].items():
         stages = "  ".join(f"{s} {v['p50']:.0f}/{v['p95']:.0f}" for s, v in r["stages_ms"].items())
         typer.echo(f"{name} [{r['reranker_ran']}] p50/p95 ms: {stages}")
@@ -379,8 +381,7 @@ def eval_answers(
                           calibrate_threshold=calibrate)
     except (ValueError, OSError) as exc:
         _fail(str(exc))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    _write_result(out, result)
     s = result["summary"]
     typer.echo(f"answered correctly {s['answered_correctly']}/{s['answerable']}  "
                f"unanswerable refused {s['unanswerable_refused']}/{s['unanswerable']}  "

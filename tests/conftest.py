@@ -14,6 +14,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -45,18 +46,26 @@ def _external_url() -> str | None:
     return os.environ.get("DATABASE_URL") or None
 
 
+@contextmanager
+def scratch_database(server_url: str, prefix: str) -> Iterator[str]:
+    """A new, empty database on the server of ``server_url``, dropped afterwards; yields its URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield psycopg.conninfo.make_conninfo(server_url, dbname=name)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     """A connection URL for an empty-or-reused database, valid for the session."""
     external = _external_url()
     if external:
-        name = f"cv_test_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(external, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        url = psycopg.conninfo.make_conninfo(external, dbname=name)
-        yield url
-        with psycopg.connect(external, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        with scratch_database(external, "cv_test") as url:
+            yield url
         return
     keep = os.environ.get("CHAPTERVERSE_TEST_HOME")
     home = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="cv-test-", dir="/tmp"))

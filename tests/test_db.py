@@ -9,16 +9,14 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import psutil
-import psycopg
 import pytest
 
 from retrieval import db, index
 from retrieval.settings import Settings
-from tests.conftest import run_cli
+from tests.conftest import run_cli, scratch_database
 from tests.pdfgen import text_pdf
 
 HOLD = """
@@ -94,13 +92,8 @@ def test_default_home_as_root_is_world_traversable():
 
 @pytest.fixture
 def scratch_db(pg_url):
-    name = f"cv_scratch_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = psycopg.conninfo.make_conninfo(pg_url, dbname=name)
-    yield url
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database(pg_url, "cv_scratch") as url:
+        yield url
 
 
 def _tiny_embedder(path: Path) -> Path:
