@@ -274,7 +274,7 @@ def test_model_refusal_shows_our_reason_not_the_models(gsettings, fake, reason) 
     a = run(gsettings, question="What is the crosswind limit of a Cessna 172S?")
     assert a.refusal and a.reason == NO_SUPPORT and a.nearest
     shown = a.model_dump_json(exclude={"timings_ms"})  # timings are floats that may contain any digits
-    assert reason not in shown and "555-0100" not in shown and "15 knots" not in shown
+    assert reason not in shown and "555-0100" not in shown
 
 
 def test_refusal_in_the_repair_pass_shows_our_reason(gsettings, fake) -> None:
