@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from retrieval import db
 from retrieval.answerers import Answerer, AnswererError, Draft
 from retrieval.answerers.followup import standalone_without_model
+from retrieval.answerers.keyterms import PhraseStats
 from retrieval.db import DatabaseError
 from retrieval.embed import ModelError
 from retrieval.models import Answer, Citation, NearestPassage, Passage, SearchResult, Turn
@@ -97,21 +98,37 @@ def build_extractive(settings: Settings, collections: Sequence[str] | None,
     embedder = get_embedder(settings.embedding_model)
     return ExtractiveAnswerer(embedder.embed, model=embedder.name,
                               threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
-                              doc_freq=lambda words: doc_freq(settings, words, collections))
+                              doc_freq=lambda words: doc_freq(settings, words, collections),
+                              phrase_freq=lambda phrases, words: phrase_freq(settings, phrases, words, collections))
 
 
 def doc_freq(settings: Settings, words: Sequence[str], collections: Sequence[str] | None) -> tuple[dict[str, int], int]:
     """How many chunks contain each word (Postgres English stemming), and how many chunks there are."""
-    cond = "collection = ANY(%s)" if collections else "true"
+    stats = phrase_freq(settings, (), words, collections)
+    return dict(stats.word_df), stats.chunks
+
+
+def phrase_freq(settings: Settings, phrases: Sequence[str], words: Sequence[str],
+                collections: Sequence[str] | None) -> PhraseStats:
+    """Chunk counts (Postgres English stemming): chunks using each phrase (its words adjacent), in
+    all and as a share of each document's chunks; chunks containing each word; chunks in all."""
+    cond = "c.collection = ANY(%s)" if collections else "true"
     extra = [list(collections)] if collections else []
-    out: dict[str, int] = {}
+    by_doc: dict[str, dict[str, float]] = {}
+    phrase_df: dict[str, int] = {}
     with db.connection(settings) as conn:
-        total = conn.execute(f"SELECT count(*) AS n FROM chunks WHERE {cond}", extra).fetchone()["n"]
-        for w in words:
-            out[w] = conn.execute(
-                f"SELECT count(*) AS n FROM chunks WHERE {cond} AND tsv @@ plainto_tsquery('english', %s)",
-                [*extra, w]).fetchone()["n"]
-    return out, int(total)
+        total = conn.execute(f"SELECT count(*) AS n FROM chunks c WHERE {cond}", extra).fetchone()["n"]
+        for phrase in phrases:
+            rows = conn.execute(
+                "SELECT d.name, count(*) FILTER (WHERE c.tsv @@ phraseto_tsquery('english', %s)) AS hits, "
+                "count(*) AS n FROM chunks c JOIN documents d ON d.collection = c.collection AND d.id = c.document_id "
+                f"WHERE {cond} GROUP BY d.name", [phrase, *extra]).fetchall()
+            phrase_df[phrase] = sum(r["hits"] for r in rows)
+            by_doc[phrase] = {r["name"]: r["hits"] / r["n"] for r in rows if r["hits"]}
+        word_df = {w: conn.execute(f"SELECT count(*) AS n FROM chunks c WHERE {cond} AND "
+                                   "c.tsv @@ plainto_tsquery('english', %s)", [*extra, w]).fetchone()["n"]
+                   for w in words}
+    return PhraseStats(int(total), phrase_df, word_df, by_doc)
 
 
 def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[str, str], dict[int, SourcePage]]:

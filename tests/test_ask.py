@@ -214,3 +214,22 @@ def test_answer_leads_with_the_best_quote_and_every_quote_is_verified(settings, 
     assert a.answer.startswith("The handbooks say (") and a.answer != a.citations[0].quote
     assert any(c.page == 17 and "1,000 feet" in " ".join(c.quote.split()) for c in a.citations)
     _assert_all_quotes_on_their_pages(settings, a)
+
+
+@pytest.mark.parametrize(("question", "term"), [
+    ("On which frequencies does an emergency locator transmitter broadcast when activated?", "locator transmitter"),
+    ("What is the maximum takeoff weight allowed for a light-sport airplane?", "light-sport"),
+])
+def test_near_miss_is_refused_when_no_passage_stating_the_answer_is_about_its_terms(settings, dev_corpus,
+                                                                                   question, term) -> None:
+    # The handbooks state a frequency (ADS-B, 1090 MHz) and weights (12,500 pounds), just not for these.
+    a = ask(settings, question, collections=[dev_corpus], answerer="extractive")
+    assert a.refusal and not a.citations, a.answer
+    assert f"about “{term}”" in a.reason
+
+
+def test_a_question_about_a_key_term_the_passage_uses_is_answered(settings, dev_corpus) -> None:
+    a = ask(settings, "When do the batteries of an emergency locator transmitter have to be replaced?",
+            collections=[dev_corpus], answerer="extractive")
+    assert not a.refusal, a.reason
+    assert any(c.page == 46 for c in a.citations)

@@ -14,13 +14,16 @@ No model service is needed. Every sentence of the shown page slices is a candida
 
 ``score = COS_WEIGHT * cos + (1 - COS_WEIGHT) * cos_with_heading + LEX_WEIGHT * lex - RANK_PENALTY * (rank - 1)``
 
-Two gates come before any threshold (``retrieval.answerers.evidence``):
+Three gates come before any threshold (``retrieval.answerers.evidence``, ``retrieval.answerers.keyterms``):
 
 - **answer type**: a quantity question ("how high", "what is the maximum weight", "which
   frequencies") only takes sentences that state a compatible quantity (a number with a unit of that
   kind); when none of the shown sentences does, the answerer refuses;
 - **specific terms**: when a name or designator of the question ("Cessna", "172S", a number) occurs
-  nowhere in the searched collection (document frequency 0), the answerer refuses.
+  nowhere in the searched collection (document frequency 0), the answerer refuses;
+- **key terms**: when the question uses technical phrases the collection knows ("emergency locator
+  transmitter", "light-sport"), a sentence is only eligible when its passage is about them, so a
+  frequency stated for ADS-B equipment does not answer a question about locator transmitters.
 
 Then the best eligible sentence must score at least ``threshold`` (calibrated on the dev set with
 ``chapterverse eval answers ... --calibrate``; see ``retrieval.answer_eval.calibrate``). The answer
@@ -41,6 +44,7 @@ import numpy as np
 
 from retrieval.answerers import Draft
 from retrieval.answerers.evidence import expected_answer, satisfies, specific_terms
+from retrieval.answerers.keyterms import KeyTerm, PhraseFreq, key_terms, on_topic, stemmed_pairs
 from retrieval.answerers.followup import standalone_without_model
 from retrieval.answerers.lexical import content_terms, coverage, terms_with_words
 from retrieval.models import Turn
@@ -91,6 +95,11 @@ class Scored:
     lex: float  # idf-weighted coverage of the question's terms by the sentence, its neighbours, the heading
     rank: int  # retrieval rank of the passage the sentence came from (1 = best)
     typed: bool  # states the kind of quantity the question asks for (True when it asks for none)
+    on_topic: bool = True  # its passage is about the question's key terms (``keyterms.on_topic``)
+
+    @property
+    def eligible(self) -> bool:
+        return self.typed and self.on_topic
 
     @property
     def score(self) -> float:
@@ -160,10 +169,20 @@ def candidates(shown: Sequence[PageText]) -> list[Candidate]:
     return out
 
 
+def passage_pairs(shown: Sequence[PageText], headings: Mapping[str, str]) -> dict[str, frozenset[tuple[str, str]]]:
+    """Per shown passage id: the adjacent word pairs of its text (all its slices) and its heading."""
+    texts: dict[str, list[str]] = {}
+    for p in shown:
+        texts.setdefault(p.passage_id, [headings.get(p.passage_id, "")]).append(p.text)
+    return {pid: stemmed_pairs("\n\n".join(parts)) for pid, parts in texts.items()}
+
+
 def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
-                     doc_freq: DocFreq | None = None, headings: Mapping[str, str] | None = None) -> list[Scored]:
+                     doc_freq: DocFreq | None = None, headings: Mapping[str, str] | None = None,
+                     terms_required: Sequence[KeyTerm] = ()) -> list[Scored]:
     """Every quotable sentence of ``shown`` with its features, best first. ``headings``: the section
-    heading of each shown passage, by passage id."""
+    heading of each shown passage, by passage id; ``terms_required``: the question's key terms, which
+    the passage of an on-topic sentence uses."""
     cands = candidates(shown)
     if not cands:
         return []
@@ -178,14 +197,17 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     weights = term_weights(question, doc_freq)
     expected = expected_answer(question)
     terms = [set(content_terms(t)) for t in texts]
+    pairs = passage_pairs(shown, headings) if terms_required else {}
     out = []
     for i, c in enumerate(cands):
         around = set(terms[i]) | set(content_terms(heads[i]))
         for j in (i - 1, i + 1):  # the neighbouring sentences of the same slice
             if 0 <= j < n and cands[j].slice_index == c.slice_index:
                 around |= terms[j]
+        pid = shown[c.slice_index].passage_id
+        topical = not terms_required or on_topic(pairs[pid], shown[c.slice_index].document, terms_required)
         out.append(Scored(c, float(cos[i]), float(cos_heading[i]), coverage(weights, around),
-                          passage_rank(shown[c.slice_index].passage_id), satisfies(expected, c.text)))
+                          passage_rank(pid), satisfies(expected, c.text), topical))
     return sorted(out, key=lambda s: s.score, reverse=True)
 
 
@@ -201,7 +223,7 @@ def absent_terms(question: str, doc_freq: DocFreq | None) -> list[str]:
 def choose_quotes(scored: Sequence[Scored], shown: Sequence[PageText]) -> list[Scored]:
     """The best eligible sentence, plus up to ``MAX_QUOTES - 1`` eligible ones from other pages
     scoring within ``QUOTE_MARGIN`` of it (``scored`` is best first)."""
-    eligible = [s for s in scored if s.typed]
+    eligible = [s for s in scored if s.eligible]
     if not eligible:
         return []
     best = eligible[0]
@@ -240,14 +262,16 @@ class ExtractiveAnswerer:
     name = "extractive"
 
     def __init__(self, embed: Embed, model: str, threshold: float = DEFAULT_THRESHOLD,
-                 doc_freq: DocFreq | None = None) -> None:
+                 doc_freq: DocFreq | None = None, phrase_freq: PhraseFreq | None = None) -> None:
         self._embed = embed
         self._doc_freq = doc_freq
+        self._phrase_freq = phrase_freq
         self.model = model
         self.threshold = threshold
 
     def answer(self, question: str, shown: Sequence[PageText], headings: Mapping[str, str] | None = None) -> Draft:
-        scored = score_candidates(question, shown, self._embed, self._doc_freq, headings)
+        required = key_terms(question, self._phrase_freq)
+        scored = score_candidates(question, shown, self._embed, self._doc_freq, headings, required)
         if not scored:
             return Draft(refusal=True, reason="no quotable text in the retrieved passages", score=None)
         chosen = choose_quotes(scored, shown)
@@ -258,6 +282,10 @@ class ExtractiveAnswerer:
         if absent:
             return Draft(refusal=True, score=score, best=best_claim,
                          reason="the searched documents never mention " + ", ".join(f"“{t}”" for t in absent))
+        if not chosen and any(s.typed for s in scored):
+            terms = ", ".join(f"“{t.text}”" for t in required)
+            return Draft(refusal=True, score=None, best=best_claim,
+                         reason=f"no retrieved passage that could answer it is about {terms}")
         if not chosen:
             expected = expected_answer(question)  # not None: only a quantity question makes sentences ineligible
             what = f"{expected.describe()} (“{expected.cue}”)" if expected else "a quantity"
