@@ -5,6 +5,10 @@ the gold document. For an unanswerable one: refused. Reported: answered-correctl
 precision/recall, false refusals, the share of proposed citations dropped by verification, and
 per-question detail (with the extractive evidence score, so the threshold can be re-calibrated).
 
+A question may carry a ``history``: the earlier turns of its thread (``[{"question", "answer"}]``),
+for follow-ups such as "and at night?". It is asked with them, as the Slack thread asks it, and the
+standalone question that was searched is reported with it.
+
 Calibration (``calibrate``, with ``--calibrate``): every question is first asked with the extractive
 threshold disabled (a probe run), which shows what the answerer would answer and with what evidence
 score. The refusal threshold is the midpoint of the score interval that maximises correct decisions
@@ -27,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.ask import ASK_K, ask
-from retrieval.models import Answer
+from retrieval.models import Answer, Turn
 from retrieval.settings import Settings
 
 
@@ -35,7 +39,21 @@ def load_questions(path: Path) -> list[dict[str, Any]]:
     data = json.loads(path.read_text())
     if not isinstance(data, list) or not all("question" in q and "answerable" in q for q in data):
         raise ValueError(f"{path}: expected a JSON list of objects with 'question' and 'answerable'")
+    for q in data:
+        history(q)  # a malformed history is an error before anything runs
     return data
+
+
+def history(q: dict[str, Any]) -> list[Turn]:
+    """The earlier turns of a question's thread (none for a question asked on its own)."""
+    turns = q.get("history") or []
+    if not isinstance(turns, list):
+        raise ValueError(f"question {q.get('id')}: 'history' must be a list of {{question, answer}} turns")
+    return [Turn.model_validate(t) for t in turns]
+
+
+def _ask(settings: Settings, q: dict[str, Any], **kwargs: Any) -> Answer:
+    return ask(settings, q["question"], history=history(q), **kwargs)
 
 
 def judge(q: dict[str, Any], a: Answer) -> dict[str, Any]:
@@ -43,6 +61,7 @@ def judge(q: dict[str, Any], a: Answer) -> dict[str, Any]:
     on_gold = [c for c in a.citations if c.document == q.get("document") and c.page in gold_pages]
     correct = (not a.refusal and bool(on_gold)) if q["answerable"] else a.refusal
     return {"id": q.get("id"), "question": q["question"], "answerable": q["answerable"],
+            **({"history": q["history"], "standalone_question": a.standalone_question} if q.get("history") else {}),
             "gold_document": q.get("document"), "gold_pages": sorted(gold_pages),
             "refused": a.refusal, "correct": correct, "reason": a.reason, "answer": a.answer,
             "citations": [{"document": c.document, "page": c.page, "page_label": c.page_label,
@@ -113,7 +132,7 @@ def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, 
     questions = load_questions(questions_path)
     rows: list[dict[str, Any]] = []
     for q in questions:
-        a = ask(settings, q["question"], collections=collections, answerer=answerer)
+        a = _ask(settings, q, collections=collections, answerer=answerer)
         rows.append(judge(q, a))
     answerer_ran = sorted({r["answerer"] for r in rows})
     out: dict[str, Any] = {
@@ -134,8 +153,8 @@ def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, 
                                        "cos_weight": extractive.COS_WEIGHT, "rank_penalty": extractive.RANK_PENALTY,
                                        "quote_margin": extractive.QUOTE_MARGIN, "max_quotes": extractive.MAX_QUOTES}
     if calibrate_threshold and "extractive" in answerer_ran:
-        probe = [judge(q, ask(settings, q["question"], collections=collections, answerer=answerer,
-                              extractive_threshold=float("-inf"))) for q in questions]
+        probe = [judge(q, _ask(settings, q, collections=collections, answerer=answerer,
+                               extractive_threshold=float("-inf"))) for q in questions]
         out["calibration"] = {**calibrate(probe), "note": "threshold fitted on this question set: when it is the "
                               "tuning (dev) set, its numbers are optimistic for unseen documents and questions"}
     return out

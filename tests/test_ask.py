@@ -233,3 +233,32 @@ def test_a_question_about_a_key_term_the_passage_uses_is_answered(settings, dev_
             collections=[dev_corpus], answerer="extractive")
     assert not a.refusal, a.reason
     assert any(c.page == 46 for c in a.citations)
+
+
+def test_cli_eval_answers_scores_questions_and_follow_ups_in_their_thread(settings, dev_corpus, tmp_path) -> None:
+    questions = [
+        {"id": "a", "question": "When do the batteries of an emergency locator transmitter have to be replaced?",
+         "answerable": True, "document": "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf", "pages": [46]},
+        {"id": "u", "question": "What is the best glide speed of a Piper PA-28 Cherokee?", "answerable": False},
+        {"id": "f", "question": "and at night?", "answerable": True,
+         "document": "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf", "pages": [28],
+         "history": [{"question": "How much fuel reserve must an airplane carry for a VFR flight by day?",
+                      "answer": "Enough to fly for at least 30 minutes."}]},
+    ]
+    qfile, out = tmp_path / "q.json", tmp_path / "out.json"
+    qfile.write_text(json.dumps(questions))
+    res = run_cli("eval", "answers", str(qfile), "--out", str(out), "--collection", dev_corpus,
+                  "--answerer", "extractive")
+    assert res.returncode == 0, res.stderr
+    report = json.loads(out.read_text())
+    s = report["summary"]
+    assert (s["questions"], s["answerable"], s["unanswerable"]) == (3, 2, 1)
+    rows = {r["id"]: r for r in report["per_question"]}
+    assert rows["a"]["correct"] and rows["u"]["correct"] and rows["u"]["refused"]
+    assert "fuel reserve" in rows["f"]["standalone_question"] and "at night" in rows["f"]["standalone_question"]
+    assert rows["f"]["correct"], rows["f"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"question": "and at night?", "answerable": True, "history": "not a list"}]))
+    res = run_cli("eval", "answers", str(bad), "--out", str(tmp_path / "x.json"), "--collection", dev_corpus)
+    assert res.returncode != 0 and "history" in res.stderr
+    assert not (tmp_path / "x.json").exists()

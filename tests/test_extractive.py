@@ -62,6 +62,9 @@ def test_how_many_counts_the_thing_asked_about() -> None:
     assert satisfies(e, "has made at least three takeoffs and three landings within the preceding 90 days")
     assert not satisfies(e, "Five hours of night time, if night flights are to be authorized;")
     assert counts("2 pilots are required", "pilot") and not counts("the pilot must log 2 hours", "pilot")
+    fuses = expected_answer("For a night VFR flight, how many backup fuses do I need on board?")
+    assert fuses is not None and fuses.counted == "fuse"  # the head of "backup fuses"
+    assert satisfies(fuses, "one spare set of fuses, or three spare fuses of each kind required")
     days = expected_answer("How many days does the instructor have to send the form?")
     assert days is not None and days.units == {"time"} and not days.counted
 
@@ -104,9 +107,10 @@ def test_satisfies_needs_a_compatible_unit() -> None:
 # --- specific terms ----------------------------------------------------------------------------
 
 
-def test_specific_terms_are_names_designators_and_numbers() -> None:
+def test_specific_terms_are_names_and_designators_not_bare_numbers() -> None:
     q = "What is the crosswind component of a Cessna 172S or a Piper PA-28 at 10,000 feet?"
-    assert specific_terms(q) == ["cessna", "172s", "piper", "pa-28", "10,000"]
+    assert specific_terms(q) == ["cessna", "172s", "piper", "pa-28"]  # 10,000: a value the asker supplies
+    assert specific_terms("Tire pressure of a Boeing 747-400 set to 29.50 on course 090?") == ["boeing", "747-400"]
     assert specific_terms("How high over a crowded town?") == []  # everyday words do not count
     assert specific_terms("If I'm catching up. Which way should I turn?") == []  # "I", sentence starts
 
@@ -223,3 +227,15 @@ def test_calibration_splits_answerable_from_unanswerable_and_reports_margins() -
     assert cal["correct_decisions"] == 3 and cal["of"] == 3
     assert cal["margin_above"] == pytest.approx(0.1) and cal["margin_below"] == pytest.approx(0.1)
     assert cal["unanswerable_refused_by_gates"] == 1 and cal["answerable_off_gold_page"] == 1
+
+
+def test_headings_and_contents_entries_are_not_quoted_but_table_rows_are() -> None:
+    from retrieval.answerers.extractive import sentences  # noqa: PLC0415
+
+    text = ("IV. TAKEOFFS, LANDINGS, AND GO-AROUNDS\nNote: The examiner must select two takeoff and two landing "
+            "tasks.\nEligibility Requirements for a Private Pilot Certificate..........66\n"
+            "Flashing red .......... Taxi clear of run-\nway in use. Airport unsafe—do not land.\n")
+    quoted = [text[s:e] for s, e in sentences(text)]
+    assert quoted[0] == "Note: The examiner must select two takeoff and two landing tasks."
+    assert not any("TAKEOFFS" in q or "Eligibility" in q for q in quoted)
+    assert any(q.startswith("Flashing red") for q in quoted)

@@ -14,7 +14,8 @@ from retrieval.answerers.keyterms import (
     on_topic,
     pmi,
     question_pairs,
-    stemmed_pairs,
+    passage_terms,
+    question_acronyms,
 )
 
 
@@ -27,7 +28,7 @@ def test_pairs_are_adjacent_content_words_split_at_hyphens_broken_by_stopwords_a
 
 
 def test_text_pairs_are_stemmed_and_see_through_brackets_and_line_break_hyphens() -> None:
-    pairs = stemmed_pairs("Batteries used in the emergency locator trans-\nmitters at 14,000 feet (MSL) must")
+    pairs = passage_terms("Batteries used in the emergency locator trans-\nmitters at 14,000 feet (MSL) must").pairs
     assert ("locator", "transmitter") in pairs and ("feet", "msl") in pairs
     assert ("msl", "must") not in pairs  # "must" is a stopword
 
@@ -68,11 +69,28 @@ def test_on_topic_needs_half_the_terms_in_the_passage_or_a_document_about_them()
     elt = KeyTerm(("locator", "transmitter"), 16, 2.8)
     oxygen = KeyTerm(("supplemental", "oxygen"), 9, 3.5)
     practical = KeyTerm(("practical", "test"), 161, 1.7, pervasive_in=frozenset({"pts.pdf"}))
-    adsb = stemmed_pairs("Equipment operating on the radio frequency of 1090 Megahertz (MHz)")
+    adsb = passage_terms("Equipment operating on the radio frequency of 1090 Megahertz (MHz)")
     assert not on_topic(adsb, "part91.pdf", [elt])
-    assert on_topic(stemmed_pairs("§ 91.207 Emergency locator transmitters. (c) Batteries ..."), "part91.pdf", [elt])
+    assert on_topic(passage_terms("§ 91.207 Emergency locator transmitters. (c) Batteries ..."), "part91.pdf", [elt])
     assert on_topic(adsb, "part91.pdf", [])
-    assert on_topic(stemmed_pairs("uses supplemental oxygen"), "part91.pdf", [elt, oxygen])  # 1 of 2
+    assert on_topic(passage_terms("uses supplemental oxygen"), "part91.pdf", [elt, oxygen])  # 1 of 2
     assert not on_topic(adsb, "part91.pdf", [practical])
     assert on_topic(adsb, "pts.pdf", [practical])  # the whole document is about it
-    assert mentions(stemmed_pairs("locator transmitters"), elt)
+    assert mentions(passage_terms("locator transmitters"), elt)
+
+
+def test_cohesive_phrases_are_key_terms_even_when_one_word_is_everywhere() -> None:
+    freq = _stats({"sport pilot": 422, "pilot certificate": 70}, {"sport": 445, "pilot": 1232, "certificate": 410})
+    terms = key_terms("How many hours before a sport pilot certificate?", freq)
+    assert [t.text for t in terms] == ["sport pilot"]  # PMI 0.5, but "sport" is nearly always "sport pilot"
+
+
+def test_acronyms_are_key_terms_used_as_written_or_spelled_out() -> None:
+    assert question_acronyms("How many days to file with the NTSB about ELTs in area IX?") == ["ntsb", "elt"]
+    freq = _stats({"ntsb": 3, "elt": 0}, {})
+    terms = key_terms("How many days to file with the NTSB about ELTs?", freq)
+    assert [t.text for t in terms] == ["NTSB"]  # "ELT" is never used: the absent-term gate's business
+    ntsb = terms[0]
+    assert mentions(passage_terms("notify the nearest NTSB field office"), ntsb)
+    assert mentions(passage_terms("the National Transportation Safety Board must be notified"), ntsb)
+    assert not mentions(passage_terms("each program manager must send each report in writing"), ntsb)

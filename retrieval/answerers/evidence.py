@@ -9,7 +9,7 @@ Two generic signals that a passage does not answer a question, independent of ho
   weight, MHz/kHz for a radio frequency, degrees for a temperature, $/dollars for a fee). Section
   references ("§ 91.185", "part 61", "(b)(2)") and list numbers are not quantities.
 - **Specific terms.** Names and designators in a question (capitalised words other than the first,
-  words with digits such as "172S" or "PA-28", numbers) are what make it specific. When the
+  designators such as "172S" or "PA-28") are what make it specific. When the
   collection never uses one of them (document frequency 0), the documents almost surely do not
   cover the question. Everyday words are not counted: a paraphrase ("crowded town") legitimately
   uses words the handbook does not.
@@ -108,13 +108,13 @@ def expected_answer(question: str) -> Expected | None:
                 units.update(kinds)
             elif nxt == "much" and any(v in words for v in _MONEY_VERBS):
                 units.add("money")
-            elif nxt == "many" and i + 2 < len(words):
-                noun = words[i + 2]
-                unit = next((c for c, ws in UNITS.items() if noun in ws), None)
+            elif nxt == "many":
+                phrase = counted_phrase(words[i + 2:])
+                unit = next((c for c, ws in UNITS.items() if phrase and phrase[0] in ws), None)
                 if unit is not None:
                     units.add(unit)  # "how many days" is a time
-                elif noun not in STOPWORDS:
-                    counted = stem(noun)
+                elif phrase:
+                    counted = stem(phrase[-1])  # "how many backup fuses": fuses
         elif word in _WH or word in _EXTREME:
             for j in range(i + 1, min(i + 1 + NOUN_WINDOW, len(words))):
                 if words[j] in _MEASURE_NOUNS:
@@ -125,6 +125,19 @@ def expected_answer(question: str) -> Expected | None:
     if not found:
         return None
     return Expected(frozenset(units), "; ".join(cues), counted)
+
+
+COUNTED_WORDS = 3  # "how many spare light bulbs": at most this many words name what is counted
+
+
+def counted_phrase(words: list[str]) -> list[str]:
+    """The words after "how many" that name what is counted, up to the first stopword."""
+    out: list[str] = []
+    for w in words[:COUNTED_WORDS]:
+        if w in STOPWORDS:
+            break
+        out.append(w)
+    return out
 
 
 # A number as stated in prose: "250", "1,000", "121.5", "½"; with "$" in front for money.
@@ -223,14 +236,20 @@ def _sentence_start(question: str, tok: str) -> bool:
     return re.search(rf"[.?!:]\s+{re.escape(tok)}\b", question) is not None
 
 
+_BARE_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
+
+
 def specific_terms(question: str) -> list[str]:
-    """The words that make a question specific: names (capitalised, not the first word, not "I"),
-    designators with digits ("172S", "PA-28"), numbers. In order, without repeats."""
+    """The words that make a question specific: names (capitalised, not the first word, not "I") and
+    designators with digits ("172S", "PA-28", "747-400"). In order, without repeats. A bare number ("29.50",
+    "090") is not one: it is usually a value the asker supplies, which the text need not repeat."""
     raw = _TOKEN_RAW.findall(question.replace("\u2019", "'"))
     out: list[str] = []
     for i, tok in enumerate(raw):
         tok = tok.removesuffix("'s")
         if any(ch.isdigit() for ch in tok):
+            if _BARE_NUMBER.fullmatch(tok):
+                continue
             term = tok.lower()
         elif (i > 0 and tok[0].isupper() and len(tok) > 1 and tok.lower() not in STOPWORDS
               and not tok.startswith("I'") and not _sentence_start(question, tok)):

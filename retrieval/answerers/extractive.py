@@ -44,7 +44,7 @@ import numpy as np
 
 from retrieval.answerers import Draft
 from retrieval.answerers.evidence import expected_answer, satisfies, specific_terms
-from retrieval.answerers.keyterms import KeyTerm, PhraseFreq, key_terms, on_topic, stemmed_pairs
+from retrieval.answerers.keyterms import KeyTerm, PassageTerms, PhraseFreq, key_terms, on_topic, passage_terms
 from retrieval.answerers.followup import standalone_without_model
 from retrieval.answerers.lexical import content_terms, coverage, terms_with_words
 from retrieval.models import Turn
@@ -58,7 +58,7 @@ QUOTE_MARGIN = 0.15  # further quotes (other pages) must score within this of th
 MAX_QUOTES = 3
 MAX_SENTENCE_WORDS = 80
 
-_PARA = re.compile(r"\n[ \t]*\n")
+_TOC_ENTRY = re.compile(r"(?:\.{4,}|(?:\. ){4,}|…{2,})\s*(?:[0-9]+(?:-[0-9]+)?|[ivxlc]+|[0-9]+-[ivxlc]+)\s*$", re.IGNORECASE)
 _SENT = re.compile(r"(?<=[.;?!])[\"')\]]?\s+(?=[\"'(\[§A-Z0-9])")
 
 Embed = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows
@@ -130,11 +130,41 @@ def _spans(text: str, pattern: re.Pattern[str], start: int, end: int) -> list[tu
     return trimmed
 
 
+def not_prose(line: str) -> bool:
+    """A line that is no part of a sentence: a table-of-contents entry (dot leaders, then a page
+    number) or a heading in capitals ("TAKEOFFS, LANDINGS, AND GO-AROUNDS"). Headings reach the
+    answerer as the passage heading already; quoted, they would pass for an answer. (Dot leaders
+    followed by words are a table row, "Flashing red ...... Taxi clear of runway", and stay.)"""
+    if _TOC_ENTRY.search(line):
+        return True
+    letters = [c for c in line if c.isalpha()]
+    words = [w for w in line.split() if any(c.isalpha() for c in w)]
+    return len(letters) >= 10 and len(words) >= 2 and not any(c.islower() for c in letters)
+
+
+def blocks(text: str) -> list[tuple[int, int]]:
+    """Spans of running text: paragraphs, cut at lines that are no part of a sentence (``not_prose``)."""
+    out: list[tuple[int, int]] = []
+    start: int | None = None
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        if not line.strip() or not_prose(line):
+            if start is not None:
+                out.append((start, pos))
+            start = None
+        elif start is None:
+            start = pos
+        pos += len(line)
+    if start is not None:
+        out.append((start, pos))
+    return out
+
+
 def sentences(text: str, strictness: Strictness = Strictness()) -> list[tuple[int, int]]:
     """Sentence spans of a page slice; short pieces are joined to the next so each is quotable,
     over-long ones are cut into word windows."""
     out: list[tuple[int, int]] = []
-    for ps, pe in _spans(text, _PARA, 0, len(text)):
+    for ps, pe in blocks(text):
         pending: tuple[int, int] | None = None
         for s, e in _spans(text, _SENT, ps, pe):
             if pending is not None:
@@ -169,12 +199,12 @@ def candidates(shown: Sequence[PageText]) -> list[Candidate]:
     return out
 
 
-def passage_pairs(shown: Sequence[PageText], headings: Mapping[str, str]) -> dict[str, frozenset[tuple[str, str]]]:
-    """Per shown passage id: the adjacent word pairs of its text (all its slices) and its heading."""
+def passage_key_terms(shown: Sequence[PageText], headings: Mapping[str, str]) -> dict[str, PassageTerms]:
+    """Per shown passage id: the terms of its text (all its slices) and its heading."""
     texts: dict[str, list[str]] = {}
     for p in shown:
         texts.setdefault(p.passage_id, [headings.get(p.passage_id, "")]).append(p.text)
-    return {pid: stemmed_pairs("\n\n".join(parts)) for pid, parts in texts.items()}
+    return {pid: passage_terms("\n\n".join(parts)) for pid, parts in texts.items()}
 
 
 def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
@@ -197,7 +227,7 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     weights = term_weights(question, doc_freq)
     expected = expected_answer(question)
     terms = [set(content_terms(t)) for t in texts]
-    pairs = passage_pairs(shown, headings) if terms_required else {}
+    pairs = passage_key_terms(shown, headings) if terms_required else {}
     out = []
     for i, c in enumerate(cands):
         around = set(terms[i]) | set(content_terms(heads[i]))

@@ -7,14 +7,17 @@ frequency and reads alike, but it is not about an emergency locator transmitter.
 is a *term*: two words used together as one name ("locator transmitter", "light-sport",
 "supplemental oxygen"). A quote is only evidence when its passage is about the question's terms.
 
-A pair of adjacent content words of the question is a key term when the searched collection uses it
-as a phrase in at least ``MIN_PHRASE_DF`` chunks, it holds no digits (numbers in a question are
-conditions the text may write differently), and either
+Key terms, each used by the searched collection in at least ``MIN_PHRASE_DF`` chunks:
 
-- the question hyphenates it ("light-sport", "short-field"): a compound by construction, or
-- it is a collocation, not a chance neighbourhood: its pointwise mutual information over chunks,
-  ``log(N * df(ab) / (df(a) * df(b)))``, is at least ``MIN_PMI`` ("locator transmitter" is;
-  "required flight" and "pilot holding" are not).
+- a pair of adjacent content words of the question, without digits (numbers in a question are
+  conditions the text may write differently), that is
+  - hyphenated in the question ("light-sport", "short-field"): a compound by construction, or
+  - a collocation, not a chance neighbourhood: its pointwise mutual information over chunks,
+    ``log(N * df(ab) / (df(a) * df(b)))``, is at least ``MIN_PMI`` ("locator transmitter"), or
+    the rarer word occurs mostly in the phrase (``df(ab) / min(df(a), df(b)) >= MIN_COHESION``:
+    "sport pilot", "private pilot"); "required flight" and "pilot holding" are neither;
+- an acronym as the question writes it ("NTSB", "ELT"), which a passage uses either as written or
+  spelled out ("National Transportation Safety Board": the initials of adjacent words).
 
 A passage is *on topic* when it uses at least half of the key terms (rounded up) in its text or its
 section heading, a term counting as used throughout a document that uses it in at least
@@ -38,6 +41,7 @@ from retrieval.textnorm import search_text
 
 MIN_PHRASE_DF = 2
 MIN_PMI = 1.0
+MIN_COHESION = 0.5
 PERVASIVE_SHARE = 0.05
 
 Pair = tuple[str, str]
@@ -63,15 +67,27 @@ PhraseFreq = Callable[[Sequence[str], Sequence[str]], PhraseStats]
 
 @dataclass(frozen=True)
 class KeyTerm:
-    words: Pair  # as written in the question, lower case
+    words: tuple[str, ...]  # as written in the question, lower case: a pair, or one acronym
     df: int  # chunks using the phrase
-    pmi: float
+    pmi: float = math.inf
     hyphenated: bool = False
     pervasive_in: frozenset[str] = frozenset()  # documents that use it throughout
 
     @property
     def text(self) -> str:
+        if len(self.words) == 1:
+            return self.words[0].upper()
         return ("-" if self.hyphenated else " ").join(self.words)
+
+
+@dataclass(frozen=True)
+class PassageTerms:
+    """What ``mentions`` looks for in a text: its stemmed adjacent word pairs, its words, and the
+    initials of its runs of 2–6 adjacent words (stopwords included: "pilot in command" is "pic")."""
+
+    pairs: frozenset[Pair]
+    words: frozenset[str]
+    initials: frozenset[str]
 
 
 def _runs(text: str, shortest: int = 2) -> list[list[tuple[str, bool]]]:
@@ -113,37 +129,72 @@ def pmi(phrase_df: int, df_a: int, df_b: int, n: int) -> float:
     return math.log(n * phrase_df / (df_a * df_b))
 
 
+_ACRONYM = re.compile(r"\b[A-Z]{2,6}s?\b")
+_ROMAN = re.compile(r"[IVXLC]+")
+
+
+def question_acronyms(question: str) -> list[str]:
+    """Acronyms as the question writes them ("NTSB", "ELTs" → "ntsb", "elt"), roman numerals aside."""
+    out: list[str] = []
+    for m in _ACRONYM.finditer(question):
+        word = m.group(0)
+        word = word[:-1] if word.endswith("s") else word
+        if not _ROMAN.fullmatch(word) and word.lower() not in out:
+            out.append(word.lower())
+    return out
+
+
 def key_terms(question: str, phrase_freq: PhraseFreq | None) -> list[KeyTerm]:
     """The question's key terms (see the module docstring); none without collection statistics."""
     pairs = [(p, h) for p, h in question_pairs(question) if not any(ch.isdigit() for ch in "".join(p))]
-    if phrase_freq is None or not pairs:
+    acronyms = question_acronyms(question)
+    if phrase_freq is None or not (pairs or acronyms):
         return []
     words = sorted({w for p, _ in pairs for w in p})
-    stats = phrase_freq([" ".join(p) for p, _ in pairs], words)
+    stats = phrase_freq([*(" ".join(p) for p, _ in pairs), *acronyms], words)
     out: list[KeyTerm] = []
     for pair, hyphen in pairs:
         phrase = " ".join(pair)
         df = stats.phrase_df.get(phrase, 0)
-        score = pmi(df, stats.word_df.get(pair[0], 0), stats.word_df.get(pair[1], 0), stats.chunks)
-        if df >= MIN_PHRASE_DF and (hyphen or score >= MIN_PMI):
-            shares = stats.share_by_document.get(phrase, {})
-            out.append(KeyTerm(pair, df, score, hyphen,
-                               frozenset(d for d, share in shares.items() if share >= PERVASIVE_SHARE)))
+        df_a, df_b = stats.word_df.get(pair[0], 0), stats.word_df.get(pair[1], 0)
+        score = pmi(df, df_a, df_b, stats.chunks)
+        cohesion = df / min(df_a, df_b) if min(df_a, df_b) > 0 else 0.0
+        if df >= MIN_PHRASE_DF and (hyphen or score >= MIN_PMI or cohesion >= MIN_COHESION):
+            out.append(KeyTerm(pair, df, score, hyphen, _pervasive(stats, phrase)))
+    for acronym in acronyms:
+        df = stats.phrase_df.get(acronym, 0)
+        if df >= MIN_PHRASE_DF:
+            out.append(KeyTerm((acronym,), df, pervasive_in=_pervasive(stats, acronym)))
     return out
 
 
-def stemmed_pairs(text: str) -> frozenset[Pair]:
-    """Every pair of adjacent content words of a text, stemmed, for ``mentions``."""
-    return frozenset((stem(a), stem(b)) for run in _runs(text) for (a, _), (b, _) in zip(run, run[1:], strict=False))
+def _pervasive(stats: PhraseStats, phrase: str) -> frozenset[str]:
+    shares = stats.share_by_document.get(phrase, {})
+    return frozenset(d for d, share in shares.items() if share >= PERVASIVE_SHARE)
 
 
-def mentions(pairs: frozenset[Pair], term: KeyTerm) -> bool:
-    """Whether a text (as its ``stemmed_pairs``) uses the term: its two words next to each other."""
-    return (stem(term.words[0]), stem(term.words[1])) in pairs
+MAX_INITIALS = 6
 
 
-def on_topic(pairs: frozenset[Pair], document: str, terms: Sequence[KeyTerm]) -> bool:
-    """Whether a passage of ``document`` (its text and heading as ``stemmed_pairs``) uses at least
-    half of the key terms, rounded up (always, when there are none)."""
-    used = sum(1 for t in terms if document in t.pervasive_in or mentions(pairs, t))
+def passage_terms(text: str) -> PassageTerms:
+    """The ``PassageTerms`` of a text (a passage and its heading)."""
+    pairs = frozenset((stem(a), stem(b)) for run in _runs(text) for (a, _), (b, _) in zip(run, run[1:], strict=False))
+    words = re.findall(r"[a-z0-9]+", search_text(text).casefold())
+    initials = {"".join(w[0] for w in words[i:i + n]) for n in range(2, MAX_INITIALS + 1)
+                for i in range(len(words) - n + 1)}
+    return PassageTerms(pairs, frozenset(words), frozenset(initials))
+
+
+def mentions(passage: PassageTerms, term: KeyTerm) -> bool:
+    """Whether a passage uses the term: a pair's two words next to each other; an acronym as a word
+    or spelled out."""
+    if len(term.words) == 1:
+        return term.words[0] in passage.words or term.words[0] in passage.initials
+    return (stem(term.words[0]), stem(term.words[1])) in passage.pairs
+
+
+def on_topic(passage: PassageTerms, document: str, terms: Sequence[KeyTerm]) -> bool:
+    """Whether a passage of ``document`` uses at least half of the key terms, rounded up (always,
+    when there are none)."""
+    used = sum(1 for t in terms if document in t.pervasive_in or mentions(passage, t))
     return used * 2 >= len(terms)
