@@ -25,6 +25,8 @@ from retrieval.settings import Settings
 T = TypeVar("T")
 HISTORY_TURNS = 6  # earlier exchanges of a thread given to a follow-up
 STALE_JOB_S = 24 * 3600  # an unfinished job older than this has lost its process, wherever it ran
+EVENT_KEEP_S = 24 * 3600  # Slack redelivers an event within minutes; keys older than this are forgotten
+PRUNE_EVERY = 200  # events claimed between two prunes of old event keys
 
 
 class Store:
@@ -36,6 +38,7 @@ class Store:
         self._ready_lock = threading.Lock()
         self._on_recover = on_recover
         self._outage = False
+        self._claims = 0
 
     # ------------------------------------------------------------------ plumbing
     def ensure_ready(self) -> None:
@@ -78,12 +81,22 @@ class Store:
 
     # ------------------------------------------------------------------ events and threads
     def claim_event(self, workspace: str, key: str) -> bool:
-        """True the first time ``key`` is seen in ``workspace``; False for a redelivery/duplicate."""
+        """True the first time ``key`` is seen in ``workspace``; False for a redelivery/duplicate.
+        Every ``PRUNE_EVERY`` claims (the first included), keys older than ``EVENT_KEEP_S`` go."""
         with self._conn() as conn:
             row = conn.execute(
                 "INSERT INTO bot_events (workspace, event_key) VALUES (%s, %s) ON CONFLICT DO NOTHING "
                 "RETURNING event_key", (workspace, key)).fetchone()
+        self._claims += 1
+        if self._claims % PRUNE_EVERY == 1:
+            self.prune_events()
         return row is not None
+
+    def prune_events(self, keep_s: float = EVENT_KEEP_S) -> int:
+        """Forget event keys received more than ``keep_s`` seconds ago; how many went."""
+        with self._conn() as conn:
+            return conn.execute("DELETE FROM bot_events WHERE received_at < now() - make_interval(secs => %s)",
+                                (keep_s,)).rowcount
 
     def join_thread(self, workspace: str, channel: str, thread_ts: str) -> None:
         with self._conn() as conn:

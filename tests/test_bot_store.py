@@ -49,3 +49,20 @@ def test_new_jobs_record_their_process(settings) -> None:
                            (ws, job_id)).fetchone()
         conn.execute("DELETE FROM bot_jobs WHERE workspace = %s", (ws,))
     assert row == job_owner()
+
+
+def test_event_keys_dedup_and_old_keys_are_forgotten(settings) -> None:
+    ws = f"T{uuid.uuid4().hex[:8]}"
+    url = settings.database_url.get_secret_value()
+    with psycopg.connect(url) as conn:
+        conn.execute("INSERT INTO bot_events (workspace, event_key, received_at) VALUES "
+                     "(%s, 'C1:old', now() - interval '2 days'), (%s, 'C1:recent', now() - interval '1 hour')",
+                     (ws, ws))
+    store = Store(settings)
+    assert store.claim_event(ws, "C1:new")  # the first claim also prunes keys older than a day
+    assert not store.claim_event(ws, "C1:new")  # a redelivery
+    assert not store.claim_event(ws, "C1:recent")
+    with psycopg.connect(url) as conn:
+        keys = {r[0] for r in conn.execute("SELECT event_key FROM bot_events WHERE workspace = %s", (ws,))}
+        conn.execute("DELETE FROM bot_events WHERE workspace = %s", (ws,))
+    assert keys == {"C1:new", "C1:recent"}
