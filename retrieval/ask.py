@@ -114,17 +114,18 @@ def phrase_freq(settings: Settings, phrases: Sequence[str], words: Sequence[str]
     all and as a share of each document's chunks; chunks containing each word; chunks in all."""
     cond = "c.collection = ANY(%s)" if collections else "true"
     extra = [list(collections)] if collections else []
+    per_document = ("SELECT d.name, count(*) AS n FROM chunks c JOIN documents d "
+                    f"ON d.collection = c.collection AND d.id = c.document_id WHERE {cond} {{}} GROUP BY d.name")
     by_doc: dict[str, dict[str, float]] = {}
     phrase_df: dict[str, int] = {}
     with db.connection(settings) as conn:
-        total = conn.execute(f"SELECT count(*) AS n FROM chunks c WHERE {cond}", extra).fetchone()["n"]
-        for phrase in phrases:
-            rows = conn.execute(
-                "SELECT d.name, count(*) FILTER (WHERE c.tsv @@ phraseto_tsquery('english', %s)) AS hits, "
-                "count(*) AS n FROM chunks c JOIN documents d ON d.collection = c.collection AND d.id = c.document_id "
-                f"WHERE {cond} GROUP BY d.name", [phrase, *extra]).fetchall()
-            phrase_df[phrase] = sum(r["hits"] for r in rows)
-            by_doc[phrase] = {r["name"]: r["hits"] / r["n"] for r in rows if r["hits"]}
+        sizes = {r["name"]: r["n"] for r in conn.execute(per_document.format(""), extra).fetchall()}
+        total = sum(sizes.values())
+        for phrase in phrases:  # only chunks using the phrase are counted, through the GIN index
+            hits = {r["name"]: r["n"] for r in conn.execute(
+                per_document.format("AND c.tsv @@ phraseto_tsquery('english', %s)"), [*extra, phrase]).fetchall()}
+            phrase_df[phrase] = sum(hits.values())
+            by_doc[phrase] = {name: n / sizes[name] for name, n in hits.items()}
         word_df = {w: conn.execute(f"SELECT count(*) AS n FROM chunks c WHERE {cond} AND "
                                    "c.tsv @@ plainto_tsquery('english', %s)", [*extra, w]).fetchone()["n"]
                    for w in words}
