@@ -44,7 +44,7 @@ import numpy as np
 
 from retrieval.answerers import Draft
 from retrieval.answerers.evidence import expected_answer, satisfies, specific_terms
-from retrieval.answerers.keyterms import KeyTerm, PassageTerms, PhraseFreq, key_terms, on_topic, passage_terms
+from retrieval.answerers.keyterms import KeyTerm, PhraseFreq, key_terms, on_topic, passage_terms
 from retrieval.answerers.followup import standalone_without_model
 from retrieval.answerers.lexical import content_terms, coverage, terms_with_words
 from retrieval.models import Turn
@@ -199,12 +199,16 @@ def candidates(shown: Sequence[PageText]) -> list[Candidate]:
     return out
 
 
-def passage_key_terms(shown: Sequence[PageText], headings: Mapping[str, str]) -> dict[str, PassageTerms]:
-    """Per shown passage id: the terms of its text (all its slices) and its heading."""
+def topical_passages(shown: Sequence[PageText], headings: Mapping[str, str], terms: Sequence[KeyTerm]) -> set[str]:
+    """The shown passage ids whose text (all its slices) and heading are about ``terms``
+    (``keyterms.on_topic``)."""
     texts: dict[str, list[str]] = {}
+    documents: dict[str, str] = {}
     for p in shown:
         texts.setdefault(p.passage_id, [headings.get(p.passage_id, "")]).append(p.text)
-    return {pid: passage_terms("\n\n".join(parts)) for pid, parts in texts.items()}
+        documents[p.passage_id] = p.document
+    return {pid for pid, parts in texts.items()
+            if on_topic(passage_terms("\n\n".join(parts)), documents[pid], terms)}
 
 
 def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
@@ -227,7 +231,7 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     weights = term_weights(question, doc_freq)
     expected = expected_answer(question)
     terms = [set(content_terms(t)) for t in texts]
-    pairs = passage_key_terms(shown, headings) if terms_required else {}
+    topical = topical_passages(shown, headings, terms_required) if terms_required else set()
     out = []
     for i, c in enumerate(cands):
         around = set(terms[i]) | set(content_terms(heads[i]))
@@ -235,9 +239,8 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
             if 0 <= j < n and cands[j].slice_index == c.slice_index:
                 around |= terms[j]
         pid = shown[c.slice_index].passage_id
-        topical = not terms_required or on_topic(pairs[pid], shown[c.slice_index].document, terms_required)
         out.append(Scored(c, float(cos[i]), float(cos_heading[i]), coverage(weights, around),
-                          passage_rank(pid), satisfies(expected, c.text), topical))
+                          passage_rank(pid), satisfies(expected, c.text), not terms_required or pid in topical))
     return sorted(out, key=lambda s: s.score, reverse=True)
 
 

@@ -36,7 +36,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from retrieval.answerers.lexical import STOPWORDS, stem
+from retrieval.answerers.lexical import STOPWORDS, TOKEN, stem
 from retrieval.textnorm import search_text
 
 MIN_PHRASE_DF = 2
@@ -46,7 +46,6 @@ PERVASIVE_SHARE = 0.05
 
 Pair = tuple[str, str]
 
-_WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 _BREAK = re.compile(r"[^\sa-z0-9.,'()\[\]-]|[.,](?![0-9])|(?<![a-z0-9])-|-(?![a-z0-9])")
 
 
@@ -90,22 +89,22 @@ class PassageTerms:
     initials: frozenset[str]
 
 
-def _runs(text: str, shortest: int = 2) -> list[list[tuple[str, bool]]]:
-    """Runs of adjacent content words (at least ``shortest`` long), each word with whether a hyphen
-    joins it to the previous one; stopwords and punctuation end a run, hyphens and brackets do not."""
+def _runs(text: str) -> list[list[tuple[str, bool]]]:
+    """Runs of two or more adjacent content words, each word with whether a hyphen joins it to the
+    previous one; stopwords and punctuation end a run, hyphens and brackets do not."""
     lowered = search_text(text).casefold().replace("\u2019", "'")
     runs: list[list[tuple[str, bool]]] = []
     for segment in _BREAK.split(lowered):
         current: list[tuple[str, bool]] = []
         for m in re.finditer(r"(-?)([^\s-]+)", segment):
             word = m.group(2).strip("'.,()[]")
-            if _WORD.fullmatch(word) and word not in STOPWORDS and (len(word) > 1 or word.isdigit()):
+            if TOKEN.fullmatch(word) and word not in STOPWORDS and (len(word) > 1 or word.isdigit()):
                 current.append((word, bool(m.group(1)) and bool(current)))
             else:
-                if len(current) >= shortest:
+                if len(current) > 1:
                     runs.append(current)
                 current = []
-        if len(current) >= shortest:
+        if len(current) > 1:
             runs.append(current)
     return runs
 

@@ -16,7 +16,7 @@ were what when where which while who whom why will with would you your yours
 get got give given make may much many need needs one ones per use used using whether within without
 """.split())
 
-_TOKEN = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
+TOKEN = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 
 
 def stem(word: str) -> str:
@@ -40,7 +40,7 @@ def stem(word: str) -> str:
 def terms_with_words(text: str) -> dict[str, str]:
     """Content terms (stem → the word as written) of a question, in order of appearance."""
     out: dict[str, str] = {}
-    for t in _TOKEN.findall(normalize(text)):
+    for t in TOKEN.findall(normalize(text)):
         if (t not in STOPWORDS and len(t) > 1) or t.isdigit():
             out.setdefault(stem(t), t)
     return out
@@ -48,7 +48,7 @@ def terms_with_words(text: str) -> dict[str, str]:
 
 def content_terms(text: str) -> list[str]:
     """Stemmed content words (stopwords dropped; numbers kept as written, e.g. "10,000")."""
-    return [stem(t) for t in _TOKEN.findall(normalize(text)) if t not in STOPWORDS and len(t) > 1 or t.isdigit()]
+    return [stem(t) for t in TOKEN.findall(normalize(text)) if t not in STOPWORDS and len(t) > 1 or t.isdigit()]
 
 
 def coverage(weights: dict[str, float], text_terms: set[str]) -> float:
