@@ -6,7 +6,8 @@ page, restricted to the slice of the page that a retrieved passage showed). Norm
 case, whitespace and line breaks, ligatures, curly quotes and dashes, and words hyphenated across
 line breaks; nothing else. On top of the substring test the match must sit on word boundaries, so a
 quoted "50 knots" does not verify against "250 knots" and "40 degrees" not against "-40 degrees".
-Quotes too short to carry meaning are rejected. The citation shown to users carries the source's
+Quotes too short to carry meaning are rejected; their length is counted in words as a reader
+counts them (``reader_words``: "10,000", "x11()" and "%in%" are one word each). The citation shown to users carries the source's
 own words: the normalised match is mapped back to the raw page text.
 """
 
@@ -22,7 +23,7 @@ from retrieval.textnorm import normalize, normalize_with_map
 MIN_QUOTE_WORDS = 4  # "a word or two" is not a citation
 MIN_QUOTE_CHARS = 12  # normalised characters, so "a b c d" does not pass either
 
-_WORD = re.compile(r"\w+")
+_ALNUM = re.compile(r"\w")
 # characters that would extend a number across the match boundary ("1,000" vs ",000", "-40" vs "40")
 _NUMBER_GLUE = "-.,"
 
@@ -93,9 +94,16 @@ class Verification:
         return [v for v in self.verdicts if not v.ok]
 
 
+def reader_words(text: str) -> int:
+    """Words as a reader counts them: whitespace-separated tokens with a letter or digit in them, so
+    "10,000", "3.5", "x11()", "%in%" and "set-up" are one word each and a lone dash or bullet is none.
+    A word broken across a line ("air- craft") is one word after normalisation."""
+    return sum(1 for tok in normalize(text).split() if _ALNUM.search(tok))
+
+
 def too_short(quote: str, strictness: Strictness = Strictness()) -> bool:
     norm = normalize(quote)
-    return len(_WORD.findall(norm)) < strictness.min_words or len(norm) < strictness.min_chars
+    return reader_words(norm) < strictness.min_words or len(norm) < strictness.min_chars
 
 
 def _boundary_ok(norm: str, start: int, end: int) -> bool:

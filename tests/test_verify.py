@@ -14,6 +14,7 @@ from retrieval.verify import (
     locate,
     page_slices,
     page_url,
+    reader_words,
     shown_slices,
     too_short,
     verify_claim,
@@ -147,6 +148,36 @@ def test_locate_finds_later_occurrence_on_word_boundary() -> None:
 ])
 def test_too_short(quote: str, short: bool) -> None:
     assert too_short(quote) is short
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("10,000", 1),            # a number with a thousands separator is one word, not "10" + "000"
+    ("3.5 inches", 2),
+    ("x11() under UNIX", 3),  # an identifier with its parentheses is one word
+    ("y ~ B %in% A", 4),      # "%in%" is a word; a lone "~" is not
+    ("air- craft", 1),        # hyphenated across a line break: one word
+    ("\u2014 \u2022 -", 0),
+    ("set xrange [0:10]", 3),
+])
+def test_reader_words(text: str, words: int) -> None:
+    assert reader_words(text) == words
+
+
+@pytest.mark.parametrize(("quote", "short"), [
+    ("below 10,000 feet", True),        # three words to a reader (was counted as four: 10 / 000)
+    ("below 10,000 feet MSL", False),
+    ("x11() under UNIX", True),
+    ("the x11() device under UNIX", False),
+    ("the %in% operator nests", False),  # %in% counts (it used to count as no word at all)
+])
+def test_quote_length_is_counted_as_a_reader_counts(quote: str, short: bool) -> None:
+    assert too_short(quote) is short
+
+
+def test_number_does_not_pad_a_short_quote_into_a_citation() -> None:
+    v = verify_claim(Claim("cfr.pdf", 17, "below 10,000 feet"), [doc_page()])
+    assert not v.ok and "too short" in v.reason
+    assert verify_claim(Claim("cfr.pdf", 17, "below 10,000 feet MSL"), [doc_page()]).ok
 
 
 def test_strictness_is_configurable() -> None:
