@@ -45,8 +45,9 @@ def _emit(obj: Any) -> None:
 
 
 def _write_result(out: Path, result: dict) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, default=str, ensure_ascii=False) + "\n")
+    from retrieval.results import write_result  # noqa: PLC0415  (one writer: adds the git commit it ran at)
+
+    write_result(out, result)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -380,13 +381,40 @@ def eval_answers(
         _fail(str(exc))
     _write_result(out, result)
     s = result["summary"]
-    typer.echo(f"answered correctly {s['answered_correctly']}/{s['answerable']}  "
+    typer.echo(f"right evidence first {s['answered_correctly']}/{s['answerable']}  "
                f"unanswerable refused {s['unanswerable_refused']}/{s['unanswerable']}  "
+               f"unverified quotes shown {s['unverified_quotes_shown']}/{s['quotes_shown']}  "
+               f"wrong-but-verified {s['wrong_but_verified']}/{s['questions']}  "
                f"false refusals {s['false_refusals']}  refusal precision {s['refusal_precision']}  "
                f"citations dropped {s['citations_dropped']}/{s['citations_proposed']}")
     if "calibration" in result:
         typer.echo(f"calibrated threshold: {result['calibration']}")
     typer.echo(f"wrote {out}")
+
+
+@eval_app.command("report")
+def eval_report(
+    results: Annotated[Path, typer.Option(help="Folder of result files.")] = Path("results"),
+    readme: Annotated[Path, typer.Option(help="README whose answer-results table is rewritten.")] = Path("README.md"),
+    check: Annotated[bool, typer.Option(help="Only check that the README table is current (exit 1 if not).")] = False,
+) -> None:
+    """Rewrite the README's answer-results table from results/answer_eval*.json (FAA and manuals side by side)."""
+    from retrieval.report import load_columns, render, update_readme  # noqa: PLC0415
+    from retrieval.results import REPO  # noqa: PLC0415
+
+    try:
+        table = render(*load_columns(results, REPO))
+        if check:
+            current = readme.read_text()
+            if table not in current:
+                _fail(f"{readme}: the answer-results table is out of date; run `chapterverse eval report`", 1)
+            typer.echo(f"{readme} is current")
+            return
+        changed = update_readme(readme, table)
+    except (ValueError, OSError, KeyError) as exc:
+        _fail(str(exc))
+    typer.echo(table)
+    typer.echo(f"{'updated' if changed else 'unchanged'}: {readme}")
 
 
 def main() -> None:
