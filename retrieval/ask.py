@@ -31,6 +31,7 @@ from retrieval.answerers.keyterms import PhraseStats
 from retrieval.db import DatabaseError
 from retrieval.embed import ModelError
 from retrieval.models import Answer, Citation, NearestPassage, Passage, SearchResult, Turn
+from retrieval.profile import profile_for
 from retrieval.settings import Settings
 from retrieval.textnorm import normalize
 from retrieval.verify import PageText, SourcePage, Verification, shown_slices, verify_claims
@@ -96,7 +97,7 @@ def build_extractive(settings: Settings, collections: Sequence[str] | None,
     from retrieval.embed import get_embedder  # noqa: PLC0415
 
     embedder = get_embedder(settings.embedding_model)
-    return ExtractiveAnswerer(embedder.embed, model=embedder.name,
+    return ExtractiveAnswerer(embedder.embed, model=embedder.name, profile=profile_for(collections),
                               threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
                               doc_freq=lambda words: doc_freq(settings, words, collections),
                               phrase_freq=lambda phrases, words: phrase_freq(settings, phrases, words, collections))

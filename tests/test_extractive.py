@@ -29,10 +29,12 @@ from retrieval.verify import PageText, verify_claims
 
 @pytest.mark.parametrize(("question", "units"), [
     ("What is the maximum indicated airspeed below 10,000 feet MSL?", {"speed"}),
-    ("How high must the airplane be before an engine failure is simulated?", {"length"}),
+    ("How high must the airplane be before an engine failure is simulated?", {"length", "display"}),
     ("What flight visibility applies in Class E airspace?", {"length"}),
     ("How often must the altimeter be tested?", {"time"}),
-    ("For how long is the letter of authorization valid?", {"time", "length"}),
+    ("For how long is the letter of authorization valid?", {"time", "length", "text", "data"}),
+    ("What is the maximum length of a variable name?", {"length", "text", "data"}),
+    ("What is the default width of the plot window in pixels?", {"length", "display", "text"}),
     ("What is the maximum takeoff weight of a light-sport airplane?", {"weight"}),
     ("On which frequencies does an ELT broadcast?", {"frequency"}),
     ("How much does an examiner charge for a practical test?", {"money"}),

@@ -48,6 +48,7 @@ from retrieval.answerers.keyterms import KeyTerm, PhraseFreq, key_terms, on_topi
 from retrieval.answerers.followup import standalone_without_model
 from retrieval.answerers.lexical import content_terms, coverage, terms_with_words
 from retrieval.models import Turn
+from retrieval.profile import DEFAULT_PROFILE, Profile
 from retrieval.verify import Claim, PageText, Strictness, Verdict, too_short, verify_claim
 
 LEX_WEIGHT = 0.75
@@ -65,9 +66,9 @@ Embed = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows
 DocFreq = Callable[[Sequence[str]], tuple[dict[str, int], int]]  # words → (chunks containing each, chunks)
 
 
-def term_weights(question: str, doc_freq: DocFreq | None) -> dict[str, float]:
+def term_weights(question: str, doc_freq: DocFreq | None, profile: Profile = DEFAULT_PROFILE) -> dict[str, float]:
     """Stemmed question terms → inverse document frequency (uniform without ``doc_freq``)."""
-    terms = terms_with_words(question)
+    terms = terms_with_words(question, profile)
     if doc_freq is None:
         return dict.fromkeys(terms, 1.0)
     df, n = doc_freq(list(terms.values()))
@@ -199,7 +200,8 @@ def candidates(shown: Sequence[PageText]) -> list[Candidate]:
     return out
 
 
-def topical_passages(shown: Sequence[PageText], headings: Mapping[str, str], terms: Sequence[KeyTerm]) -> set[str]:
+def topical_passages(shown: Sequence[PageText], headings: Mapping[str, str], terms: Sequence[KeyTerm],
+                     profile: Profile = DEFAULT_PROFILE) -> set[str]:
     """The shown passage ids whose text (all its slices) and heading are about ``terms``
     (``keyterms.on_topic``)."""
     texts: dict[str, list[str]] = {}
@@ -208,12 +210,12 @@ def topical_passages(shown: Sequence[PageText], headings: Mapping[str, str], ter
         texts.setdefault(p.passage_id, [headings.get(p.passage_id, "")]).append(p.text)
         documents[p.passage_id] = p.document
     return {pid for pid, parts in texts.items()
-            if on_topic(passage_terms("\n\n".join(parts)), documents[pid], terms)}
+            if on_topic(passage_terms("\n\n".join(parts), profile), documents[pid], terms)}
 
 
 def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
                      doc_freq: DocFreq | None = None, headings: Mapping[str, str] | None = None,
-                     terms_required: Sequence[KeyTerm] = ()) -> list[Scored]:
+                     terms_required: Sequence[KeyTerm] = (), profile: Profile = DEFAULT_PROFILE) -> list[Scored]:
     """Every quotable sentence of ``shown`` with its features, best first. ``headings``: the section
     heading of each shown passage, by passage id; ``terms_required``: the question's key terms, which
     the passage of an on-topic sentence uses."""
@@ -228,25 +230,25 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     n = len(cands)
     cos = vecs[1:n + 1] @ vecs[0]
     cos_heading = vecs[n + 1:] @ vecs[0]
-    weights = term_weights(question, doc_freq)
-    expected = expected_answer(question)
-    terms = [set(content_terms(t)) for t in texts]
-    topical = topical_passages(shown, headings, terms_required) if terms_required else set()
+    weights = term_weights(question, doc_freq, profile)
+    expected = expected_answer(question, profile)
+    terms = [set(content_terms(t, profile)) for t in texts]
+    topical = topical_passages(shown, headings, terms_required, profile) if terms_required else set()
     out = []
     for i, c in enumerate(cands):
-        around = set(terms[i]) | set(content_terms(heads[i]))
+        around = set(terms[i]) | set(content_terms(heads[i], profile))
         for j in (i - 1, i + 1):  # the neighbouring sentences of the same slice
             if 0 <= j < n and cands[j].slice_index == c.slice_index:
                 around |= terms[j]
         pid = shown[c.slice_index].passage_id
         out.append(Scored(c, float(cos[i]), float(cos_heading[i]), coverage(weights, around),
-                          passage_rank(pid), satisfies(expected, c.text), not terms_required or pid in topical))
+                          passage_rank(pid), satisfies(expected, c.text, profile), not terms_required or pid in topical))
     return sorted(out, key=lambda s: s.score, reverse=True)
 
 
-def absent_terms(question: str, doc_freq: DocFreq | None) -> list[str]:
+def absent_terms(question: str, doc_freq: DocFreq | None, profile: Profile = DEFAULT_PROFILE) -> list[str]:
     """The question's specific terms (names, designators, numbers) that the collection never uses."""
-    specific = specific_terms(question)
+    specific = specific_terms(question, profile)
     if doc_freq is None or not specific:
         return []
     df, _ = doc_freq(specific)
@@ -282,36 +284,38 @@ def _claim(s: Scored, shown: Sequence[PageText]) -> Claim:
     return Claim(p.document, p.page, s.candidate.text)
 
 
-def lead(best: Scored, shown: Sequence[PageText], more: int) -> str:
+def lead(best: Scored, shown: Sequence[PageText], more: int, profile: Profile = DEFAULT_PROFILE) -> str:
     """The answer text: a fixed framing naming the page, then the best sentence in the source's words."""
     p = shown[best.candidate.slice_index]
     where = f"{p.document}, p. {p.page_label} (PDF p. {p.page})" if p.page_label and p.page_label != str(p.page) \
         else f"{p.document}, p. {p.page}"
-    also = f" ({more} more supporting passage{'s' if more > 1 else ''} quoted below.)" if more else ""
-    return f"The handbooks say ({where}): {' '.join(best.candidate.text.split())}{also}"
+    also = " " + profile.more_quoted.format(n=more, s="s" if more > 1 else "") if more else ""
+    return f"{profile.answer_lead} ({where}): {' '.join(best.candidate.text.split())}{also}"
 
 
 class ExtractiveAnswerer:
     name = "extractive"
 
     def __init__(self, embed: Embed, model: str, threshold: float = DEFAULT_THRESHOLD,
-                 doc_freq: DocFreq | None = None, phrase_freq: PhraseFreq | None = None) -> None:
+                 doc_freq: DocFreq | None = None, phrase_freq: PhraseFreq | None = None,
+                 profile: Profile = DEFAULT_PROFILE) -> None:
         self._embed = embed
+        self.profile = profile
         self._doc_freq = doc_freq
         self._phrase_freq = phrase_freq
         self.model = model
         self.threshold = threshold
 
     def answer(self, question: str, shown: Sequence[PageText], headings: Mapping[str, str] | None = None) -> Draft:
-        required = key_terms(question, self._phrase_freq)
-        scored = score_candidates(question, shown, self._embed, self._doc_freq, headings, required)
+        required = key_terms(question, self._phrase_freq, self.profile)
+        scored = score_candidates(question, shown, self._embed, self._doc_freq, headings, required, self.profile)
         if not scored:
             return Draft(refusal=True, reason="no quotable text in the retrieved passages", score=None)
         chosen = choose_quotes(scored, shown)
         top = chosen[0] if chosen else scored[0]
         best_claim = _claim(top, shown)
         score = chosen[0].score if chosen else None
-        absent = absent_terms(question, self._doc_freq)
+        absent = absent_terms(question, self._doc_freq, self.profile)
         if absent:
             return Draft(refusal=True, score=score, best=best_claim,
                          reason="the searched documents never mention " + ", ".join(f"“{t}”" for t in absent))
@@ -320,7 +324,7 @@ class ExtractiveAnswerer:
             return Draft(refusal=True, score=None, best=best_claim,
                          reason=f"no retrieved passage that could answer it is about {terms}")
         if not chosen:
-            expected = expected_answer(question)  # not None: only a quantity question makes sentences ineligible
+            expected = expected_answer(question, self.profile)  # not None: only a quantity question makes sentences ineligible
             what = f"{expected.describe()} (“{expected.cue}”)" if expected else "a quantity"
             return Draft(refusal=True, score=None, best=best_claim,
                          reason=f"the question asks for {what}, and no retrieved sentence states one")
@@ -329,7 +333,7 @@ class ExtractiveAnswerer:
                          reason=f"the best supporting sentence is too weak (evidence score {top.score:.2f} "
                                 f"< {self.threshold:.2f})")
         claims = [_claim(s, shown) for s in chosen]
-        return Draft(refusal=False, answer=lead(top, shown, len(chosen) - 1), claims=claims, score=top.score,
+        return Draft(refusal=False, answer=lead(top, shown, len(chosen) - 1, self.profile), claims=claims, score=top.score,
                      best=best_claim)
 
     def repair(self, question: str, shown: Sequence[PageText], draft: Draft,
@@ -338,4 +342,4 @@ class ExtractiveAnswerer:
         return Draft(refusal=True, reason="extractive quotes failed verification", score=draft.score)
 
     def standalone(self, question: str, history: Sequence[Turn]) -> str:
-        return standalone_without_model(question, history)
+        return standalone_without_model(question, history, self.profile)

@@ -16,24 +16,24 @@ from collections.abc import Sequence
 
 from retrieval.answerers.lexical import content_terms
 from retrieval.models import Turn
+from retrieval.profile import DEFAULT_PROFILE, Profile
 
 MAX_ELLIPTICAL_TERMS = 3  # a follow-up with this few content words cannot stand alone
-_CONTINUATION = re.compile(
-    r"^\s*(and|or|but|also|what about|how about|and what about|same for|what if|then|so|in that case|"
-    r"does that|is that|is it|does it|why)\b", re.IGNORECASE)
-_PRONOUN = re.compile(r"\b(it|its|that|this|they|them|those|these|there|he|she)\b", re.IGNORECASE)
 
 
-def is_elliptical(question: str) -> bool:
-    terms = content_terms(question)
+def is_elliptical(question: str, profile: Profile = DEFAULT_PROFILE) -> bool:
+    terms = content_terms(question, profile)
     if len(terms) <= MAX_ELLIPTICAL_TERMS:
         return True
-    return bool(_CONTINUATION.match(question)) or (len(terms) <= 6 and bool(_PRONOUN.search(question)))
+    words = re.findall(r"[a-z']+", question.casefold())
+    opens = " ".join(words[:3])
+    continues = any(opens == o or opens.startswith(o + " ") for o in profile.followup_openers)
+    return continues or (len(terms) <= 6 and any(w in profile.pronouns for w in words))
 
 
-def standalone_without_model(question: str, history: Sequence[Turn]) -> str:
+def standalone_without_model(question: str, history: Sequence[Turn], profile: Profile = DEFAULT_PROFILE) -> str:
     """The question to search for: the follow-up itself, or the previous question plus it."""
-    if not history or not is_elliptical(question):
+    if not history or not is_elliptical(question, profile):
         return question
-    previous = standalone_without_model(history[-1].question, history[:-1]).strip()
+    previous = standalone_without_model(history[-1].question, history[:-1], profile).strip()
     return f"{previous.rstrip('?.! ')} — {question.strip()}"

@@ -36,7 +36,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from retrieval.answerers.lexical import STOPWORDS, TOKEN, stem
+from retrieval.answerers.lexical import TOKEN, stem
+from retrieval.profile import DEFAULT_PROFILE, Profile
 from retrieval.textnorm import search_text
 
 MIN_PHRASE_DF = 2
@@ -89,7 +90,7 @@ class PassageTerms:
     initials: frozenset[str]
 
 
-def _runs(text: str) -> list[list[tuple[str, bool]]]:
+def _runs(text: str, profile: Profile) -> list[list[tuple[str, bool]]]:
     """Runs of two or more adjacent content words, each word with whether a hyphen joins it to the
     previous one; stopwords and punctuation end a run, hyphens and brackets do not."""
     lowered = search_text(text).casefold().replace("\u2019", "'")
@@ -98,7 +99,7 @@ def _runs(text: str) -> list[list[tuple[str, bool]]]:
         current: list[tuple[str, bool]] = []
         for m in re.finditer(r"(-?)([^\s-]+)", segment):
             word = m.group(2).strip("'.,()[]")
-            if TOKEN.fullmatch(word) and word not in STOPWORDS and (len(word) > 1 or word.isdigit()):
+            if TOKEN.fullmatch(word) and word not in profile.stopwords and (len(word) > 1 or word.isdigit()):
                 current.append((word, bool(m.group(1)) and bool(current)))
             else:
                 if len(current) > 1:
@@ -109,11 +110,11 @@ def _runs(text: str) -> list[list[tuple[str, bool]]]:
     return runs
 
 
-def question_pairs(question: str) -> list[tuple[Pair, bool]]:
+def question_pairs(question: str, profile: Profile = DEFAULT_PROFILE) -> list[tuple[Pair, bool]]:
     """Adjacent content-word pairs of a question (and whether hyphenated), in order, no repeats."""
     out: list[tuple[Pair, bool]] = []
     seen: set[Pair] = set()
-    for run in _runs(question):
+    for run in _runs(question, profile):
         for (a, _), (b, hyphen) in zip(run, run[1:], strict=False):
             if (a, b) not in seen:
                 seen.add((a, b))
@@ -143,9 +144,9 @@ def question_acronyms(question: str) -> list[str]:
     return out
 
 
-def key_terms(question: str, phrase_freq: PhraseFreq | None) -> list[KeyTerm]:
+def key_terms(question: str, phrase_freq: PhraseFreq | None, profile: Profile = DEFAULT_PROFILE) -> list[KeyTerm]:
     """The question's key terms (see the module docstring); none without collection statistics."""
-    pairs = [(p, h) for p, h in question_pairs(question) if not any(ch.isdigit() for ch in "".join(p))]
+    pairs = [(p, h) for p, h in question_pairs(question, profile) if not any(ch.isdigit() for ch in "".join(p))]
     acronyms = question_acronyms(question)
     if phrase_freq is None or not (pairs or acronyms):
         return []
@@ -175,9 +176,9 @@ def _pervasive(stats: PhraseStats, phrase: str) -> frozenset[str]:
 MAX_INITIALS = 6
 
 
-def passage_terms(text: str) -> PassageTerms:
+def passage_terms(text: str, profile: Profile = DEFAULT_PROFILE) -> PassageTerms:
     """The ``PassageTerms`` of a text (a passage and its heading)."""
-    pairs = frozenset((stem(a), stem(b)) for run in _runs(text) for (a, _), (b, _) in zip(run, run[1:], strict=False))
+    pairs = frozenset((stem(a), stem(b)) for run in _runs(text, profile) for (a, _), (b, _) in zip(run, run[1:], strict=False))
     words = re.findall(r"[a-z0-9]+", search_text(text).casefold())
     initials = {"".join(w[0] for w in words[i:i + n]) for n in range(2, MAX_INITIALS + 1)
                 for i in range(len(words) - n + 1)}

@@ -1,20 +1,14 @@
-"""Content words of questions and sentences (pure functions), for lexical overlap and follow-ups."""
+"""Content words of questions and sentences (pure functions), for lexical overlap and follow-ups.
+Stopwords come from the collection's ``retrieval.profile.Profile``."""
 
 from __future__ import annotations
 
 import re
 
+from retrieval.profile import DEFAULT_PROFILE, Profile
 from retrieval.textnorm import normalize
 
-STOPWORDS = frozenset("""
-a about above after again against all also am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further had has
-have having he her here hers him his how i if in into is it its itself just me might more most must
-my no nor not of off on once only or other our out over own same shall she should so some such than
-that the their them then there these they this those through to too under until up upon very was we
-were what when where which while who whom why will with would you your yours
-get got give given make may much many need needs one ones per use used using whether within without
-""".split())
+STOPWORDS = DEFAULT_PROFILE.stopwords  # the default profile's; pass a profile to the functions below
 
 TOKEN = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 
@@ -37,18 +31,19 @@ def stem(word: str) -> str:
     return word
 
 
-def terms_with_words(text: str) -> dict[str, str]:
+def terms_with_words(text: str, profile: Profile = DEFAULT_PROFILE) -> dict[str, str]:
     """Content terms (stem → the word as written) of a question, in order of appearance."""
     out: dict[str, str] = {}
     for t in TOKEN.findall(normalize(text)):
-        if (t not in STOPWORDS and len(t) > 1) or t.isdigit():
+        if (t not in profile.stopwords and len(t) > 1) or t.isdigit():
             out.setdefault(stem(t), t)
     return out
 
 
-def content_terms(text: str) -> list[str]:
+def content_terms(text: str, profile: Profile = DEFAULT_PROFILE) -> list[str]:
     """Stemmed content words (stopwords dropped; numbers kept as written, e.g. "10,000")."""
-    return [stem(t) for t in TOKEN.findall(normalize(text)) if t not in STOPWORDS and len(t) > 1 or t.isdigit()]
+    return [stem(t) for t in TOKEN.findall(normalize(text))
+            if t not in profile.stopwords and len(t) > 1 or t.isdigit()]
 
 
 def coverage(weights: dict[str, float], text_terms: set[str]) -> float:
