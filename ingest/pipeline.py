@@ -16,6 +16,8 @@ from ingest.pdf import Page, document_title, extract
 from ingest.sources import InputError, Source
 from retrieval import db, index
 from retrieval.embed import Embedder
+from retrieval.identifiers import identifier_terms
+from retrieval.sentence_index import embed_windows, windows_of
 from retrieval.settings import Settings
 from retrieval.textnorm import search_text
 
@@ -24,7 +26,7 @@ log = logging.getLogger(__name__)
 MIN_TEXT_CHARS_PER_PAGE = 20  # below this on average, the PDF has no usable text layer
 # Bump when extraction or chunking changes: documents indexed by an older pipeline are re-indexed
 # when ingested again, instead of being skipped as unchanged.
-PIPELINE_VERSION = "2026-12-02.4"
+PIPELINE_VERSION = "2026-12-03.1"  # .1: identifier terms, lexeme counts and sentence vectors at ingest
 
 
 @dataclass
@@ -109,13 +111,21 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
         vectors = embedder.embed(texts, on_batch=bar.update)
     finally:
         bar.close()
+    windows = [windows_of(c.context, c.text) for c in chunks]
+    bar = tqdm(total=len({w for ws in windows for w in ws}), desc=f"{src.name}: sentences", unit="sentence",
+               disable=None if not quiet else True, leave=False)
+    try:
+        sentence_vectors = embed_windows(windows, lambda ws: embedder.embed(ws, batch_size=64, on_batch=bar.update))
+    finally:
+        bar.close()
     if on_progress:
         on_progress(f"{src.name}: {len(chunks)} chunks embedded")
     with db.connection(settings) as conn:
         _, replaced = store.write_document(
             conn, collection=collection, name=src.name, sha256=src.sha256, source=src.origin, url=src.url,
             size=len(src.data), pages=pages, chunks=chunks, search_texts=texts, vectors=vectors,
-            pipeline_version=PIPELINE_VERSION, title=title)
+            pipeline_version=PIPELINE_VERSION, title=title, terms=[identifier_terms(t) for t in texts],
+            sentence_vectors=sentence_vectors)
     status = "reindexed" if same is not None else "replaced" if replaced else "ingested"
     return IngestResult(src.name, src.origin, collection, status,
                         len(pages), len(chunks), time.perf_counter() - t0)

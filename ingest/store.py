@@ -10,6 +10,7 @@ import psycopg
 
 from ingest.chunk import Chunk
 from ingest.pdf import Page
+from retrieval.sentence_index import copy_rows
 
 
 @dataclass(frozen=True)
@@ -34,22 +35,28 @@ def _lock_key(collection: str, name: str) -> str:
 def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha256: str, source: str,
                    url: str | None, size: int, pages: Sequence[Page], chunks: Sequence[Chunk],
                    search_texts: Sequence[str], vectors: np.ndarray, pipeline_version: str,
-                   title: str | None = None) -> tuple[int, bool]:
+                   title: str | None = None, terms: Sequence[Sequence[str]] | None = None,
+                   sentence_vectors: Sequence[np.ndarray] | None = None) -> tuple[int, bool]:
     """Insert the document, replacing an older version of the same name atomically.
 
     Returns (document id, replaced). Nothing is visible to readers until the commit, and a failure
-    anywhere rolls everything back, the old version included.
+    anywhere rolls everything back, the old version included. Besides pages and chunks (with their
+    identifier ``terms``) it writes what search keeps per document: the chunk lengths' total, each
+    lexeme's chunk count (``document_lexemes``) and the chunks' sentence-window vectors.
     """
-    if len(chunks) != len(vectors) or len(chunks) != len(search_texts):
-        raise ValueError("chunks, search texts and vectors differ in length")
+    terms = terms if terms is not None else [[] for _ in chunks]
+    if len(chunks) != len(vectors) or len(chunks) != len(search_texts) or len(chunks) != len(terms) or (
+            sentence_vectors is not None and len(sentence_vectors) != len(chunks)):
+        raise ValueError("chunks, search texts, terms and vectors differ in length")
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_lock_key(collection, name),))
         old = conn.execute("DELETE FROM documents WHERE collection = %s AND name = %s RETURNING id",
                            (collection, name)).fetchone()
         doc_id = conn.execute(
             "INSERT INTO documents (collection, name, sha256, source, url, bytes, page_count, chunk_count, "
-            "pipeline_version, title) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (collection, name, sha256, source, url, size, len(pages), len(chunks), pipeline_version, title)
+            "pipeline_version, title, token_total) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (collection, name, sha256, source, url, size, len(pages), len(chunks), pipeline_version, title,
+             sum(c.tokens for c in chunks))
         ).fetchone()["id"]
         with conn.cursor() as cur:
             with cur.copy("COPY pages (collection, document_id, page_no, label, text, body_start, body_end, "
@@ -59,10 +66,24 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
                     copy.write_row((collection, doc_id, p.number, p.label, p.text, s, e, p.hidden_chars))
         with conn.cursor() as cur:
             with cur.copy("COPY chunks (collection, document_id, ordinal, page_start, char_start, page_end, "
-                          "char_end, text, context, search_text, token_count, embedding) FROM STDIN") as copy:
-                for c, st, v in zip(chunks, search_texts, vectors, strict=True):
+                          "char_end, text, context, search_text, token_count, embedding, terms) FROM STDIN") as copy:
+                for c, st, v, t in zip(chunks, search_texts, vectors, terms, strict=True):
                     copy.write_row((collection, doc_id, c.ordinal, c.page_start, c.char_start, c.page_end,
-                                    c.char_end, c.text, c.context, st, c.tokens, v))
+                                    c.char_end, c.text, c.context, st, c.tokens, v, list(t)))
+        conn.execute(
+            "INSERT INTO document_lexemes (collection, document_id, lexeme, df) "
+            "SELECT c.collection, c.document_id, u.lexeme, count(*) FROM chunks c CROSS JOIN LATERAL unnest(c.tsv) u "
+            "WHERE c.collection = %s AND c.document_id = %s GROUP BY c.collection, c.document_id, u.lexeme",
+            (collection, doc_id))
+        if sentence_vectors is not None:
+            ids = {r["ordinal"]: int(r["id"]) for r in conn.execute(
+                "SELECT ordinal, id FROM chunks WHERE collection = %s AND document_id = %s", (collection, doc_id))}
+            copy_rows(conn, ((collection, ids[c.ordinal], i, vec) for c, sv in zip(chunks, sentence_vectors, strict=True)
+                             for i, vec in enumerate(sv)))
+        flagged = [c.ordinal for c in chunks if c.untrusted]  # prompt injection (ingest.injection)
+        if flagged:
+            conn.execute("UPDATE chunks SET untrusted = true WHERE collection = %s AND document_id = %s "
+                         "AND ordinal = ANY(%s)", (collection, doc_id, flagged))
     return doc_id, old is not None
 
 

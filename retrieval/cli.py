@@ -222,9 +222,10 @@ def db_status(json_out: JsonOpt = False) -> None:
         counts = conn.execute("SELECT (SELECT count(*) FROM documents) AS documents, "
                               "(SELECT count(*) FROM chunks) AS chunks").fetchone()
         version = conn.execute("SELECT max(migration_id) AS v FROM _yoyo_migration").fetchone()["v"]
+    from retrieval.rerank import describe as describe_reranker  # noqa: PLC0415
     info = {"database": "external (DATABASE_URL)" if settings.database_url else f"embedded at {settings.pgdata}",
             "schema": version, "embedding_model": rec[0] if rec else None,
-            "embedding_dim": rec[1] if rec else None, **counts}
+            "embedding_dim": rec[1] if rec else None, **counts, "reranker": describe_reranker(settings.reranker)}
     if json_out:
         _emit(info)
     else:
@@ -377,6 +378,35 @@ def eval_answers(
     try:
         result = run_eval(settings, questions, answerer=answerer, collections=collection, command=command,
                           calibrate_threshold=calibrate)
+@eval_app.command("scale")
+def eval_scale(
+    questions: Annotated[Path, typer.Argument(help="Questions to time (the format of dev_questions.json).")],
+    source: Annotated[str, typer.Option(help="Collection whose chunk texts are repeated.")] = "dev",
+    size: Annotated[list[int] | None, typer.Option(help="Chunks per synthetic collection (repeatable).")] = None,
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/retrieval_scale.json"),
+    rounds: Annotated[int, typer.Option(min=1, help="Timed passes over the questions.")] = 1,
+) -> None:
+    """Search p50/p95 and index size on synthetic collections of 10k, 100k, 1M chunks (scratch databases)."""
+    from retrieval.scale import SIZES, run as run_scale  # noqa: PLC0415
+
+    settings = _settings()
+    _ready(settings)
+    sizes = size or list(SIZES)
+    command = (f"chapterverse eval scale {questions} --source {source} --out {out} --rounds {rounds}"
+               + "".join(f" --size {n}" for n in sizes))
+    try:
+        result = run_scale(settings, questions, source, sizes, rounds, command=command)
+    except (DatabaseError, ModelError, ValueError, OSError) as exc:
+        _fail(str(exc))
+    _write_result(out, result)
+    for n, r in result["sizes"].items():
+        total = {name: st["total"] for name, st in r["search_ms"].items()}
+        typer.echo(f"{n} chunks: " + "  ".join(f"{name} p50/p95 {t['p50']:.0f}/{t['p95']:.0f} ms"
+                                               for name, t in total.items())
+                   + f"  database {r['bytes']['database'] / 1e9:.2f} GB")
+    typer.echo(f"wrote {out}")
+
+
     except (ValueError, OSError) as exc:
         _fail(str(exc))
     _write_result(out, result)

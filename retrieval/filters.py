@@ -29,6 +29,15 @@ class Scope:
             where.append(f"{doc}.name = ANY(%(scope_documents)s)")
         return " AND ".join(where) or "true"
 
+    def documents_sql(self, doc: str = "d") -> str:
+        """The same filter over ``documents`` alone (for statistics kept per document)."""
+        where: list[str] = []
+        if self.collections:
+            where.append(f"{doc}.collection = ANY(%(scope_collections)s)")
+        if self.documents:
+            where.append(f"{doc}.name = ANY(%(scope_documents)s)")
+        return " AND ".join(where) or "true"
+
     def params(self) -> dict[str, object]:
         return {"scope_collections": list(self.collections), "scope_documents": list(self.documents)}
 

@@ -15,6 +15,7 @@ class Hit:
 
     chunk_id: int
     score: float
+    collection: str | None = None  # the chunk's collection, so later lookups can be routed by it
 
 
 @dataclass(frozen=True)

@@ -40,11 +40,16 @@ def ensure_model(conn: psycopg.Connection, name: str, dim: int) -> None:
 
 
 def reembed(conn: psycopg.Connection, name: str, dim: int, vectors_for: "callable") -> int:  # type: ignore[valid-type]
-    """Re-embed every chunk with a new model in one transaction; returns the number of chunks."""
+    """Re-embed every chunk, and its stored sentence windows, with a new model in one transaction;
+    returns the number of chunks."""
+    from retrieval.sentence_index import copy_rows, embed_windows, windows_of  # noqa: PLC0415
+
     with conn.transaction():
         conn.execute("LOCK TABLE chunks IN EXCLUSIVE MODE")
-        rows = conn.execute("SELECT collection, id, search_text FROM chunks ORDER BY collection, id").fetchall()
+        rows = conn.execute("SELECT collection, id, search_text, context, text FROM chunks "
+                            "ORDER BY collection, id").fetchall()
         vecs = vectors_for([r["search_text"] for r in rows])
+        sentence_vecs = embed_windows([windows_of(r["context"], r["text"]) for r in rows], vectors_for)
         conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
         conn.execute("ALTER TABLE chunks ALTER COLUMN embedding TYPE vector USING NULL")
         conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dim)})")
@@ -52,6 +57,9 @@ def reembed(conn: psycopg.Connection, name: str, dim: int, vectors_for: "callabl
             cur.executemany("UPDATE chunks SET embedding = %s WHERE collection = %s AND id = %s",
                             [(v, r["collection"], r["id"]) for v, r in zip(vecs, rows, strict=True)])
         conn.execute("CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops)")
+        conn.execute("DELETE FROM chunk_sentences")
+        copy_rows(conn, ((r["collection"], r["id"], i, v) for r, sv in zip(rows, sentence_vecs, strict=True)
+                         for i, v in enumerate(sv)))
         conn.execute("DELETE FROM embedding_model")
         conn.execute("INSERT INTO embedding_model (name, dim) VALUES (%s, %s)", (name, dim))
     return len(rows)

@@ -1,9 +1,11 @@
 """Second-stage rerankers behind one small interface, and the choice of which one actually runs.
 
-``Settings.reranker`` names a sentence-transformers ``CrossEncoder`` (hub name or local path). When
-it cannot be loaded (no weights offline), the search falls back to ``FALLBACK`` and logs once which
-reranker ran instead; ``SearchResult.reranker`` always names the one that ran. Two special names:
-``none`` (no rerank: fused order) and ``bi-encoder-sentences`` (the fallback; can also be chosen explicitly).
+``Settings.reranker`` is ``bi-encoder-sentences`` by default (the reranker that was measured; its
+sentence vectors are stored at ingest, see ``retrieval.sentence_index``), ``none`` (no rerank: fused
+order), or a sentence-transformers ``CrossEncoder`` (hub name or local path), opt-in. When a
+cross-encoder cannot be loaded (no weights offline), the search falls back to ``FALLBACK`` and logs
+once which reranker ran instead; ``SearchResult.reranker`` always names the one that ran, and
+``describe`` says which one will run without loading any model (``chapterverse db status``).
 """
 
 from __future__ import annotations
@@ -110,13 +112,31 @@ class Choice:
     note: str = ""  # why it differs from what was requested
 
 
-# What runs when the configured cross-encoder cannot be loaded: the bi-encoder sentence reranker.
-# Measured on the 24 dev questions after chunks were indexed with the document title and section
-# headings (results/retrieval_dev_eval.json): RRF alone recall@5 0.96, MRR@10 0.87; with this
-# fallback at weight 0.3 over the top 10, recall@5 0.96, MRR@10 0.93, recall@1 0.79 -> 0.92. It
-# costs roughly half a second per query on 2 cores (results/retrieval_latency.json, stage
+# The default, and what runs when a configured cross-encoder cannot be loaded: the bi-encoder
+# sentence reranker. Measured on the 24 dev questions (results/retrieval_dev_eval.json): RRF alone
+# recall@5 0.96, MRR@10 0.87; with it at weight 0.3 over the top 10, recall@5 0.96, MRR@10 0.93,
+# recall@1 0.79 -> 0.92. Embedding the candidates' sentences per query cost ~0.5 s on 2 cores; with
+# the vectors stored at ingest it is one small SQL statement (results/retrieval_latency.json, stage
 # "rerank"). CHAPTERVERSE_RERANKER=none turns reranking off.
 FALLBACK = SENTENCES
+
+
+def describe(requested: str) -> str:
+    """Which reranker ``requested`` will run, decided without loading a model: a local path or a
+    model in the Hugging Face cache is tried as a cross-encoder; anything else falls back."""
+    if requested in (NONE, SENTENCES):
+        return requested
+    if Path(requested).expanduser().exists():
+        return f"cross-encoder:{requested} (loaded on first use; {FALLBACK} if it cannot be)"
+    try:
+        from huggingface_hub import try_to_load_from_cache  # noqa: PLC0415
+
+        cached = isinstance(try_to_load_from_cache(requested, "config.json"), str)
+    except Exception:  # noqa: BLE001  (not a repo id, no cache: not available)
+        cached = False
+    if cached:
+        return f"cross-encoder:{requested} (from the Hugging Face cache; {FALLBACK} if it cannot be loaded)"
+    return f"{FALLBACK} (cross-encoder {requested!r} is not available offline)"
 
 _cache: dict[tuple[str, str], Choice] = {}
 _cache_lock = threading.Lock()

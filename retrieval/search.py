@@ -36,6 +36,7 @@ from retrieval.fuse import RRF_K, Fused, Hit, Span, diversify, near_duplicates, 
 from retrieval.keyword import KeywordMethod, keyword
 from retrieval.models import Passage, SearchResult, StageScores
 from retrieval.rerank import Choice, SentenceReranker, choose
+from retrieval.sentence_index import rerank_text, stored_scores
 from retrieval.settings import Settings
 from retrieval.vector import dense as dense_hits
 
@@ -63,30 +64,37 @@ class SearchConfig(BaseModel):
         "'single' measured slightly faster (results/retrieval_latency.json): the keyword backend and torch "
         "compete for the cores, tripling the embedding time. With more cores, try 'parallel'.")
     reranker: str | None = None  # None: Settings.reranker
+    stored_sentences: bool = Field(
+        default=True, description="Sentence reranker: use the sentence vectors stored at ingest (False: embed "
+        "the candidates' sentences per query, as before they were stored; kept to measure the difference).")
 
 
 PASSAGE_COLUMNS = """
     c.id AS chunk_id, c.collection, c.document_id, d.name AS document, d.url AS document_url,
-    c.page_start, c.page_end, c.char_start, c.char_end, c.text, c.context,
+    c.page_start, c.page_end, c.char_start, c.char_end, c.text, c.context, c.untrusted,
     (SELECT p.label FROM pages p WHERE p.collection = c.collection AND p.document_id = c.document_id
        AND p.page_no = c.page_start) AS page_label
 """
 
 
-def fetch_rows(conn: psycopg.Connection, chunk_ids: Sequence[int]) -> dict[int, dict]:
-    if not chunk_ids:
+def fetch_rows(conn: psycopg.Connection, keys: Sequence[tuple[str, int]]) -> dict[int, dict]:
+    """The passage rows of (collection, chunk id) pairs (always looked up by collection too)."""
+    if not keys:
         return {}
     rows = conn.execute(
         f"SELECT {PASSAGE_COLUMNS} FROM chunks c JOIN documents d ON d.collection = c.collection "
-        f"AND d.id = c.document_id WHERE c.id = ANY(%s)", [list(chunk_ids)]).fetchall()
-    return {int(r["chunk_id"]): r for r in rows}
+        f"AND d.id = c.document_id WHERE c.collection = ANY(%s) AND c.id = ANY(%s)",
+        [sorted({c for c, _ in keys}), [i for _, i in keys]]).fetchall()
+    wanted = set(keys)
+    return {int(r["chunk_id"]): r for r in rows if (r["collection"], int(r["chunk_id"])) in wanted}
 
 
 def to_passage(row: dict, score: float, stages: StageScores) -> Passage:
     return Passage(chunk_id=row["chunk_id"], collection=row["collection"], document=row["document"],
                    document_url=row["document_url"], page=row["page_start"], page_end=row["page_end"],
                    page_label=row["page_label"], char_start=row["char_start"], char_end=row["char_end"],
-                   text=row["text"], context=row["context"], score=score, stages=stages)
+                   text=row["text"], context=row["context"], score=score, stages=stages,
+                   untrusted=bool(row.get("untrusted", False)))
 
 
 def span_of(row: Mapping) -> Span:
@@ -157,7 +165,7 @@ def run_legs(settings: Settings, embedder: Embedder, query: str, cfg: SearchConf
 
 def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
     """Both legs in one SQL statement (after embedding the query): one round trip, no overlap."""
-    from retrieval.keyword import BM25Params, bm25_sql  # noqa: PLC0415
+    from retrieval.keyword import bm25_params, bm25_sql  # noqa: PLC0415
     from retrieval.vector import configure  # noqa: PLC0415
 
     t = time.perf_counter()
@@ -167,16 +175,15 @@ def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchC
         configure(conn, cfg.depth)
         rows = conn.execute(
             f"WITH kw AS ({bm25_sql(scope)}), "
-            f"nn AS MATERIALIZED (SELECT c.id, c.embedding <=> %(vec)s AS dist FROM {scope.from_clause()} "
-            f"WHERE {scope.sql()} ORDER BY c.embedding <=> %(vec)s LIMIT %(limit)s) "
-            f"SELECT 'keyword' AS leg, chunk_id, score FROM kw "
-            f"UNION ALL SELECT 'dense', id, 1 - dist FROM nn",
-            {**scope.params(), "query": query, "vec": vec, "limit": cfg.depth,
-             "k1": BM25Params().k1, "b": BM25Params().b}).fetchall()
+            f"nn AS MATERIALIZED (SELECT c.collection, c.id, c.embedding <=> %(vec)s AS dist "
+            f"FROM {scope.from_clause()} WHERE {scope.sql()} ORDER BY c.embedding <=> %(vec)s LIMIT %(limit)s) "
+            f"SELECT 'keyword' AS leg, collection, chunk_id, score FROM kw "
+            f"UNION ALL SELECT 'dense', collection, id, 1 - dist FROM nn",
+            {**bm25_params(query, cfg.depth, scope), "vec": vec}).fetchall()
     t2 = time.perf_counter()
     lists: dict[str, list[Hit]] = {"keyword": [], "dense": []}
     for r in rows:
-        lists[r["leg"]].append(Hit(int(r["chunk_id"]), float(r["score"])))
+        lists[r["leg"]].append(Hit(int(r["chunk_id"]), float(r["score"]), r["collection"]))
     lists["keyword"].sort(key=lambda h: (-h.score, h.chunk_id))
     lists["dense"].sort(key=lambda h: (-h.score, h.chunk_id))
     return Legs(lists=lists, query_vector=vec,
@@ -212,7 +219,8 @@ def finish(settings: Settings, query: str, legs: Legs, k: int, cfg: SearchConfig
         Fused(h.chunk_id, h.score, {leg: i}, {leg: h.score})
         for leg, hits in legs.lists.items() for i, h in enumerate(hits, 1)]
     head = fused[:max(cfg.fetch_depth, k)]
-    rows = fetch_rows(conn, [f.chunk_id for f in head])
+    collection_of = {h.chunk_id: h.collection for hits in legs.lists.values() for h in hits}
+    rows = fetch_rows(conn, [(collection_of[f.chunk_id], f.chunk_id) for f in head])
     head = [f for f in head if f.chunk_id in rows]  # a chunk deleted meanwhile is skipped
     keep = near_duplicates([span_of(rows[f.chunk_id]) for f in head])
     head = [head[i] for i in keep]
@@ -223,14 +231,14 @@ def finish(settings: Settings, query: str, legs: Legs, k: int, cfg: SearchConfig
     rerank_scores: dict[int, float] = {}
     if choice.reranker is not None and head:
         top, rest = order[:cfg.rerank_depth], order[cfg.rerank_depth:]
-        texts = [_rerank_text(rows[c]) for c in top]
         if isinstance(choice.reranker, SentenceReranker):
-            vals = choice.reranker.score(query, texts, query_vector=legs.query_vector)
+            rerank_scores = _sentence_scores(conn, choice.reranker, query, legs, [rows[c] for c in top],
+                                             cfg.stored_sentences)
             weight = cfg.rerank_weight
         else:
-            vals = choice.reranker.score(query, texts)
+            vals = choice.reranker.score(query, [rerank_text(rows[c]["context"], rows[c]["text"]) for c in top])
+            rerank_scores = dict(zip(top, vals, strict=True))
             weight = 1.0
-        rerank_scores = dict(zip(top, vals, strict=True))
         order = combine_ranks(top, rerank_scores, weight, cfg.rrf_k) + rest
     timings["rerank"] = (time.perf_counter() - t) * 1e3
 
@@ -253,9 +261,20 @@ def finish(settings: Settings, query: str, legs: Legs, k: int, cfg: SearchConfig
     return passages, timings
 
 
-def _rerank_text(row: Mapping) -> str:
-    context = row["context"] or ""
-    return f"{context}\n{row['text']}" if context else row["text"]
+def _sentence_scores(conn: psycopg.Connection, reranker: SentenceReranker, query: str, legs: Legs,
+                     rows: Sequence[Mapping], stored: bool = True) -> dict[int, float]:
+    """Sentence-reranker scores from the vectors stored at ingest; a chunk indexed before they
+    existed has its sentences embedded now, as the reranker always did."""
+    if legs.query_vector is None:
+        legs.query_vector = reranker.embedder.embed_query(query)
+    scores = stored_scores(conn, [(r["collection"], int(r["chunk_id"])) for r in rows],
+                           legs.query_vector) if stored else {}
+    missing = [r for r in rows if int(r["chunk_id"]) not in scores]
+    if missing:
+        vals = reranker.score(query, [rerank_text(r["context"], r["text"]) for r in missing],
+                              query_vector=legs.query_vector)
+        scores.update({int(r["chunk_id"]): v for r, v in zip(missing, vals, strict=True)})
+    return scores
 
 
 def search_with(settings: Settings, query: str, k: int, scope: Scope, cfg: SearchConfig) -> SearchResult:

@@ -45,8 +45,10 @@ class Settings(BaseSettings):
         "all-MiniLM-L6-v2 weights shipped in that pip package.",
     )
     reranker: str = Field(
-        default="cross-encoder/ms-marco-MiniLM-L-6-v2",
-        description="CrossEncoder model name or path; falls back when it cannot be loaded.",
+        default="bi-encoder-sentences",
+        description="'bi-encoder-sentences' (default: the embedding model over each candidate's sentences, "
+        "vectors stored at ingest; the reranker that was measured), 'none', or a sentence-transformers "
+        "CrossEncoder name or local path (opt-in; when it cannot be loaded the default runs instead).",
     )
 
     # ingestion

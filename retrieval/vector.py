@@ -27,8 +27,8 @@ def configure(conn: psycopg.Connection, limit: int) -> None:
 def dense(conn: psycopg.Connection, vector: np.ndarray, limit: int, scope: Scope = Scope()) -> list[Hit]:
     configure(conn, limit)
     rows = conn.execute(
-        f"WITH nn AS MATERIALIZED (SELECT c.id, c.embedding <=> %(vec)s AS dist FROM {scope.from_clause()} "
-        f"WHERE {scope.sql()} ORDER BY c.embedding <=> %(vec)s LIMIT %(limit)s) "
-        f"SELECT id AS chunk_id, 1 - dist AS score FROM nn ORDER BY dist, id",
+        f"WITH nn AS MATERIALIZED (SELECT c.collection, c.id, c.embedding <=> %(vec)s AS dist "
+        f"FROM {scope.from_clause()} WHERE {scope.sql()} ORDER BY c.embedding <=> %(vec)s LIMIT %(limit)s) "
+        f"SELECT collection, id AS chunk_id, 1 - dist AS score FROM nn ORDER BY dist, id",
         {**scope.params(), "vec": vector, "limit": limit}).fetchall()
-    return [Hit(int(r["chunk_id"]), float(r["score"])) for r in rows]
+    return [Hit(int(r["chunk_id"]), float(r["score"]), r["collection"]) for r in rows]
