@@ -360,24 +360,6 @@ def ask(
         typer.echo(as_text(result))
 
 
-@eval_app.command("answers")
-def eval_answers(
-    questions: Annotated[Path, typer.Argument(help="Question set (the format of tests/corpus/dev_questions.json).")],
-    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/answer_eval.json"),
-    answerer: Annotated[str | None, typer.Option(help="gemini or extractive (default: gemini when GEMINI_API_KEY is set).")] = None,
-    collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
-    calibrate: Annotated[bool, typer.Option(help="Also report the best extractive refusal threshold for this set.")] = False,
-) -> None:
-    """Answered-correctly rate, refusal precision/recall, false refusals, citations dropped by verification."""
-    from retrieval.answer_eval import evaluate as run_eval  # noqa: PLC0415
-
-    settings = _settings()
-    _ready(settings)
-    command = (f"chapterverse eval answers {questions} --out {out}" + (f" --answerer {answerer}" if answerer else "")
-               + "".join(f" --collection {c}" for c in collection or []) + (" --calibrate" if calibrate else ""))
-    try:
-        result = run_eval(settings, questions, answerer=answerer, collections=collection, command=command,
-                          calibrate_threshold=calibrate)
 @eval_app.command("scale")
 def eval_scale(
     questions: Annotated[Path, typer.Argument(help="Questions to time (the format of dev_questions.json).")],
@@ -407,6 +389,24 @@ def eval_scale(
     typer.echo(f"wrote {out}")
 
 
+@eval_app.command("answers")
+def eval_answers(
+    questions: Annotated[Path, typer.Argument(help="Question set (the format of tests/corpus/dev_questions.json).")],
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/answer_eval.json"),
+    answerer: Annotated[str | None, typer.Option(help="gemini or extractive (default: gemini when GEMINI_API_KEY is set).")] = None,
+    collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
+    calibrate: Annotated[bool, typer.Option(help="Also report the best extractive refusal threshold for this set.")] = False,
+) -> None:
+    """Answered-correctly rate, refusal precision/recall, false refusals, citations dropped by verification."""
+    from retrieval.answer_eval import evaluate as run_eval  # noqa: PLC0415
+
+    settings = _settings()
+    _ready(settings)
+    command = (f"chapterverse eval answers {questions} --out {out}" + (f" --answerer {answerer}" if answerer else "")
+               + "".join(f" --collection {c}" for c in collection or []) + (" --calibrate" if calibrate else ""))
+    try:
+        result = run_eval(settings, questions, answerer=answerer, collections=collection, command=command,
+                          calibrate_threshold=calibrate)
     except (ValueError, OSError) as exc:
         _fail(str(exc))
     _write_result(out, result)
