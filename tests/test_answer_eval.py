@@ -159,12 +159,12 @@ def test_report_puts_faa_and_manuals_side_by_side_and_rewrites_only_its_table(tm
     results = tmp_path / "results"
     results.mkdir()
     for name, qf, right, date in [("answer_eval.json", "tests/corpus/dev_questions.json", 1, "2026-01-01T00:00"),
-                                  ("answer_eval_c2.json", "tests/corpus2/dev_questions.json", 2, "2026-01-02T00:00"),
-                                  ("answer_eval_old.json", "tests/corpus/dev_questions.json", 0, "2025-01-01T00:00")]:
+                                  ("answer_eval_manuals_dev.json", "tests/corpus2/dev_questions.json", 2, "2026-01-02T00:00"),
+                                  ("answer_eval_first_run.json", "tests/corpus/dev_questions.json", 0, "2027-01-01T00:00")]:
         (results / name).write_text(json.dumps(_result(qf, right, date)))
     cols, older = load_columns(results, ROOT)
     assert [(c.corpus, c.set_key) for c in cols] == [("FAA", "dev"), ("manuals", "dev")]
-    assert [c.path.name for c in older] == ["answer_eval_old.json"]
+    assert [c.path.name for c in older] == ["answer_eval_first_run.json"]  # not the set's file, though newer
     table = render(cols, older)
     assert "| measure | FAA dev (tuning) | R + gnuplot dev (tuning) |" in table
     assert "| answered with the right evidence first | 1/2 (0.50) | 2/2 (1.00) |" in table
