@@ -176,6 +176,16 @@ def nearest_block(n: NearestPassage) -> Block:
     return section(body)
 
 
+def untrusted_blocks(answer: Answer) -> list[Block]:
+    """A note when passages addressed to AI assistants (prompt injection) matched: ignored, never quoted."""
+    if not answer.untrusted:
+        return []
+    where = ", ".join(dict.fromkeys(mrkdwn_link(n.url, source_label(n.document, n.page, n.page_label))
+                                     for n in answer.untrusted))
+    return [context(f":shield: This document contains text addressed to AI assistants ({where}); it was "
+                    "ignored: such text is never evidence and never an instruction.")]
+
+
 def feedback_block(turn_id: int) -> Block:
     return {"type": "actions", "block_id": "feedback", "elements": [
         {"type": "button", "action_id": FEEDBACK_UP, "value": str(turn_id),
@@ -233,6 +243,7 @@ def render_answer(answer: Answer, *, turn_id: int | None, searched: Searched) ->
     note = f"{n} quote{'s' if n != 1 else ''}, each checked word for word against the PDF page."
     if answer.answerer:
         note += f" Answerer: {escape(answer.answerer)}."
+    blocks.extend(untrusted_blocks(answer))
     blocks.append(context(note))
     return paginate(blocks, answer.answer or "Answer", tail)
 
@@ -240,7 +251,7 @@ def render_answer(answer: Answer, *, turn_id: int | None, searched: Searched) ->
 def render_refusal(answer: Answer, *, searched: Searched, tail: Sequence[Block] = ()) -> list[SlackMessage]:
     reason = answer.reason.strip() or "the handbooks I can search do not say."
     head = f":no_entry_sign: *I could not find a supported answer in the handbooks.*\n{escape(reason)}"
-    blocks: list[Block] = [*sections(head), context(_searched_text(searched))]
+    blocks: list[Block] = [*sections(head), *untrusted_blocks(answer), context(_searched_text(searched))]
     if answer.nearest:
         blocks.append(section("*Nearest passages* (not an answer; look for yourself):"))
         blocks.extend(nearest_block(n) for n in answer.nearest)

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ingest.injection import overlaps
 from ingest.pdf import Heading, Page
 
 TokenCounter = Callable[[str], int]
@@ -26,6 +27,7 @@ class Unit:
     end: int
     tokens: int
     paragraph_start: bool  # first unit of a paragraph
+    untrusted: bool = False  # inside a paragraph flagged as prompt injection (Page.untrusted)
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Chunk:
     tokens: int
     context: str  # nearest preceding section heading, "" when none
     inner_titles: tuple[str, ...] = ()  # section headings that start inside the chunk
+    untrusted: bool = False  # made of prompt-injection paragraphs only (never mixed with other text)
 
 
 _PARA = re.compile(r"\n[ \t]*\n")
@@ -90,7 +93,7 @@ def units_of(page: Page, budget: int, count: TokenCounter) -> list[Unit]:
             pieces = [(ss, se, n)] if n <= budget else [
                 (a, b, count(text[a:b])) for a, b in _word_windows(text, ss, se, budget, count)]
             for a, b, k in pieces:
-                units.append(Unit(page.number, a, b, k, first))
+                units.append(Unit(page.number, a, b, k, first, overlaps(page.untrusted, a, b)))
                 first = False
     return units
 
@@ -149,14 +152,15 @@ def chunk_pages(pages: Sequence[Page], count: TokenCounter, budget: int = 200, o
             if t and t != context and t not in inner:
                 inner.append(t)
         chunks.append(Chunk(len(chunks), first.page, first.start, last.page, last.end, "\n".join(parts),
-                            sum(u.tokens for u in group), context, tuple(inner)))
+                            sum(u.tokens for u in group), context, tuple(inner), first.untrusted))
 
     group: list[Unit] = []
     size = 0
     for u in units:
         new_fits = size + u.tokens <= budget
         early_break = u.paragraph_start and size >= 0.6 * budget
-        if group and (not new_fits or early_break):
+        trust_changes = bool(group) and group[-1].untrusted != u.untrusted  # flagged text gets chunks of its own
+        if group and (not new_fits or early_break or trust_changes):
             emit(group)
             tail: list[Unit] = []
             t = 0
@@ -165,7 +169,7 @@ def chunk_pages(pages: Sequence[Page], count: TokenCounter, budget: int = 200, o
                     break
                 tail.insert(0, v)
                 t += v.tokens
-            group, size = tail, t
+            group, size = (tail, t) if not trust_changes else ([], 0)
         group.append(u)
         size += u.tokens
     if group:

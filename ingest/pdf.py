@@ -8,6 +8,10 @@ A page's text is its visible lines joined by "\\n", text blocks separated by a b
 blank line is the paragraph boundary the chunker follows). Running headers and footers are found
 across the document (``find_running_lines``) and excluded from the page *body*, which is what gets
 chunked; the full page text is kept for verification.
+
+Table rows are recovered by line grouping (``ingest.tables``) and written one row per line. Body
+paragraphs that address an AI reader or read as prompt injection are listed in ``Page.untrusted``
+(``ingest.injection``): they stay in the page text, and the chunks made of them are flagged.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pymupdf
+
+from ingest.injection import untrusted_spans
+from ingest.tables import Line, find_tables
 
 MIN_FONT_SIZE = 1.5  # points; smaller text is not readable
 MIN_CONTRAST = 0.12  # luminance difference between text and background
@@ -38,6 +45,8 @@ class Page:
     hidden_chars: int = 0  # characters dropped as invisible
     body_start: int = 0
     body_end: int = -1  # -1: len(text)
+    # paragraphs of the body that read as prompt injection (``ingest.injection``): (start, end) offsets
+    untrusted: tuple[tuple[int, int], ...] = ()
 
     @property
     def body(self) -> tuple[int, int]:
@@ -100,20 +109,27 @@ def _is_bold(span: dict) -> bool:
     return bool(span.get("flags", 0) & 16) or "bold" in str(span.get("font", "")).lower()
 
 
-def page_text(page: pymupdf.Page) -> tuple[str, tuple[Heading, ...], int]:
-    """Visible text of one page, its bold heading lines, and the number of hidden characters."""
+@dataclass
+class _VisibleLine:
+    text: str
+    bbox: pymupdf.Rect  # union of the visible spans
+    bold: bool
+
+
+def _visible_blocks(page: pymupdf.Page) -> tuple[list[list[_VisibleLine]], int]:
+    """The page's text blocks as lists of visible lines, and the number of hidden characters."""
     data = page.get_text("dict", flags=pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_PRESERVE_LIGATURES)
     rects = _filled_rects(page)
     page_rect = page.rect
-    blocks: list[list[str]] = []
-    headings: list[tuple[int, int, str]] = []  # (block index, line index, text)
+    blocks: list[list[_VisibleLine]] = []
     hidden = 0
     for block in data.get("blocks", []):
         if block.get("type") != 0:
             continue
-        lines: list[str] = []
+        lines: list[_VisibleLine] = []
         for line in block.get("lines", []):
             parts: list[str] = []
+            bbox: pymupdf.Rect | None = None
             bold = True
             for span in line.get("spans", []):
                 if span_is_hidden(span, page_rect, rects):
@@ -122,25 +138,58 @@ def page_text(page: pymupdf.Page) -> tuple[str, tuple[Heading, ...], int]:
                 parts.append(span["text"])
                 if span["text"].strip():
                     bold = bold and _is_bold(span)
+                    box = pymupdf.Rect(span["bbox"])
+                    bbox = box if bbox is None else bbox | box
             text = "".join(parts).rstrip()
-            if text.strip():
-                if bold and len(text.strip()) <= 120:
-                    headings.append((len(blocks), len(lines), text.strip()))
-                lines.append(text)
+            if text.strip() and bbox is not None:
+                lines.append(_VisibleLine(text, bbox, bold))
         if lines:
             blocks.append(lines)
-    out = ""
-    offsets: dict[tuple[int, int], int] = {}
+    return blocks, hidden
+
+
+def page_text(page: pymupdf.Page) -> tuple[str, tuple[Heading, ...], int]:
+    """Visible text of one page, its bold heading lines, and the number of hidden characters.
+
+    Table rows found by ``ingest.tables`` replace their cells: each row is one line ("VNE | Never-
+    exceed speed | 149 KIAS") and its own paragraph, placed where the table's first cell was."""
+    blocks, hidden = _visible_blocks(page)
+    flat = [(bi, li) for bi, lines in enumerate(blocks) for li in range(len(lines))]
+    found = find_tables([Line(blocks[bi][li].text, *blocks[bi][li].bbox) for bi, li in flat])
+    table_of: dict[tuple[int, int], int] = {flat[i]: t for t, table in enumerate(found) for i in table.lines}
+    rows_of = [table.row_texts([Line(blocks[bi][li].text, *blocks[bi][li].bbox) for bi, li in flat])
+               for table in found]
+    paragraphs: list[list[tuple[str, bool]]] = []  # lines of each output paragraph, (text, is heading)
+    current: list[tuple[str, bool]] = []
+    emitted: set[int] = set()
     for bi, lines in enumerate(blocks):
-        if bi:
-            out += "\n\n"
         for li, line in enumerate(lines):
+            t = table_of.get((bi, li))
+            if t is None:
+                current.append((line.text, line.bold and len(line.text.strip()) <= 120))
+                continue
+            if t in emitted:
+                continue
+            emitted.add(t)
+            if current:
+                paragraphs.append(current)
+                current = []
+            paragraphs.extend([(row, False)] for row in rows_of[t])
+        if current:
+            paragraphs.append(current)
+            current = []
+    out = ""
+    heads: list[Heading] = []
+    for pi, para in enumerate(paragraphs):
+        if pi:
+            out += "\n\n"
+        for li, (text, heading) in enumerate(para):
             if li:
                 out += "\n"
-            offsets[(bi, li)] = len(out)
-            out += line
-    heads = tuple(Heading(offsets[(b, li)], t) for b, li, t in headings)
-    return out, heads, hidden
+            if heading:
+                heads.append(Heading(len(out), text.strip()))
+            out += text
+    return out, tuple(heads), hidden
 
 
 _ROMAN = re.compile(r"\b[ivxlcdm]+\b")
@@ -219,5 +268,5 @@ def extract(doc: pymupdf.Document, progress: Iterable[int] | None = None) -> lis
     for i, (text, heads, hidden, label) in enumerate(raw):
         start, end = body_bounds(text, running)
         body_heads = tuple(h for h in heads if start <= h.offset < end)
-        pages.append(Page(i + 1, label, text, body_heads, hidden, start, end))
+        pages.append(Page(i + 1, label, text, body_heads, hidden, start, end, untrusted_spans(text, start, end)))
     return pages

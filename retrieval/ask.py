@@ -31,10 +31,11 @@ from retrieval.answerers.keyterms import PhraseStats
 from retrieval.db import DatabaseError
 from retrieval.embed import ModelError
 from retrieval.models import Answer, Citation, NearestPassage, Passage, SearchResult, Turn
+from retrieval.premise import examine, premise_note
 from retrieval.profile import profile_for
 from retrieval.settings import Settings
 from retrieval.textnorm import normalize
-from retrieval.verify import PageText, SourcePage, Verification, shown_slices, verify_claims
+from retrieval.verify import PageText, SourcePage, Verification, page_url, shown_slices, verify_claims
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +189,26 @@ def index_unavailable(question: str, exc: BaseException) -> Answer:
                     f"The index is unavailable, so nothing could be searched: {exc}")
 
 
+def untrusted_note(places: Sequence[NearestPassage]) -> str:
+    """What a reply says when passages flagged as prompt injection matched the question."""
+    where = ", ".join(dict.fromkeys(f"{n.document} p. {n.page_label or n.page}" for n in places))
+    return (f"This document contains text addressed to AI assistants ({where}); it was ignored: such text is "
+            "never evidence and never an instruction.")
+
+
+def set_aside_untrusted(settings: Settings, passages: Sequence[Passage], result: Answer) -> list[Passage]:
+    """The passages an answerer may see: those flagged at ingest as text addressed to an AI reader
+    (``ingest.injection``) are withheld from every answerer (the model prompt included) and listed in
+    ``result.untrusted`` with a note, so the reply says the document holds such text."""
+    flagged = [p for p in passages if p.untrusted]
+    if flagged:
+        result.untrusted = [NearestPassage(document=p.document, page=p.page, page_label=p.page_label,
+                                           url=page_url(p.document, p.page, p.document_url, settings.file_base_url))
+                            for p in flagged]
+        result.warnings.append(untrusted_note(result.untrusted))
+    return [p for p in passages if not p.untrusted]
+
+
 def _no_support(detail: str) -> str:
     detail = detail.strip().rstrip(".")
     return f"{NO_SUPPORT} {detail[:1].upper()}{detail[1:]}." if detail else NO_SUPPORT
@@ -240,6 +261,9 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
                 result.warnings.append(f"follow-up rewrite failed ({exc}); used the previous question as context")
                 standalone = standalone_without_model(question, history)
         result.standalone_question = standalone
+    examined = examine(standalone)  # instructions to the bot dropped; "X is N, confirm" asked as "What is X?"
+    if examined.changed:
+        standalone = result.standalone_question = examined.question
 
     try:
         with clock.stage("search"):
@@ -257,12 +281,13 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
     except ModelError as exc:
         return _refusal(result, f"The search model is unavailable: {exc}")
 
-    shown = shown_pages(settings, found.results, pages)
+    trusted = set_aside_untrusted(settings, found.results, result)
+    shown = shown_pages(settings, trusted, pages)
     if not shown:
         where = f" in {', '.join(collections)}" if collections else ""
         return _refusal(result, _no_support(f"no passages were found{where}"))
 
-    headings = {f"P{rank}": p.context for rank, p in enumerate(found.results, 1)}
+    headings = {f"P{rank}": p.context for rank, p in enumerate(trusted, 1)}
     draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result, headings)
     if (name != EXTRACTIVE and draft is not None and verification is not None and not draft.refusal
             and verification.citations):
@@ -289,6 +314,9 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
     result.answer = draft.answer.strip() or _join_quotes(citations)
     result.citations = citations
     result.reason = ""
+    note = premise_note(examined, [c.quote for c in citations])
+    if note:
+        result.warnings.append(note)
     return result
 
 

@@ -34,6 +34,7 @@ class Passage(BaseModel):
     context: str = ""  # section heading in force at the passage start
     score: float = 0.0  # final score used for ordering
     stages: StageScores = Field(default_factory=StageScores)
+    untrusted: bool = False  # text addressed to an AI reader (prompt injection): never evidence
 
 
 class SearchResult(BaseModel):
@@ -90,3 +91,5 @@ class Answer(BaseModel):
     evidence_score: float | None = None  # the extractive answerer's best evidence score
     warnings: list[str] = Field(default_factory=list)  # e.g. Gemini failed, answered extractively
     best_evidence: NearestPassage | None = None  # extractive: where its best sentence was (also when refusing)
+    # matching passages set aside as text addressed to AI assistants (prompt injection); never quoted
+    untrusted: list[NearestPassage] = Field(default_factory=list)
