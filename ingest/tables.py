@@ -4,8 +4,11 @@ PDF text extraction returns a table cell by cell, often column by column ("VNE\\
 "149 KIAS\\n128 KIAS\\n104 KIAS"), so no passage holds a row and no quote can state it. Here rows are
 recovered by line grouping: lines whose vertical centres agree form a band; a band of two or more
 short cells, separated by clear horizontal gaps, is a row candidate; three or more consecutive row
-candidates with the same number of cells at the same horizontal positions are a table. The first row
-is taken as the column headers.
+candidates with the same number of cells at the same horizontal positions are a table, unless one of
+its columns reads as running text (``prose_column``: several words per line, and words hyphenated at
+line ends, justified lines, or lines that go on with the sentence above): that is a page set in two
+columns. The first row is taken as the
+column headers.
 
 Each row is written as one line of page text, its cells in reading order joined by ``CELL_SEP``
 ("VNE | Never-exceed speed | 149 KIAS"), so it can be retrieved and quoted verbatim, and the quote
@@ -17,6 +20,7 @@ words of cells together ("Currentaltimetersetting"), so it is not used.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +29,9 @@ MAX_CELL_WORDS = 8  # a table cell is short; a line of running prose usually is 
 MIN_ROWS = 3  # header + two rows: two aligned lines alone are too weak a sign
 MIN_GAP = 6.0  # points of white space between neighbouring cells
 ALIGN = 4.0  # points: cells of one column start (or end) within this of each other
+PROSE_MIN_WORDS = 3.0  # mean words per line from which a column may be running text
+SPACING = 1.8  # rows of a table are evenly spaced: the widest gap at most this times the narrowest
+JUSTIFIED_SLACK = 3.0  # points: a justified line is this close to the widest line of its column
 
 
 @dataclass(frozen=True)
@@ -94,14 +101,40 @@ def _aligned(a: Sequence[int], b: Sequence[int], lines: Sequence[Line]) -> bool:
                for i, j in zip(a, b))
 
 
+_CONTINUES = re.compile(r"[a-z](?![.)]\s)")
+
+
+def prose_column(cells: Sequence[Line]) -> bool:
+    """Cells that look like a column of running text (a two-column page), not table cells: several
+    words per line and either words hyphenated at line ends or justified lines of equal width."""
+    words = sum(len(c.text.split()) for c in cells) / len(cells)
+    if words < PROSE_MIN_WORDS:
+        return False
+    hyphenated = sum(1 for c in cells if re.search(r"[a-z]-$", c.text.rstrip())) / len(cells)
+    widest = max(c.x1 - c.x0 for c in cells)
+    justified = sum(1 for c in cells if (c.x1 - c.x0) >= widest - JUSTIFIED_SLACK) / len(cells)
+    # the next line goes on with the sentence ("… at least 3 statute" / "miles."), not "a. Route"
+    goes_on = sum(1 for c in cells[1:] if _CONTINUES.match(c.text.strip())) / max(len(cells) - 1, 1)
+    return hyphenated >= 0.2 or justified >= 0.6 or goes_on >= 0.3
+
+
+def _regular(rows: Sequence[Sequence[int]], lines: Sequence[Line]) -> bool:
+    """Rows evenly spaced: no gap between neighbouring rows more than ``SPACING`` times another."""
+    ys = [lines[r[0]].cy for r in rows]
+    gaps = [b - a for a, b in zip(ys, ys[1:])]
+    return len(gaps) < 1 or max(gaps) <= SPACING * max(min(gaps), 1.0)
+
+
 def find_tables(lines: Sequence[Line]) -> list[Table]:
-    """Runs of at least ``MIN_ROWS`` consecutive, aligned row bands."""
+    """Runs of at least ``MIN_ROWS`` consecutive, aligned row bands whose columns are not running text."""
     tables: list[Table] = []
     run: list[list[int]] = []
 
     def close() -> None:
-        if len(run) >= MIN_ROWS:
-            tables.append(Table(tuple(tuple(r) for r in run)))
+        rows = run if _regular(run, lines) else run[1:]  # a header far above the rows is no header
+        if len(rows) >= MIN_ROWS and _regular(rows, lines) and not any(
+                prose_column([lines[row[c]] for row in rows]) for c in range(len(rows[0]))):
+            tables.append(Table(tuple(tuple(r) for r in rows)))
 
     for band in bands(lines):
         if is_row(band, lines) and (not run or _aligned(run[-1], band, lines)):
