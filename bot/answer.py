@@ -65,11 +65,18 @@ def default_ask() -> AskFn:
 
 
 class Answering:
-    def __init__(self, settings: Settings, client: WebClient, store: Store, ask: AskFn | None = None) -> None:
-        self.settings, self.client, self.store = settings, client, store
+    def __init__(self, settings: Settings, clients: Callable[[str], WebClient], store: Store,
+                 ask: AskFn | None = None) -> None:
+        """``clients(team)`` is the workspace's Web API client (``bot.clients.Clients``)."""
+        self.settings, self.clients, self.store = settings, clients, store
         self._ask = ask
 
     def handle(self, q: Question) -> None:
+        try:
+            self.clients(q.team)
+        except Exception as exc:  # noqa: BLE001  (not installed there, or the database is down: no way to reply)
+            log.error("cannot reply in workspace %s: %s", q.team, exc)
+            return
         try:
             if not self.store.claim_event(q.team, q.key):
                 log.info("already handled %s; ignoring the redelivery", q.key)
@@ -133,7 +140,7 @@ class Answering:
 
     def _placeholder(self, q: Question) -> str | None:
         try:
-            return slack.post(self.client, q.channel, render_placeholder(), q.thread_ts)
+            return slack.post(self.clients(q.team), q.channel, render_placeholder(), q.thread_ts)
         except Exception as exc:  # noqa: BLE001
             log.warning("could not post the placeholder for %s: %s", q.key, _error(exc))
             return None
@@ -157,7 +164,7 @@ class Answering:
         lost = 0
         for i, msg in enumerate(messages[1:], start=2):
             try:
-                slack.post(self.client, q.channel, msg, q.thread_ts)
+                slack.post(self.clients(q.team), q.channel, msg, q.thread_ts)
             except Exception as exc:  # noqa: BLE001
                 lost += 1
                 log.error("could not post reply %d/%d for %s: %s", i, len(messages), q.key, _error(exc))
@@ -168,12 +175,12 @@ class Answering:
     def _deliver_first(self, q: Question, placeholder: str | None, msg: slack.SlackMessage) -> str:
         if placeholder:
             try:
-                slack.update(self.client, q.channel, placeholder, msg)
+                slack.update(self.clients(q.team), q.channel, placeholder, msg)
                 return placeholder
             except Exception as exc:  # noqa: BLE001
                 log.warning("could not update the placeholder for %s (%s); posting the reply instead",
                             q.key, _error(exc))
-        ts = slack.post(self.client, q.channel, msg, q.thread_ts)
+        ts = slack.post(self.clients(q.team), q.channel, msg, q.thread_ts)
         if placeholder:
             self._retire(q, placeholder)
         return ts
@@ -181,12 +188,12 @@ class Answering:
     def _retire(self, q: Question, placeholder: str) -> None:
         """The reply went out as a new message: delete the placeholder (or at least say where the reply is)."""
         try:
-            self.client.chat_delete(channel=q.channel, ts=placeholder)
+            self.clients(q.team).chat_delete(channel=q.channel, ts=placeholder)
             return
         except Exception as exc:  # noqa: BLE001
             log.info("could not delete the placeholder for %s: %s", q.key, _error(exc))
         try:
-            slack.update(self.client, q.channel, placeholder, render_note("My reply is below."))
+            slack.update(self.clients(q.team), q.channel, placeholder, render_note("My reply is below."))
         except Exception as exc:  # noqa: BLE001
             log.warning("placeholder for %s left as is: %s", q.key, _error(exc))
 
@@ -195,12 +202,12 @@ class Answering:
         msg = render_problem(text)
         if placeholder:
             try:
-                slack.update(self.client, q.channel, placeholder, msg)
+                slack.update(self.clients(q.team), q.channel, placeholder, msg)
                 return
             except Exception as exc:  # noqa: BLE001
                 log.warning("could not update the placeholder for %s: %s", q.key, _error(exc))
         try:
-            slack.post(self.client, q.channel, msg, q.thread_ts)
+            slack.post(self.clients(q.team), q.channel, msg, q.thread_ts)
         except Exception as exc:  # noqa: BLE001
             log.error("could not tell %s about the problem: %s", q.key, _error(exc))
 

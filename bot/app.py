@@ -2,7 +2,8 @@
 
 Events (``app_mention``, ``message``) are acknowledged by Bolt before the listener runs; commands
 and button presses call ``ack()`` first thing. Nothing slow runs on the socket thread: questions go
-to the answer pool, ingestion to the job pool, quick lookups to the quick pool.
+to the answer pool; queueing a job (``bot.queue``), thread checks, feedback and listing to the quick
+pool. Jobs run on a job runner (``bot.runner``), in this process or a separate worker.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt import Ack, App, BoltContext, Respond
-from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot import render, slack, urls
+from bot.slack import make_client
 from bot.answer import Answering, Question, strip_mentions
-from bot.jobs import Jobs, Requester, ephemeral_reporter, thread_reporter
+from bot.clients import Clients
+from bot.jobs import Jobs, Requester, ephemeral_reporter
 from bot.scope import admins, may_change_documents, scope_for
 from bot.store import Store
 from bot.workers import WorkerPool
@@ -36,7 +38,7 @@ class Bot:
     """Everything the listeners need."""
 
     settings: Settings
-    client: WebClient
+    clients: Clients  # the Web API client of each workspace
     store: Store
     answering: Answering
     jobs: Jobs
@@ -60,9 +62,12 @@ def refusal_for_outsiders(settings: Settings) -> str:
             "Please ask one of them; you can still ask me anything about the documents.")
 
 
-def build_app(bot: Bot, *, logger: logging.Logger | None = None) -> App:
-    app = App(client=bot.client, process_before_response=False, ignoring_self_events_enabled=True,
-              logger=logger or logging.getLogger("slack_bolt"))
+def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) -> App:
+    """``auth``: extra ``App`` arguments for multi-workspace mode (installation store, OAuth
+    settings); without them the app uses the single bot token's client."""
+    client = make_client(bot.settings, None) if auth else bot.clients.for_team("")
+    app = App(client=client, process_before_response=False, ignoring_self_events_enabled=True,
+              logger=logger or logging.getLogger("slack_bolt"), **auth)
 
     def question(event: dict[str, Any], context: BoltContext) -> Question:
         ts = str(event["ts"])
@@ -113,7 +118,7 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None) -> App:
         # The database is down: ask Slack whether the bot wrote in this thread, so the person still
         # hears that the bot cannot answer right now instead of silence.
         try:
-            resp = bot.client.conversations_replies(channel=q.channel, ts=q.thread_ts, limit=MAX_THREAD_SCAN)
+            resp = bot.clients(q.team).conversations_replies(channel=q.channel, ts=q.thread_ts, limit=MAX_THREAD_SCAN)
         except SlackApiError:
             return False
         return any(m.get("user") == me for m in resp.get("messages", []))
@@ -126,19 +131,16 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None) -> App:
             pass  # the job itself will report the database problem
         who = Requester(q.team, q.channel, q.user)
         if not may_change_documents(bot.settings, q.user):
-            ephemeral_reporter(bot.client, who, thread_ts=q.thread_ts)(refusal_for_outsiders(bot.settings))
+            ephemeral_reporter(bot.clients(q.team), who, thread_ts=q.thread_ts)(refusal_for_outsiders(bot.settings))
             return
         for f in files:
-            report = thread_reporter(bot.client, q.channel, q.thread_ts, q.user)
-            ahead = bot.jobs.ingest_file(who, str(f["id"]), report)
-            report(f":inbox_tray: Got `{f.get('name', f['id'])}`; "
-                   + (f"queued behind {ahead} job(s)." if ahead else "starting…"))
+            bot.jobs.ingest_file(who, str(f["id"]), str(f.get("name") or f["id"]), q.thread_ts)
 
     def reply_problem(q: Question, text: str) -> None:
-        slack.post(bot.client, q.channel, render.render_problem(text), q.thread_ts)
+        slack.post(bot.clients(q.team), q.channel, render.render_problem(text), q.thread_ts)
 
     def reply_help(q: Question) -> None:
-        slack.post(bot.client, q.channel, render.SlackMessage("How to use me", [render.section(render.HELP)]),
+        slack.post(bot.clients(q.team), q.channel, render.SlackMessage("How to use me", [render.section(render.HELP)]),
                    q.thread_ts)
 
     @app.command(re.compile(r"^/.+"))
@@ -151,29 +153,30 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None) -> App:
         if verb in ("ingest", "remove") and not may_change_documents(bot.settings, who.user):
             ack(refusal_for_outsiders(bot.settings))
             return
-        report = ephemeral_reporter(bot.client, who, respond)
+        report = ephemeral_reporter(bot.clients(who.team), who, respond)
+        response_url = command.get("response_url")
         coll = scope_for(bot.settings, who.team, who.channel).write
         if verb == "ingest":
             url = unwrap_url(arg)
             if not url.startswith(("http://", "https://")):
                 ack("Usage: `/chapterverse ingest <https://…/handbook.pdf>` (or share a PDF with me in a mention).")
                 return
-            why = urls.refusal(bot.settings, url, resolve=False)  # names are resolved on the job thread
+            why = urls.refusal(bot.settings, url)  # a name's addresses are checked when the job connects
             if why:
                 ack(why)
                 return
             ack(f":inbox_tray: Ingesting {urls.shown(url)} into `{coll}`. I'll tell you how it goes "
                 "(only you see this).")
-            bot.jobs.ingest_url(who, url, report)
+            bot.quick.submit(bot.jobs.ingest_url, who, url, report, response_url)
         elif verb == "remove":
             if not arg:
                 ack("Usage: `/chapterverse remove <document name>` (`/chapterverse list` shows the names).")
                 return
             ack(f":wastebasket: Removing `{arg}` from `{coll}`…")
-            bot.jobs.remove(who, arg, report)
+            bot.quick.submit(bot.jobs.remove, who, arg, report, response_url)
         elif verb == "list":
             ack()
-            bot.jobs.list_documents(who, report)
+            bot.quick.submit(bot.jobs.list_documents, who, report)
         elif verb == "help":
             ack(render.HELP)
         else:
@@ -196,7 +199,7 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None) -> App:
             log.warning("feedback not recorded: %s", exc)
             text = "I couldn't record that right now (my database is unavailable). Please try again later."
         try:
-            slack.ephemeral(bot.client, channel, user, text, thread_ts)
+            slack.ephemeral(bot.clients(team), channel, user, text, thread_ts)
         except SlackApiError as exc:
             log.warning("could not acknowledge feedback: %s", exc.response.get("error"))
 

@@ -1,7 +1,8 @@
 """Background jobs started from Slack: ingest a URL or a shared file, remove a document, list documents.
 
-Each ingest/remove is a row in ``bot_jobs`` (queued → running → done/failed) and runs on the job
-worker (one at a time: embedding is CPU bound). Progress and the result go to the person who asked
+Each ingest/remove is a row in ``bot_jobs`` (queued → running → done/failed; ``bot.queue``), run by
+whichever job runner claims it first: the bot's own (``bot.runner``) or a separate
+``chapterverse worker`` process sharing the database. Progress and the result go to the person who asked
 through a ``Reporter``: ephemeral messages for slash commands, a status message in the thread for a
 shared file.
 """
@@ -17,6 +18,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot import slack, urls
+from bot.queue import Job, JobQueue, JobSpec, QueueFull, ReportTo
 from bot.render import render_documents
 from bot.scope import scope_for
 from bot.store import Store
@@ -63,12 +65,13 @@ def ephemeral_reporter(client: WebClient, who: Requester, respond: Callable[...,
     return report
 
 
-def thread_reporter(client: WebClient, channel: str, thread_ts: str, user: str) -> Reporter:
-    """One status message in the thread, updated as the job goes on."""
-    state: dict[str, str] = {}
+def thread_reporter(client: WebClient, channel: str, thread_ts: str, user: str,
+                    status_ts: str | None = None) -> Reporter:
+    """One status message in the thread (``status_ts`` if already posted), updated as the job goes on."""
+    state: dict[str, str] = {"ts": status_ts} if status_ts else {}
 
     def report(text: str) -> None:
-        msg = slack.SlackMessage(text, [{"type": "section", "text": {"type": "mrkdwn", "text": f"<@{user}> {text}"}}])
+        msg = status_message(user, text)
         try:
             if "ts" in state:
                 slack.update(client, channel, state["ts"], msg)
@@ -80,118 +83,91 @@ def thread_reporter(client: WebClient, channel: str, thread_ts: str, user: str) 
     return report
 
 
+def status_message(user: str, text: str) -> slack.SlackMessage:
+    return slack.SlackMessage(text, [{"type": "section", "text": {"type": "mrkdwn", "text": f"<@{user}> {text}"}}])
+
+
+def webhook_respond(response_url: str) -> Callable[..., object]:
+    """The slash command's response_url as a ``respond``-like callable (usable from any process)."""
+    from slack_sdk.webhook import WebhookClient  # noqa: PLC0415
+
+    def respond(**kw: object) -> None:
+        resp = WebhookClient(response_url, timeout=10).send(**kw)  # type: ignore[arg-type]
+        if resp.status_code >= 400:
+            raise RuntimeError(f"response_url answered HTTP {resp.status_code}")
+
+    return respond
+
+
+def reporter_for(client: WebClient, to: ReportTo) -> Reporter:
+    if to.mode == "thread":
+        return thread_reporter(client, to.channel, to.thread_ts or "", to.user, to.status_ts)
+    respond = webhook_respond(to.response_url) if to.response_url else None
+    return ephemeral_reporter(client, Requester("", to.channel, to.user), respond, to.thread_ts)
+
+
 def _redacting(report: Reporter) -> Reporter:
     return lambda text: report(urls.redact(text))
 
 
 class Jobs:
-    def __init__(self, settings: Settings, client: WebClient, store: Store, bot_token: str,
-                 pool: WorkerPool, quick: WorkerPool) -> None:
-        self.settings, self.client, self.store = settings, client, store
-        self.pool, self.quick = pool, quick  # long jobs; quick reads that must not wait behind them
-        self._bot_token = bot_token
+    """Queues jobs (any thread but the socket's) and runs claimed ones (``run``, on a job runner).
+
+    ``clients(team)`` is the Web API client of a workspace (its own bot token in OAuth mode)."""
+
+    def __init__(self, settings: Settings, clients: Callable[[str], WebClient], store: Store, queue: JobQueue,
+                 quick: WorkerPool | None = None, wake: Callable[[], None] | None = None) -> None:
+        self.settings, self.clients, self.store, self.queue = settings, clients, store, queue
+        self.quick = quick  # reads that must not wait behind long jobs
+        self._wake = wake or (lambda: None)
 
     @property
     def limit(self) -> int:
         return self.settings.max_file_bytes
 
-    # ---------------------------------------------------------------- entry points (any thread)
-    def ingest_url(self, who: Requester, url: str, report: Reporter) -> int:
-        """Queue an ingestion; returns how many jobs are ahead of it. The URL's host is checked on the
-        job thread (DNS can be slow): a private/local address is refused and no job is recorded."""
-        return self.pool.submit(self._ingest_url, who, url, report)
+    # ---------------------------------------------------------------- queueing (any thread but the socket's)
+    def submit(self, who: Requester, source: str, spec: JobSpec, report: Reporter) -> bool:
+        """Queue a job and tell the person where it stands; False (and said why) if it was not queued."""
+        try:
+            job_id, ahead = self.queue.enqueue(who.team, who.user, source, spec)
+        except QueueFull as exc:
+            report(f":x: {exc}")
+            return False
+        except DatabaseError as exc:
+            report(f":x: Could not queue {urls.redact(source)}: {exc}. Please try again later.")
+            return False
+        self._wake()
+        if ahead:
+            report(f":inbox_tray: Job #{job_id} queued behind {ahead} job(s).")
+        return True
 
-    def ingest_file(self, who: Requester, file_id: str, report: Reporter) -> int:
-        return self.pool.submit(self._ingest, who, f"slack file {file_id}", lambda: self._download(file_id), report)
+    def ingest_url(self, who: Requester, url: str, report: Reporter, response_url: str | None = None) -> bool:
+        coll = scope_for(self.settings, who.team, who.channel).write
+        spec = JobSpec(kind="ingest", collection=coll, url=url,
+                       report=ReportTo(channel=who.channel, user=who.user, response_url=response_url))
+        return self.submit(who, urls.shown(url), spec, _redacting(report))
 
-    def remove(self, who: Requester, name: str, report: Reporter) -> int:
-        return self.pool.submit(self._remove, who, name, report)
+    def ingest_file(self, who: Requester, file_id: str, name: str, thread_ts: str) -> bool:
+        """A PDF shared in a thread: a status message there, then the job updates it."""
+        client = self.clients(who.team)
+        try:
+            status_ts = slack.post(client, who.channel, status_message(who.user, f":inbox_tray: Got `{name}`; queued…"),
+                                   thread_ts)
+        except SlackApiError as exc:
+            log.error("could not post the job status: %s", exc.response.get("error"))
+            status_ts = None
+        to = ReportTo(channel=who.channel, user=who.user, mode="thread", thread_ts=thread_ts, status_ts=status_ts)
+        coll = scope_for(self.settings, who.team, who.channel).write
+        spec = JobSpec(kind="ingest", collection=coll, slack_file=file_id, report=to)
+        return self.submit(who, f"slack file {file_id}", spec, reporter_for(client, to))
+
+    def remove(self, who: Requester, name: str, report: Reporter, response_url: str | None = None) -> bool:
+        coll = scope_for(self.settings, who.team, who.channel).write
+        spec = JobSpec(kind="remove", collection=coll, name=name,
+                       report=ReportTo(channel=who.channel, user=who.user, response_url=response_url))
+        return self.submit(who, name, spec, report)
 
     def list_documents(self, who: Requester, report: Reporter) -> None:
-        self.quick.submit(self._list, who, report)
-
-    # ---------------------------------------------------------------- the work (job thread)
-    def _download(self, file_id: str) -> Source:
-        try:
-            info = self.client.files_info(file=file_id)["file"]
-        except SlackApiError as exc:
-            raise InputError(f"Slack file {file_id}: cannot read it ({exc.response.get('error')}); "
-                             "is the bot in this channel?") from exc
-        name = str(info.get("name") or f"{file_id}.pdf")
-        url = info.get("url_private_download") or info.get("url_private")
-        if not url:
-            raise InputError(f"{name}: Slack gave no download link")
-        src = fetch_url(str(url), self.limit, self.settings.download_timeout_s,
-                        headers={"Authorization": f"Bearer {self._bot_token}"})
-        return dataclasses.replace(src, name=name, origin=name, url=str(info.get("url_private") or url))
-
-    def _ingest_url(self, who: Requester, url: str, report: Reporter) -> None:
-        why = urls.refusal(self.settings, url)
-        if why:
-            log.info("refused to fetch %s: not a public address", urls.shown(url))
-            report(why)
-            return
-        self._ingest(who, urls.shown(url),
-                     lambda: fetch_url(url, self.limit, self.settings.download_timeout_s,
-                                       check_url=lambda u: urls.refusal(self.settings, u)), report)
-
-    def _ingest(self, who: Requester, source: str, load: Callable[[], Source], report: Reporter) -> None:
-        """``source`` is what people are shown (no query string); every report is redacted too,
-        since download errors quote the URL they were given."""
-        from ingest.pipeline import ingest_source  # noqa: PLC0415  (PyMuPDF, torch)
-        from retrieval.embed import get_embedder  # noqa: PLC0415
-
-        report = _redacting(report)
-        collection = scope_for(self.settings, who.team, who.channel).write
-        try:
-            job_id = self.store.create_job(who.team, "ingest", who.user, who.channel, collection, source)
-            self.store.start_job(who.team, job_id)
-        except DatabaseError as exc:
-            report(f":x: Could not start ingesting {source}: {exc}. Please try again later.")
-            return
-        report(f":hourglass_flowing_sand: Job #{job_id}: downloading {source}…")
-        try:
-            src = load()
-            report(f":hourglass_flowing_sand: Job #{job_id}: reading {src.name} ({len(src.data) / 1e6:.1f} MB)…")
-            embedder = get_embedder(self.settings.embedding_model)
-            res = ingest_source(self.settings, embedder, src, collection, quiet=True,
-                                on_progress=lambda m: report(f":hourglass_flowing_sand: Job #{job_id}: {m}…"))
-        except (InputError, DatabaseError, ModelError) as exc:
-            self._finish(who, job_id, ok=False, message=urls.redact(str(exc)))
-            report(f":x: Job #{job_id} failed: {exc}")
-            return
-        except Exception as exc:  # noqa: BLE001
-            log.exception("ingest job %s failed", job_id)
-            self._finish(who, job_id, ok=False, message=f"unexpected error: {type(exc).__name__}")
-            report(f":x: Job #{job_id} failed: unexpected error ({type(exc).__name__}); nothing was stored.")
-            return
-        if res.status == "unchanged":
-            text = f":white_check_mark: Job #{job_id}: `{res.name}` is unchanged ({res.message}); nothing to do."
-        else:
-            text = (f":white_check_mark: Job #{job_id}: `{res.name}` {res.status} into `{collection}`: "
-                    f"{res.pages} pages, {res.chunks} chunks in {res.seconds:.0f} s. Ask away!")
-        self._finish(who, job_id, ok=True, message=res.status, pages=res.pages, chunks=res.chunks)
-        report(text)
-
-    def _remove(self, who: Requester, name: str, report: Reporter) -> None:
-        from ingest.store import remove_document  # noqa: PLC0415
-
-        collection = scope_for(self.settings, who.team, who.channel).write
-        try:
-            job_id = self.store.create_job(who.team, "remove", who.user, who.channel, collection, name)
-            self.store.start_job(who.team, job_id)
-            removed = self.store.run(lambda conn: remove_document(conn, name, collection))
-        except DatabaseError as exc:
-            report(f":x: Could not remove `{name}`: {exc}. Please try again later.")
-            return
-        if removed:
-            self._finish(who, job_id, ok=True, message="removed")
-            report(f":wastebasket: Removed `{name}` from `{collection}`.")
-        else:
-            self._finish(who, job_id, ok=False, message="no such document")
-            report(f":x: No document named `{name}` in `{collection}`. `/chapterverse list` shows the names.")
-
-    def _list(self, who: Requester, report: Reporter) -> None:
         from ingest.store import list_documents  # noqa: PLC0415
 
         read = scope_for(self.settings, who.team, who.channel).read
@@ -202,8 +178,90 @@ class Jobs:
             return
         report(render_documents(rows, read))
 
-    def _finish(self, who: Requester, job_id: int, **kw: object) -> None:
+    # ---------------------------------------------------------------- running a claimed job (job runner)
+    def run(self, job: Job) -> None:
+        client = self.clients(job.workspace)
+        report = _redacting(reporter_for(client, job.spec.report))
+        if job.attempts > 1:
+            report(f":repeat: Job #{job.id}: its worker stopped; trying again (attempt {job.attempts}).")
+        if job.spec.kind == "remove":
+            self._remove(job, report)
+        elif job.spec.slack_file:
+            file_id = job.spec.slack_file
+            self._ingest(job, lambda: self._download(client, file_id), report)
+        elif job.spec.url:
+            url = job.spec.url
+            self._ingest(job, lambda: fetch_url(
+                url, self.limit, self.settings.download_timeout_s,
+                check_url=lambda u: urls.refusal(self.settings, u),
+                check_address=lambda host, ip: urls.address_refusal(self.settings, host, ip)), report)
+        else:
+            self._finish(job, ok=False, message="nothing to ingest")
+
+    def _download(self, client: WebClient, file_id: str) -> Source:
         try:
-            self.store.finish_job(who.team, job_id, **kw)  # type: ignore[arg-type]
+            info = client.files_info(file=file_id)["file"]
+        except SlackApiError as exc:
+            raise InputError(f"Slack file {file_id}: cannot read it ({exc.response.get('error')}); "
+                             "is the bot in this channel?") from exc
+        name = str(info.get("name") or f"{file_id}.pdf")
+        url = info.get("url_private_download") or info.get("url_private")
+        if not url:
+            raise InputError(f"{name}: Slack gave no download link")
+        src = fetch_url(str(url), self.limit, self.settings.download_timeout_s,
+                        headers={"Authorization": f"Bearer {client.token}"})
+        return dataclasses.replace(src, name=name, origin=name, url=str(info.get("url_private") or url))
+
+    def _ingest(self, job: Job, load: Callable[[], Source], report: Reporter) -> None:
+        """``job.source`` is what people are shown (no query string); every report is redacted too,
+        since download errors quote the URL they were given."""
+        from ingest.pipeline import ingest_source  # noqa: PLC0415  (PyMuPDF, torch)
+        from retrieval.embed import get_embedder  # noqa: PLC0415
+
+        collection = job.spec.collection
+        report(f":hourglass_flowing_sand: Job #{job.id}: downloading {job.source}…")
+        try:
+            src = load()
+            report(f":hourglass_flowing_sand: Job #{job.id}: reading {src.name} ({len(src.data) / 1e6:.1f} MB)…")
+            embedder = get_embedder(self.settings.embedding_model)
+            res = ingest_source(self.settings, embedder, src, collection, quiet=True,
+                                on_progress=lambda m: report(f":hourglass_flowing_sand: Job #{job.id}: {m}…"))
+        except (InputError, DatabaseError, ModelError) as exc:
+            self._finish(job, ok=False, message=urls.redact(str(exc)))
+            report(f":x: Job #{job.id} failed: {exc}")
+            return
+        except Exception as exc:  # noqa: BLE001
+            log.exception("ingest job %s failed", job.id)
+            self._finish(job, ok=False, message=f"unexpected error: {type(exc).__name__}")
+            report(f":x: Job #{job.id} failed: unexpected error ({type(exc).__name__}); nothing was stored.")
+            return
+        if res.status == "unchanged":
+            text = f":white_check_mark: Job #{job.id}: `{res.name}` is unchanged ({res.message}); nothing to do."
+        else:
+            text = (f":white_check_mark: Job #{job.id}: `{res.name}` {res.status} into `{collection}`: "
+                    f"{res.pages} pages, {res.chunks} chunks in {res.seconds:.0f} s. Ask away!")
+        self._finish(job, ok=True, message=res.status, pages=res.pages, chunks=res.chunks)
+        report(text)
+
+    def _remove(self, job: Job, report: Reporter) -> None:
+        from ingest.store import remove_document  # noqa: PLC0415
+
+        name, collection = job.spec.name or "", job.spec.collection
+        try:
+            removed = self.store.run(lambda conn: remove_document(conn, name, collection))
         except DatabaseError as exc:
-            log.warning("could not record the end of job %s: %s", job_id, exc)
+            self._finish(job, ok=False, message=str(exc))
+            report(f":x: Could not remove `{name}`: {exc}. Please try again later.")
+            return
+        if removed:
+            self._finish(job, ok=True, message="removed")
+            report(f":wastebasket: Removed `{name}` from `{collection}`.")
+        else:
+            self._finish(job, ok=False, message="no such document")
+            report(f":x: No document named `{name}` in `{collection}`. `/chapterverse list` shows the names.")
+
+    def _finish(self, job: Job, **kw: object) -> None:
+        try:
+            self.queue.finish(job, **kw)  # type: ignore[arg-type]
+        except DatabaseError as exc:
+            log.warning("could not record the end of job %s: %s", job.id, exc)

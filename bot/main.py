@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
@@ -19,8 +20,13 @@ from slack_bolt.error import BoltError
 
 from bot.answer import Answering, default_ask
 from bot.app import Bot, build_app
+from bot.clients import Clients
+from bot.installations import PostgresInstallationStore
 from bot.jobs import Jobs
-from bot.slack import RedactTokens, make_client
+from bot.oauth import app_auth, multi_workspace, serve_install_pages
+from bot.queue import JobQueue
+from bot.runner import JobRunner
+from bot.slack import RedactTokens
 from bot.store import Store
 from bot.workers import WorkerPool
 from retrieval.db import DatabaseError
@@ -45,15 +51,20 @@ def setup_logging(verbose: bool) -> None:
     quiet_libraries()
 
 
-def tokens(settings: Settings) -> tuple[str, str]:
+def tokens(settings: Settings) -> tuple[str | None, str]:
+    """(bot token, or None in multi-workspace mode; app-level token)."""
     bot_token = settings.slack_bot_token.get_secret_value().strip() if settings.slack_bot_token else ""
     app_token = settings.slack_app_token.get_secret_value().strip() if settings.slack_app_token else ""
-    if not bot_token or not app_token:
+    multi = multi_workspace(settings)
+    if not app_token or not (bot_token or multi):
         raise ConfigError("SLACK_BOT_TOKEN (xoxb-…) and SLACK_APP_TOKEN (xapp-…, with connections:write) must be "
-                          "set; see the README's Slack app setup")
+                          "set (or SLACK_CLIENT_ID/SLACK_CLIENT_SECRET instead of SLACK_BOT_TOKEN for several "
+                          "workspaces); see the README's Slack app setup")
     if not app_token.startswith("xapp-"):
         raise ConfigError("SLACK_APP_TOKEN must be an app-level token (starts with xapp-)")
-    return bot_token, app_token
+    if multi and bot_token:
+        log.info("multi-workspace mode: SLACK_BOT_TOKEN is ignored; tokens come from the installations")
+    return (None if multi else bot_token), app_token
 
 
 def flush_search_connections() -> None:
@@ -67,19 +78,16 @@ def flush_search_connections() -> None:
 def prepare_database(store: Store) -> None:
     try:
         store.ensure_ready()
-        failed = store.fail_interrupted_jobs()
-        if failed:
-            log.warning("%d job(s) interrupted by the last shutdown were marked failed", failed)
     except DatabaseError as exc:
         log.warning("database not available yet (%s); answering will resume when it is", exc)
 
 
-def build_bolt(bot: Bot, stop: threading.Event) -> App | None:
+def build_bolt(bot: Bot, stop: threading.Event, auth: dict[str, Any]) -> App | None:
     """Bolt checks the token with auth.test on start; keep trying while Slack is unreachable."""
     delay = 1.0
     while not stop.is_set():
         try:
-            return build_app(bot)
+            return build_app(bot, **auth)
         except BoltError as exc:
             log.error("cannot start the Slack app (%s); retrying in %.0f s", exc, delay)
             stop.wait(delay)
@@ -124,26 +132,36 @@ def run(settings: Settings) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    client = make_client(settings, bot_token)
     store = Store(settings, on_recover=flush_search_connections)
     prepare_database(store)
-    answers, quick, job_pool = (WorkerPool("answer", settings.slack_workers), WorkerPool("quick", 4),
-                                WorkerPool("job", 1))
-    bot = Bot(settings=settings, client=client, store=store, answering=Answering(settings, client, store),
-              jobs=Jobs(settings, client, store, bot_token, job_pool, quick), answers=answers, quick=quick)
-    app = build_bolt(bot, stop)
+    installations = PostgresInstallationStore(store) if bot_token is None else None
+    clients = Clients(settings, token=bot_token, installations=installations)
+    queue = JobQueue(store, settings.job_queue_limit)
+    answers, quick = WorkerPool("answer", settings.slack_workers), WorkerPool("quick", 4)
+    runner: JobRunner | None = None
+    jobs = Jobs(settings, clients, store, queue, quick, wake=lambda: runner.wake() if runner else None)
+    if settings.bot_runs_jobs:
+        runner = JobRunner(queue, jobs.run).start()
+    bot = Bot(settings=settings, clients=clients, store=store, answering=Answering(settings, clients, store),
+              jobs=jobs, answers=answers, quick=quick)
+    app = build_bolt(bot, stop, app_auth(settings, installations) if installations else {})
     if app is None:
         return
+    if app.oauth_flow is not None:
+        serve_install_pages(app.oauth_flow, settings.slack_oauth_host, settings.slack_oauth_port)
     handler = SocketModeHandler(app, app_token=app_token, ping_interval=settings.slack_ping_interval_s)
     threading.Thread(target=warm_up, args=(settings,), name="warm-up", daemon=True).start()
     connect(handler, stop)
-    log.info("connected to Slack over Socket Mode; waiting for mentions")
+    log.info("connected to Slack over Socket Mode (%s); waiting for mentions",
+             "multi-workspace" if installations else "one workspace")
     try:
         while not stop.wait(1.0):
             pass
     finally:
         handler.close()
-        for pool in (answers, quick, job_pool):
+        if runner is not None:
+            runner.stop()
+        for pool in (answers, quick):
             pool.shutdown()
         log.info("stopped")
 

@@ -25,8 +25,9 @@ class RedactTokens(logging.Filter):
         return True
 
 
-def make_client(settings: Settings, bot_token: str) -> WebClient:
-    """A WebClient on SLACK_API_URL that waits out HTTP 429 (Retry-After) and retries dropped connections."""
+def make_client(settings: Settings, bot_token: str | None) -> WebClient:
+    """A WebClient on SLACK_API_URL that waits out HTTP 429 (Retry-After) and retries dropped connections
+    (no token: the base client of multi-workspace mode, which Bolt copies per request)."""
     base = settings.slack_api_url if settings.slack_api_url.endswith("/") else settings.slack_api_url + "/"
     return WebClient(token=bot_token, base_url=base, timeout=30,
                      retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=2),

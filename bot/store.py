@@ -1,4 +1,5 @@
-"""The bot's Postgres state: event dedup, threads, turns, feedback and jobs (tables of 0002_bot.sql).
+"""The bot's Postgres state: event dedup, threads, turns and feedback (tables of 0002_bot.sql); jobs
+are in ``bot.queue``.
 
 Every function opens its own short connection, so a database that goes away and comes back is
 picked up again without restarting the bot. Failures surface as ``retrieval.db.DatabaseError``
@@ -24,7 +25,6 @@ from retrieval.settings import Settings
 
 T = TypeVar("T")
 HISTORY_TURNS = 6  # earlier exchanges of a thread given to a follow-up
-STALE_JOB_S = 24 * 3600  # an unfinished job older than this has lost its process, wherever it ran
 EVENT_KEEP_S = 24 * 3600  # Slack redelivers an event within minutes; keys older than this are forgotten
 PRUNE_EVERY = 200  # events claimed between two prunes of old event keys
 
@@ -147,59 +147,6 @@ class Store:
             except psycopg.errors.ForeignKeyViolation:
                 return False
         return True
-
-    # ------------------------------------------------------------------ jobs
-    def create_job(self, workspace: str, kind: str, user_id: str, channel: str, collection: str,
-                   source: str) -> int:
-        with self._conn() as conn:
-            row = conn.execute(
-                "INSERT INTO bot_jobs (workspace, kind, requested_by, channel, collection, source, owner_host, "
-                "owner_pid) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                (workspace, kind, user_id, channel, collection, source, *job_owner())).fetchone()
-        return int(row["id"])
-
-    def start_job(self, workspace: str, job_id: int) -> None:
-        with self._conn() as conn:
-            conn.execute("UPDATE bot_jobs SET status = 'running', started_at = now() WHERE workspace = %s AND id = %s",
-                         (workspace, job_id))
-
-    def finish_job(self, workspace: str, job_id: int, *, ok: bool, message: str, pages: int | None = None,
-                   chunks: int | None = None) -> None:
-        with self._conn() as conn:
-            conn.execute(
-                "UPDATE bot_jobs SET status = %s, message = %s, pages = %s, chunks = %s, finished_at = now() "
-                "WHERE workspace = %s AND id = %s",
-                ("done" if ok else "failed", message, pages, chunks, workspace, job_id))
-
-    def fail_interrupted_jobs(self, stale_after_s: float = STALE_JOB_S) -> int:
-        """Mark failed the unfinished jobs no live bot process can still be running; call at start.
-
-        Every job records its process (``owner_host``: host name and PID namespace, ``owner_pid``).
-        A queued/running job is failed when
-        - it was recorded on this host by a process that is gone (its PID is not alive), or that had
-          this process's own PID (this process has just started and has no jobs yet, so it was a
-          predecessor: in a container the bot is usually PID 1 every time); or
-        - it was created more than ``stale_after_s`` ago (default 24 h), whatever its owner, including
-          jobs recorded before owners were (no job runs that long: its process died unnoticed).
-        Jobs of other live processes on this host, and recent jobs of other hosts (a second replica,
-        the old process of a rolling deploy), are left alone. A PID reused by another program only
-        delays the failure until the timeout; a live job is never failed.
-        """
-        me = job_owner()
-        with self._conn() as conn:
-            mine = conn.execute(
-                "SELECT workspace, id, owner_pid FROM bot_jobs WHERE status IN ('queued', 'running') "
-                "AND owner_host = %s", (me[0],)).fetchall()
-            gone = [f"{r['workspace']}:{r['id']}" for r in mine
-                    if r["owner_pid"] == me[1] or not _alive(r["owner_pid"])]
-            rows = conn.execute(
-                "UPDATE bot_jobs SET status = 'failed', finished_at = now(), message = CASE "
-                "WHEN workspace || ':' || id = ANY(%s) THEN 'interrupted: the bot restarted' "
-                "ELSE 'interrupted: no progress in time; its bot process is gone' END "
-                "WHERE status IN ('queued', 'running') AND (workspace || ':' || id = ANY(%s) "
-                "OR created_at < now() - make_interval(secs => %s)) RETURNING id",
-                (gone, gone, stale_after_s)).fetchall()
-        return len(rows)
 
 
 def job_owner() -> tuple[str, int]:

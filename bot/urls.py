@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import socket
 from urllib.parse import urlsplit, urlunsplit
 
 from retrieval.settings import Settings
@@ -42,42 +41,43 @@ def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-def refusal(settings: Settings, url: str, *, resolve: bool = True) -> str | None:
+def _polite(host: str) -> str:
+    return (f"Sorry, I only download from public internet addresses, and `{host}` is a private or local "
+            "network address. Share the PDF with me in a mention instead.")
+
+
+def refusal(settings: Settings, url: str) -> str | None:
     """Why the bot will not fetch ``url`` (one line for the person who asked), or None if it may.
 
-    With ``resolve=False`` only what the URL itself says is checked (an IP literal or a local name:
-    cheap enough for the socket thread); with ``resolve=True`` every address the host resolves to
-    must be public.
+    Only what the URL itself says is checked here (an IP literal or a local name: cheap enough for
+    the socket thread). The addresses a name resolves to are checked by ``address_refusal`` at
+    connect time, on the address actually connected to (``ingest.sources.fetch_url``).
     """
     if settings.slack_allow_private_urls:
         return None
     try:
         parts = urlsplit(url)
-        host, port = parts.hostname, parts.port
+        host = parts.hostname
+        parts.port  # noqa: B018  (raises ValueError on a bad port)
     except ValueError:
         return f"Sorry, `{shown(url)}` is not a URL I can read."
     if not host:
         return f"Sorry, `{shown(url)}` has no host name."
-    polite = (f"Sorry, I only download from public internet addresses, and `{host}` is a private or local "
-              "network address. Share the PDF with me in a mention instead.")
     host = host.rstrip(".").lower()
     if host in _LOCAL_NAMES or host.endswith((".localhost", ".local", ".internal")):
-        return polite
+        return _polite(host)
     try:
-        return None if _public(ipaddress.ip_address(host.split("%", 1)[0])) else polite
+        return None if _public(ipaddress.ip_address(host.split("%", 1)[0])) else _polite(host)
     except ValueError:
-        pass  # a name, not an address
-    if not resolve:
+        return None  # a name: its addresses are checked when connecting
+
+
+def address_refusal(settings: Settings, host: str, address: str) -> str | None:
+    """Why the bot will not connect to ``address`` (what ``host`` resolved to), or None if it may."""
+    if settings.slack_allow_private_urls:
         return None
     try:
-        infos = socket.getaddrinfo(host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
-        return f"Sorry, I can't find the host `{host}`; please check the link."
-    for info in infos:
-        try:
-            ip = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-        except ValueError:
-            return polite
-        if not _public(ip):
-            return polite
-    return None
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return _polite(host)
+    return None if _public(ip) else _polite(host)

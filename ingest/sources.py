@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterator
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from typing import Any
+from urllib.parse import unquote, urljoin, urlsplit
 
-import httpx
+import httpcore
 
 
 class InputError(ValueError):
@@ -75,58 +79,172 @@ def read_path(arg: str, limit: int) -> Source:
     return Source(p.name, str(p.resolve()), data, None)
 
 
-def _name_from_response(url: str, resp: httpx.Response) -> str:
-    cd = resp.headers.get("content-disposition", "")
+def _name_from_response(url: str, headers: dict[str, str]) -> str:
+    cd = headers.get("content-disposition", "")
     m = re.search(r"filename\*?=(?:UTF-8'')?\"?([^\";]+)\"?", cd, re.I)
     if m:
         name = Path(unquote(m.group(1))).name
     else:
-        name = Path(unquote(urlsplit(str(resp.url)).path)).name or "document"
+        name = Path(unquote(urlsplit(url).path)).name or "document"
     if not name.lower().endswith(".pdf"):
         name += ".pdf"
     return name
 
 
+AddressCheck = Callable[[str, str], "str | None"]  # (host, resolved IP) -> why not, or None
+MAX_REDIRECTS = 5
+
+
+class _Refused(Exception):
+    """A connection was refused by the address check (carried out of httpcore as the cause)."""
+
+
+class _PinnedBackend(httpcore.SyncBackend):
+    """Resolves each host once, checks every address it resolves to, and connects to the checked
+    address itself: what was vetted is what is connected to (no second lookup a rebinding DNS
+    server could answer differently). Every socket opened is remembered so the download's total
+    deadline can cut it, even in the middle of a slow-drip read."""
+
+    def __init__(self, check_address: AddressCheck | None) -> None:
+        self._check = check_address
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self.expired = False
+        self.refusal: str | None = None
+        self.connected: list[tuple[str, str, int]] = []  # (host, address, port), for logs and tests
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host}") from exc
+        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+        for address in addresses:
+            why = self._check(host, address) if self._check else None
+            if why:
+                self.refusal = why
+                raise httpcore.ConnectError("address refused")
+        last: Exception | None = None
+        for address in addresses:
+            with self._lock:
+                if self.expired:
+                    raise httpcore.ReadTimeout("deadline passed")
+            try:  # an IP literal: connecting does not resolve anything again
+                stream = super().connect_tcp(address, port, timeout, local_address, socket_options)
+            except httpcore.ConnectError as exc:
+                last = exc
+                continue
+            sock = stream.get_extra_info("socket")
+            with self._lock:
+                self._sockets.append(sock)
+                expired = self.expired
+            if expired:
+                stream.close()
+                raise httpcore.ReadTimeout("deadline passed")
+            self.connected.append((host, address, port))
+            return stream
+        raise httpcore.ConnectError(f"cannot connect to {host}: {last}")
+
+    def expire(self) -> None:
+        """The deadline passed: cut every connection (a blocked read returns at once)."""
+        with self._lock:
+            self.expired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
+
+
 def fetch_url(url: str, limit: int, timeout_s: float, headers: dict[str, str] | None = None,
-              check_url: Callable[[str], str | None] | None = None) -> Source:
-    """Download a PDF, refusing bodies over ``limit`` bytes without reading them whole.
+              check_url: Callable[[str], str | None] | None = None,
+              check_address: AddressCheck | None = None) -> Source:
+    """Download a PDF within ``timeout_s`` seconds in total, refusing bodies over ``limit`` bytes
+    without reading them whole.
 
-    ``check_url`` sees every URL requested, redirects included, and returns why it must not be
-    fetched (or None); the Slack bot uses it to keep downloads off private networks."""
+    ``timeout_s`` is a deadline for the whole download, redirects included: a server that sends a
+    byte now and then cannot hold it longer. ``check_url`` sees every URL requested, redirects
+    included; ``check_address`` sees every address a host resolves to, and the connection goes to
+    that same address (each returns why it must not be fetched, or None). The Slack bot uses them to
+    keep downloads off private networks. Environment proxies are not used: the address connected
+    to is the address checked.
+    """
+    backend = _PinnedBackend(check_address)
+    deadline = time.monotonic() + timeout_s
+    timer = threading.Timer(timeout_s, backend.expire)
+    timer.daemon = True
+    timer.start()
+    shown = url
+    try:
+        with httpcore.ConnectionPool(network_backend=backend, max_connections=2) as pool:
+            data, name = _get(pool, url, dict(headers or {}), limit, deadline, timeout_s, check_url)
+    except InputError:
+        raise
+    except httpcore.TimeoutException as exc:
+        raise InputError(f"{shown}: download failed: took longer than {timeout_s:.0f} s") from exc
+    except httpcore.UnsupportedProtocol as exc:
+        raise InputError(f"{shown}: not a valid URL ({exc})") from exc
+    except (httpcore.ConnectError, httpcore.NetworkError, httpcore.ProtocolError) as exc:
+        if backend.refusal:
+            raise InputError(backend.refusal) from exc
+        if backend.expired:
+            raise InputError(f"{shown}: download failed: took longer than {timeout_s:.0f} s") from exc
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        raise InputError(f"{shown}: download failed: {type(exc).__name__}: {detail}".rstrip(": ")) from exc
+    finally:
+        timer.cancel()
+    if backend.expired:
+        raise InputError(f"{shown}: download failed: took longer than {timeout_s:.0f} s")
+    _check_bytes(url, data, limit)
+    return Source(name, url, data, url)
 
-    def vet(request: httpx.Request) -> None:
-        reason = check_url(str(request.url)) if check_url else None
+
+def _get(pool: httpcore.ConnectionPool, url: str, headers: dict[str, str], limit: int, deadline: float,
+         timeout_s: float, check_url: Callable[[str], str | None] | None) -> tuple[bytes, str]:
+    """GET ``url`` following up to MAX_REDIRECTS redirects; (body, file name)."""
+    for _ in range(MAX_REDIRECTS + 1):
+        reason = check_url(url) if check_url else None
         if reason:
             raise InputError(reason)
-
-    try:
-        with httpx.Client(follow_redirects=True, timeout=timeout_s, headers=headers or {},
-                          event_hooks={"request": [vet]}) as client, \
-                client.stream("GET", url) as resp:
-            if resp.status_code >= 400:
-                raise InputError(f"{url}: download failed: HTTP {resp.status_code}")
+        scheme = urlsplit(url).scheme.lower()
+        if scheme not in ("http", "https"):
+            raise InputError(f"{url}: not a valid URL (only http and https)")
+        left = max(0.001, deadline - time.monotonic())
+        per_step = min(timeout_s, left)
+        ext = {"timeout": {"connect": per_step, "read": per_step, "write": per_step, "pool": per_step}}
+        with pool.stream("GET", url, headers=list(headers.items()), extensions=ext) as resp:
+            got = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in resp.headers}
+            if resp.status in (301, 302, 303, 307, 308) and "location" in got:
+                nxt = urljoin(url, got["location"])
+                if _origin(nxt) != _origin(url):
+                    headers.pop("Authorization", None)  # credentials stay with the origin they were for
+                url = nxt
+                continue
+            if resp.status >= 400:
+                raise InputError(f"{url}: download failed: HTTP {resp.status}")
             try:
-                declared = int(resp.headers.get("content-length") or 0)
+                declared = int(got.get("content-length") or 0)
             except ValueError:
                 declared = 0  # a malformed length: the streamed size check below still applies
             if declared > limit:
                 raise InputError(f"{url}: {declared / 1e6:.1f} MB is over the {limit / 1e6:.0f} MB limit "
                                  "(CHAPTERVERSE_MAX_FILE_MB)")
             buf = bytearray()
-            for part in resp.iter_bytes():
+            for part in resp.iter_stream():
                 buf.extend(part)
                 if len(buf) > limit:
                     raise InputError(f"{url}: over the {limit / 1e6:.0f} MB limit (CHAPTERVERSE_MAX_FILE_MB)")
-            name = _name_from_response(url, resp)
-    except httpx.TimeoutException as exc:
-        raise InputError(f"{url}: download failed: timed out after {timeout_s:.0f} s") from exc
-    except httpx.InvalidURL as exc:
-        raise InputError(f"{url}: not a valid URL ({exc})") from exc
-    except httpx.HTTPError as exc:
-        raise InputError(f"{url}: download failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")) from exc
-    data = bytes(buf)
-    _check_bytes(url, data, limit)
-    return Source(name, url, data, url)
+                if time.monotonic() > deadline:
+                    raise httpcore.ReadTimeout("deadline passed")
+            return bytes(buf), _name_from_response(url, got)
+    raise InputError(f"{url}: download failed: more than {MAX_REDIRECTS} redirects")
 
 
 def load(arg: str, limit: int, timeout_s: float) -> Source:

@@ -261,6 +261,16 @@ def bot(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log each 
         raise typer.Exit(code)
 
 
+@app.command()
+def worker(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log each step to stderr.")] = False) -> None:
+    """Run queued ingestion jobs from Slack (beside one or more bots on the same database). Ctrl-C stops it."""
+    from bot.worker import main as run_worker  # noqa: PLC0415  (Slack SDK only when needed)
+
+    code = run_worker(verbose=verbose or logging.getLogger().level <= logging.INFO)
+    if code:
+        raise typer.Exit(code)
+
+
 @eval_app.command("ingest")
 def eval_ingest(
     pdfs: Annotated[list[Path], typer.Argument(help="PDFs to ingest (each in a fresh process).")],

@@ -99,6 +99,30 @@ class Settings(BaseSettings):
     slack_allow_private_urls: bool = Field(
         default=False, description="Let `/chapterverse ingest <url>` fetch URLs whose host is a private, loopback, "
         "link-local or otherwise non-public address (off: such URLs are refused).")
+    # slack: several workspaces (OAuth; bot.installations) instead of one SLACK_BOT_TOKEN
+    slack_client_id: str | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_CLIENT_ID", "CHAPTERVERSE_SLACK_CLIENT_ID"),
+        description="With SLACK_CLIENT_SECRET: multi-workspace mode with install pages (OAuth).")
+    slack_client_secret: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_CLIENT_SECRET", "CHAPTERVERSE_SLACK_CLIENT_SECRET"))
+    slack_multi_workspace: bool = Field(
+        default=False, description="Serve every workspace in the installation store without serving install "
+        "pages (extra bot processes of an OAuth deployment). Implied by SLACK_CLIENT_ID/SECRET.")
+    slack_oauth_host: str = Field(default="127.0.0.1", description="Address the install pages listen on.")
+    slack_oauth_port: int = Field(default=3000, ge=0, le=65535, description="Port of the install pages.")
+    slack_redirect_uri: str | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_REDIRECT_URI", "CHAPTERVERSE_SLACK_REDIRECT_URI"),
+        description="Public https URL of /slack/oauth_redirect (as configured in the Slack app).")
+    slack_scopes: str = Field(
+        default="app_mentions:read,channels:history,chat:write,commands,files:read,groups:history,im:history,"
+        "mpim:history", description="Bot scopes requested at install.")
+    # jobs (bot.queue, bot.runner)
+    job_queue_limit: int = Field(default=20, ge=1, description="Unfinished jobs a workspace may have queued.")
+    bot_runs_jobs: bool = Field(
+        default=True, description="The bot runs queued jobs itself; set false when `chapterverse worker` "
+        "processes run them.")
+    worker_jobs: int = Field(default=1, ge=1, description="Jobs one `chapterverse worker` runs at the same time.")
+
 
     @property
     def max_file_bytes(self) -> int:

@@ -94,7 +94,7 @@ GOOD = Answer(question="what?", refusal=False, answer="Three miles.",
 
 def answering(client: StubClient, answer: Answer = GOOD) -> tuple[Answering, StubStore]:
     store = StubStore()
-    return Answering(Settings(), client, store, ask=lambda *a, **k: answer), store  # type: ignore[arg-type]
+    return Answering(Settings(), lambda team: client, store, ask=lambda *a, **k: answer), store  # type: ignore[arg-type,return-value]
 
 
 def no_placeholder_left(client: StubClient) -> bool:

@@ -1,0 +1,104 @@
+"""Slack OAuth installations in Postgres: slack-sdk's ``InstallationStore`` for multi-workspace mode.
+
+Bolt calls ``save`` when a workspace installs the app (the OAuth flow), ``find_bot`` /
+``find_installation`` to authorize every incoming event, and ``delete_*`` when a workspace
+uninstalls the app or revokes its tokens. The bot and the job worker use ``find_bot`` to get a
+workspace's own token (``bot.clients``). Rows live in ``slack_installations`` (migration 0012),
+keyed by workspace.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from psycopg.types.json import Jsonb
+from slack_sdk.oauth.installation_store import Bot, Installation, InstallationStore
+
+from bot.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def _workspace(enterprise_id: str | None, team_id: str | None, is_enterprise_install: bool | None) -> str:
+    """The row key: the team, or the enterprise for an org-wide install (which has no team)."""
+    if is_enterprise_install or not team_id:
+        return enterprise_id or ""
+    return team_id
+
+
+def _json(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, dt.datetime) else value
+
+
+class PostgresInstallationStore(InstallationStore):
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @property
+    def logger(self) -> logging.Logger:
+        return log
+
+    def save(self, installation: Installation) -> None:
+        data = {k: _json(v) for k, v in installation.to_dict_for_copying().items()}
+        key = (_workspace(installation.enterprise_id, installation.team_id, installation.is_enterprise_install),
+               installation.enterprise_id or "", installation.user_id or "")
+        self.store.run(lambda conn: conn.execute(
+            "INSERT INTO slack_installations (workspace, enterprise_id, user_id, installation, installed_at) "
+            "VALUES (%s, %s, %s, %s, to_timestamp(%s)) ON CONFLICT (workspace, enterprise_id, user_id) "
+            "DO UPDATE SET installation = EXCLUDED.installation, installed_at = EXCLUDED.installed_at",
+            (*key, Jsonb(data), installation.installed_at)))
+
+    def save_bot(self, bot: Bot) -> None:
+        """Bolt saves bots through ``save``; a bare bot is stored as an installation without a user."""
+        self.save(Installation(**{k: v for k, v in bot.to_dict_for_copying().items()}, user_id=""))
+
+    def _latest(self, enterprise_id: str | None, team_id: str | None, is_enterprise_install: bool | None,
+                user_id: str | None = None, with_bot: bool = False) -> Installation | None:
+        ws = _workspace(enterprise_id, team_id, is_enterprise_install)
+        sql = "SELECT installation FROM slack_installations WHERE workspace = %s AND enterprise_id = %s"
+        args: list[Any] = [ws, enterprise_id or ""]
+        if user_id is not None:
+            sql += " AND user_id = %s"
+            args.append(user_id)
+        if with_bot:
+            sql += " AND installation->>'bot_token' IS NOT NULL"
+        row = self.store.run(lambda conn: conn.execute(sql + " ORDER BY installed_at DESC LIMIT 1", args).fetchone())
+        return Installation(**row["installation"]) if row else None
+
+    def find_bot(self, *, enterprise_id: str | None, team_id: str | None,
+                 is_enterprise_install: bool | None = False) -> Bot | None:
+        found = self._latest(enterprise_id, team_id, is_enterprise_install, with_bot=True)
+        return found.to_bot() if found else None
+
+    def find_installation(self, *, enterprise_id: str | None, team_id: str | None, user_id: str | None = None,
+                          is_enterprise_install: bool | None = False) -> Installation | None:
+        found = self._latest(enterprise_id, team_id, is_enterprise_install, user_id)
+        if found is None or user_id is None:
+            return found
+        bot = self.find_bot(enterprise_id=enterprise_id, team_id=team_id, is_enterprise_install=is_enterprise_install)
+        if bot is not None and bot.bot_token != found.bot_token:  # a user's row keeps the workspace's current bot
+            data = found.to_dict_for_copying()
+            data.update(bot_token=bot.bot_token, bot_id=bot.bot_id, bot_user_id=bot.bot_user_id,
+                        bot_scopes=bot.bot_scopes, bot_refresh_token=bot.bot_refresh_token,
+                        bot_token_expires_at=bot.bot_token_expires_at)
+            found = Installation(**data)
+        return found
+
+    def delete_bot(self, *, enterprise_id: str | None, team_id: str | None) -> None:
+        ws = _workspace(enterprise_id, team_id, False) or _workspace(enterprise_id, team_id, True)
+        self.store.run(lambda conn: conn.execute(
+            "UPDATE slack_installations SET installation = installation - 'bot_token' - 'bot_refresh_token' "
+            "WHERE workspace = %s AND enterprise_id = %s", (ws, enterprise_id or "")))
+
+    def delete_installation(self, *, enterprise_id: str | None, team_id: str | None,
+                            user_id: str | None = None) -> None:
+        ws = _workspace(enterprise_id, team_id, False) or _workspace(enterprise_id, team_id, True)
+        if user_id is None:
+            self.store.run(lambda conn: conn.execute(
+                "DELETE FROM slack_installations WHERE workspace = %s AND enterprise_id = %s", (ws, enterprise_id or "")))
+        else:
+            self.store.run(lambda conn: conn.execute(
+                "DELETE FROM slack_installations WHERE workspace = %s AND enterprise_id = %s AND user_id = %s",
+                (ws, enterprise_id or "", user_id)))

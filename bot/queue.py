@@ -1,0 +1,152 @@
+"""The job queue in Postgres (``bot_jobs``, migrations 0002/0006/0009): enqueue, claim, heartbeat, finish.
+
+Any number of bot and worker processes share one queue. A worker claims the oldest queued job with
+``SELECT … FOR UPDATE SKIP LOCKED`` (two workers never get the same job and never wait for each
+other), refreshes the job's heartbeat while it runs, and records the end. A job whose worker died
+(no heartbeat for ``stale_s``) is put back in the queue once; after its last attempt it is failed
+with a message saying so. The queue is bounded per workspace: ``enqueue`` refuses a job when
+``limit`` jobs of that workspace are already waiting or running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from psycopg.types.json import Jsonb
+from pydantic import BaseModel, ValidationError
+
+from bot.store import Store, job_owner
+
+MAX_ATTEMPTS = 2  # a job is tried again once if its worker dies under it
+STALE_S = 60.0  # a running job without a heartbeat for this long has lost its worker
+HEARTBEAT_S = 10.0
+
+
+class ReportTo(BaseModel):
+    """Where a job's progress and result go."""
+
+    channel: str
+    user: str
+    mode: Literal["ephemeral", "thread"] = "ephemeral"
+    thread_ts: str | None = None
+    status_ts: str | None = None  # thread mode: the status message to update
+    response_url: str | None = None  # ephemeral mode: the slash command's fallback
+
+
+class JobSpec(BaseModel):
+    kind: Literal["ingest", "remove"]
+    collection: str
+    url: str | None = None  # ingest from a URL (kept only while the job is unfinished)
+    slack_file: str | None = None  # ingest a file shared in Slack
+    name: str | None = None  # remove this document
+    report: ReportTo
+
+
+@dataclass(frozen=True)
+class Job:
+    workspace: str
+    id: int
+    spec: JobSpec
+    source: str  # as shown to people
+    attempts: int
+
+
+class QueueFull(Exception):
+    """The workspace already has ``limit`` unfinished jobs."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"The job queue is full ({limit} jobs are waiting or running in this workspace). "
+                         "Please try again when some have finished.")
+        self.limit = limit
+
+
+class JobQueue:
+    def __init__(self, store: Store, limit: int) -> None:
+        self.store, self.limit = store, limit
+
+    def enqueue(self, workspace: str, requested_by: str, source: str, spec: JobSpec) -> tuple[int, int]:
+        """Queue a job; (its id, how many unfinished jobs of the workspace are ahead of it).
+        Raises ``QueueFull`` when the workspace has ``limit`` unfinished jobs already."""
+
+        def run(conn) -> tuple[int, int]:  # noqa: ANN001
+            with conn.transaction():
+                # one enqueuer per workspace at a time, so the count below cannot be raced past the limit
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext('bot_jobs:' || %s))", (workspace,))
+                ahead = conn.execute("SELECT count(*) AS n FROM bot_jobs WHERE workspace = %s "
+                                     "AND status IN ('queued', 'running')", (workspace,)).fetchone()["n"]
+                if ahead >= self.limit:
+                    raise QueueFull(self.limit)
+                row = conn.execute(
+                    "INSERT INTO bot_jobs (workspace, kind, requested_by, channel, collection, source, payload) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                    (workspace, spec.kind, requested_by, spec.report.channel, spec.collection, source,
+                     Jsonb(spec.model_dump(mode="json")))).fetchone()
+            return int(row["id"]), int(ahead)
+
+        return self.store.run(run)
+
+    def claim(self) -> Job | None:
+        """The oldest queued job, now running and owned by this process; None when the queue is empty."""
+        host, pid = job_owner()
+        row = self.store.run(lambda conn: conn.execute(
+            "UPDATE bot_jobs j SET status = 'running', started_at = now(), heartbeat_at = now(), "
+            "attempts = j.attempts + 1, owner_host = %s, owner_pid = %s FROM ("
+            "  SELECT workspace, id FROM bot_jobs WHERE status = 'queued' ORDER BY created_at, id "
+            "  LIMIT 1 FOR UPDATE SKIP LOCKED) q "
+            "WHERE j.workspace = q.workspace AND j.id = q.id "
+            "RETURNING j.workspace, j.id, j.payload, j.source, j.attempts", (host, pid)).fetchone())
+        if row is None:
+            return None
+        try:
+            spec = JobSpec.model_validate(row["payload"])
+        except ValidationError:  # recorded before jobs carried their payload: nothing to run
+            job = Job(row["workspace"], int(row["id"]), None, row["source"], int(row["attempts"]))  # type: ignore[arg-type]
+            self.finish(job, ok=False, message="cannot run: recorded by an older version of the bot")
+            return self.claim()
+        return Job(workspace=row["workspace"], id=int(row["id"]), spec=spec, source=row["source"],
+                   attempts=int(row["attempts"]))
+
+    def heartbeat(self, job: Job) -> None:
+        self.store.run(lambda conn: conn.execute(
+            "UPDATE bot_jobs SET heartbeat_at = now() WHERE workspace = %s AND id = %s AND status = 'running'",
+            (job.workspace, job.id)))
+
+    def finish(self, job: Job, *, ok: bool, message: str, pages: int | None = None,
+               chunks: int | None = None) -> None:
+        """Record the end; the payload's URL (which may carry a signed query string) is dropped."""
+        self.store.run(lambda conn: conn.execute(
+            "UPDATE bot_jobs SET status = %s, message = %s, pages = %s, chunks = %s, finished_at = now(), "
+            "payload = payload - 'url' WHERE workspace = %s AND id = %s",
+            ("done" if ok else "failed", message, pages, chunks, job.workspace, job.id)))
+
+    def recover(self, stale_s: float = STALE_S, *, starting: bool = False) -> tuple[int, int]:
+        """Jobs whose worker is gone: requeued while attempts remain, else failed. (requeued, failed).
+
+        A running job's worker is gone when its heartbeat is older than ``stale_s``; when
+        ``starting``, also when it was claimed on this host by a process that is no longer alive or
+        that had this process's PID (a predecessor: in a container every bot is PID 1)."""
+        from bot.store import _alive  # noqa: PLC0415
+
+        host, me = job_owner()
+
+        def run(conn) -> tuple[int, int]:  # noqa: ANN001
+            gone: list[int] = []
+            if starting:
+                rows = conn.execute("SELECT workspace, id, owner_pid FROM bot_jobs WHERE status = 'running' "
+                                    "AND owner_host = %s", (host,)).fetchall()
+                gone = [f"{r['workspace']}:{r['id']}" for r in rows if r["owner_pid"] == me or not _alive(r["owner_pid"])]
+            lost = ("status = 'running' AND (workspace || ':' || id = ANY(%(gone)s) OR "
+                    "coalesce(heartbeat_at, started_at, created_at) < now() - make_interval(secs => %(stale)s))")
+            args = {"gone": gone, "stale": stale_s, "max": MAX_ATTEMPTS}
+            with conn.transaction():
+                requeued = conn.execute(
+                    f"UPDATE bot_jobs SET status = 'queued', owner_host = NULL, owner_pid = NULL "  # noqa: S608
+                    f"WHERE {lost} AND attempts < %(max)s RETURNING id", args).fetchall()
+                failed = conn.execute(
+                    f"UPDATE bot_jobs SET status = 'failed', finished_at = now(), payload = payload - 'url', "  # noqa: S608
+                    f"message = 'interrupted: its worker stopped during each of ' || attempts || ' attempt(s)' "
+                    f"WHERE {lost} RETURNING id", args).fetchall()
+            return len(requeued), len(failed)
+
+        return self.store.run(run)

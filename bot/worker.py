@@ -1,0 +1,76 @@
+"""`chapterverse worker`: a process that only runs queued ingestion/removal jobs.
+
+Run any number of them beside the bot processes, all on one database (``DATABASE_URL``); each job
+is run by exactly one of them (``bot.queue``). Set ``CHAPTERVERSE_BOT_RUNS_JOBS=false`` on the bots
+when workers run, so answering never shares a CPU with embedding. A worker needs Slack only to
+report progress and to download shared files: ``SLACK_BOT_TOKEN`` in single-workspace mode, the
+installation store in multi-workspace mode. SIGTERM/Ctrl-C stop it; a job it was running is
+claimed again by another worker after ``bot.queue.STALE_S`` seconds (or at once by the next
+worker started on this host), and failed after its last attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+
+from bot.clients import Clients
+from bot.installations import PostgresInstallationStore
+from bot.jobs import Jobs
+from bot.main import ConfigError, prepare_database, setup_logging
+from bot.oauth import multi_workspace
+from bot.queue import JobQueue
+from bot.runner import JobRunner
+from bot.store import Store
+from retrieval.settings import Settings
+
+log = logging.getLogger("bot.worker")
+
+
+def run(settings: Settings, stop: threading.Event) -> None:
+    store = Store(settings)
+    prepare_database(store)
+    if multi_workspace(settings):
+        clients = Clients(settings, installations=PostgresInstallationStore(store))
+    else:
+        token = settings.slack_bot_token.get_secret_value().strip() if settings.slack_bot_token else ""
+        if not token:
+            raise ConfigError("SLACK_BOT_TOKEN must be set (the worker reports progress in Slack and downloads "
+                              "shared files), or SLACK_CLIENT_ID/SLACK_CLIENT_SECRET for several workspaces")
+        clients = Clients(settings, token=token)
+    queue = JobQueue(store, settings.job_queue_limit)
+    runner = JobRunner(queue, Jobs(settings, clients, store, queue).run, threads=settings.worker_jobs).start()
+    log.info("worker running %d job(s) at a time; waiting for jobs", settings.worker_jobs)
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        runner.stop()
+        log.info("stopped")
+
+
+def main(verbose: bool = False) -> int:
+    setup_logging(verbose)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        log.info("signal %d: shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        run(Settings(), stop)
+    except ConfigError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except Exception as exc:  # noqa: BLE001  (pydantic validation and the like: one line, no secrets)
+        sys.stderr.write(f"error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(verbose=True))
