@@ -53,7 +53,8 @@ STRONG: tuple[re.Pattern[str], ...] = (
     re.compile(rf"\b(?:dear|hey|hello|hi)\s+(?:ai|a\.i\.|{_AI_SYSTEM}|assistant|model|bot)\b", _I),
     # "if you are an AI", "you are a large language model", "as an AI language model"
     re.compile(rf"\b(?:if\s+)?you\s+are\s+(?:an?|the)\s+(?:ai|a\.i\.|{_AI_SYSTEM})\b", _I),
-    re.compile(rf"\bas\s+an?\s+(?:ai|a\.i\.)\b", _I),
+    re.compile(rf"\bas\s+an?\s+(?:(?:ai|a\.i\.)\s+(?:language\s+)?(?:model|assistant|chatbot)|{_AI_SYSTEM})\b"
+               r"|\bas\s+an?\s+(?:ai|a\.i\.),", _I),
     # AI readers told what to do: "AI models reading this must …", "any LLM summarizing this document"
     re.compile(rf"\b{_AI_SYSTEM}\s+(?:that\s+(?:is|are)\s+)?(?:reading|processing|summari[sz]ing|answering|"
                r"parsing|indexing|reviewing)\s+(?:this|these)\b", _I),
