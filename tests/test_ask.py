@@ -238,10 +238,12 @@ def test_a_question_about_a_key_term_the_passage_uses_is_answered(settings, dev_
 def test_cli_eval_answers_scores_questions_and_follow_ups_in_their_thread(settings, dev_corpus, tmp_path) -> None:
     questions = [
         {"id": "a", "question": "When do the batteries of an emergency locator transmitter have to be replaced?",
-         "answerable": True, "document": "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf", "pages": [46]},
+         "answerable": True, "document": "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf", "pages": [46],
+         "answer_span": "1 cumulative hour"},
         {"id": "u", "question": "What is the best glide speed of a Piper PA-28 Cherokee?", "answerable": False},
         {"id": "f", "question": "and at night?", "answerable": True,
          "document": "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf", "pages": [28],
+         "answer_span": "at least 45 minutes",
          "history": [{"question": "How much fuel reserve must an airplane carry for a VFR flight by day?",
                       "answer": "Enough to fly for at least 30 minutes."}]},
     ]
@@ -254,9 +256,12 @@ def test_cli_eval_answers_scores_questions_and_follow_ups_in_their_thread(settin
     s = report["summary"]
     assert (s["questions"], s["answerable"], s["unanswerable"]) == (3, 2, 1)
     rows = {r["id"]: r for r in report["per_question"]}
-    assert rows["a"]["correct"] and rows["u"]["correct"] and rows["u"]["refused"]
+    # a quote on the gold page (the old rule); whether the FIRST quote states the answer is the
+    # evidence rule, tested in test_answer_eval.py, and reported here as the row's outcome
+    assert rows["a"]["any_quote_on_gold_page"] and rows["u"]["correct"] and rows["u"]["refused"]
+    assert rows["a"]["correct"] == (rows["a"]["outcome"] == "right_evidence_first")
     assert "fuel reserve" in rows["f"]["standalone_question"] and "at night" in rows["f"]["standalone_question"]
-    assert rows["f"]["correct"], rows["f"]
+    assert rows["f"]["any_quote_on_gold_page"], rows["f"]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"question": "and at night?", "answerable": True, "history": "not a list"}]))
     res = run_cli("eval", "answers", str(bad), "--out", str(tmp_path / "x.json"), "--collection", dev_corpus)
