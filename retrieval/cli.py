@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import os
 import resource
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-import typer
+# PyMuPDF imports its optional layout analyser (pymupdf_layout, an ONNX model: ~4 s) on import if
+# installed; Chapter & Verse never calls page.get_layout(), so the CLI skips that import.
+sys.modules.setdefault("pymupdf.layout", None)  # type: ignore[arg-type]
+os.environ.setdefault("PYMUPDF_SUGGEST_LAYOUT_ANALYZER", "0")
 
-from ingest.sources import InputError, expand, load
-from retrieval.db import DatabaseError
-from retrieval.logs import quiet_libraries
-from retrieval.embed import ModelError
-from retrieval.settings import Settings, get_settings
+import typer  # noqa: E402
+
+from ingest.sources import InputError, expand, load  # noqa: E402
+from retrieval.db import DatabaseError  # noqa: E402
+from retrieval.embed import ModelError  # noqa: E402
+from retrieval.logs import quiet_libraries  # noqa: E402
+from retrieval.settings import Settings, get_settings  # noqa: E402
 
 app = typer.Typer(
     help="Chapter & Verse: answers from your handbooks with verified, page-linked quotes.",
@@ -29,6 +38,35 @@ app.add_typer(eval_app, name="eval")
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 
 
+TIMINGS_ENV = "CHAPTERVERSE_TIMINGS"  # set: print one "timings {json}" line on stderr at exit
+_stage_ms: dict[str, float] = {}
+
+
+def _process_age_s() -> float | None:
+    """Seconds since this process started (Linux /proc; 10 ms resolution), None elsewhere."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+@contextmanager
+def _timed(stage: str) -> Iterator[None]:
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        _stage_ms[stage] = _stage_ms.get(stage, 0.0) + (time.perf_counter() - t0) * 1e3
+
+
+def _report_timings() -> None:
+    age = _process_age_s()
+    out = {"total_ms": round(age * 1e3, 1) if age is not None else None,
+           **{k: round(v, 1) for k, v in _stage_ms.items()}}
+    sys.stderr.write(f"timings {json.dumps(out)}\n")
+
+
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -38,6 +76,10 @@ def _setup_logging(verbose: bool) -> None:
 @app.callback()
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress to stderr.")] = False) -> None:
     _setup_logging(verbose)
+    if os.environ.get(TIMINGS_ENV):
+        age = _process_age_s()
+        _stage_ms["startup"] = age * 1e3 if age is not None else 0.0  # interpreter + module imports
+        atexit.register(_report_timings)
 
 
 def _emit(obj: Any) -> None:
@@ -67,9 +109,21 @@ def _ready(settings: Settings) -> None:
     from retrieval import db  # noqa: PLC0415
 
     try:
-        db.ready(settings)
+        with _timed("db_start"):
+            db.ready(settings)
     except DatabaseError as exc:
         _fail(str(exc))
+
+
+def _load_model(settings: Settings) -> None:
+    """Load the embedding model now (timed on its own); a failure is reported by the command."""
+    from retrieval.embed import get_embedder  # noqa: PLC0415
+
+    with _timed("model_load"):
+        try:
+            get_embedder(settings.embedding_model)
+        except ModelError:
+            pass
 
 
 @app.command()
@@ -83,14 +137,14 @@ def ingest(
 
     One bad input does not stop the others; the exit status is 1 if any input failed.
     """
-    from ingest.pipeline import ingest_source  # noqa: PLC0415  (loads PyMuPDF, torch)
+    from ingest.pipeline import ingest_source  # noqa: PLC0415  (loads PyMuPDF)
     from retrieval.embed import get_embedder  # noqa: PLC0415
 
     settings = _settings()
     _ready(settings)
     coll = collection or settings.default_collection
     try:
-        embedder = get_embedder(settings.embedding_model)
+        embedder = get_embedder(settings.embedding_model, load=False)  # loads when a document needs it
     except ModelError as exc:
         _fail(str(exc))
     limit = settings.max_file_bytes
@@ -112,6 +166,8 @@ def ingest(
             failed += 1
             results.append({"origin": arg, "status": "failed", "message": str(exc)})
             typer.echo(f"error: {exc}", err=True)
+        except ModelError as exc:  # no document can be embedded: stop here
+            _fail(str(exc))
         except DatabaseError as exc:
             failed += 1
             results.append({"origin": arg, "status": "failed", "message": str(exc)})
@@ -183,12 +239,15 @@ def search(
     json_out: JsonOpt = False,
 ) -> None:
     """Find the passages that best match QUERY."""
-    from retrieval.search import search as run_search  # noqa: PLC0415
+    with _timed("imports"):
+        from retrieval.search import search as run_search  # noqa: PLC0415
 
     settings = _settings()
     _ready(settings)
+    _load_model(settings)
     try:
-        res = run_search(settings, query, k=k, collections=collection, documents=document)
+        with _timed("search"):
+            res = run_search(settings, query, k=k, collections=collection, documents=document)
     except (DatabaseError, ModelError) as exc:
         _fail(str(exc))
     if json_out:
@@ -353,17 +412,22 @@ def ask(
     also when the index is unavailable (the database is down or unreachable); the reason says so.
     Exit status 2 is left for bad configuration."""
     from retrieval import db  # noqa: PLC0415
-    from retrieval.answer_view import as_json, as_text  # noqa: PLC0415
-    from retrieval.ask import ask as run_ask  # noqa: PLC0415
-    from retrieval.ask import index_unavailable  # noqa: PLC0415
+    with _timed("imports"):
+        from retrieval.answer_view import as_json, as_text  # noqa: PLC0415
+        from retrieval.ask import ask as run_ask  # noqa: PLC0415
+        from retrieval.ask import index_unavailable  # noqa: PLC0415
 
     settings = _settings()
     try:
-        db.ready(settings)
+        with _timed("db_start"):
+            db.ready(settings)
     except DatabaseError as exc:
         result = index_unavailable(question, exc)
     else:
-        result = run_ask(settings, question, collections=collection, answerer=answerer)
+        _load_model(settings)
+        with _timed("ask"):
+            result = run_ask(settings, question, collections=collection, answerer=answerer)
+        _stage_ms["ask.search"] = result.timings_ms.get("search", 0.0)
     if json_out:
         _emit(as_json(result))
     else:

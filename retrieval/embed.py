@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -31,26 +33,86 @@ def resolve_model_path(name: str) -> str:
     return str(Path(name).expanduser()) if Path(name).expanduser().exists() else name
 
 
+def configured_dim(path: str) -> int | None:
+    """The output dimension a sentence-transformers model directory declares, read from its JSON
+    files without loading the model (None when it cannot be told that way, e.g. a hub name)."""
+    root = Path(path)
+    try:
+        modules = json.loads((root / "modules.json").read_text())
+        dim: int | None = None
+        for module in modules:
+            kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+            conf_path = root / str(module.get("path", "")) / "config.json"
+            if kind == "Pooling":
+                conf = json.loads(conf_path.read_text())
+                modes = sum(1 for k, v in conf.items() if k.startswith("pooling_mode_") and v is True)
+                dim = int(conf["word_embedding_dimension"]) * max(modes, 1)
+            elif kind == "Dense":
+                dim = int(json.loads(conf_path.read_text())["out_features"])
+            elif kind not in ("Transformer", "Normalize"):
+                return None
+        return dim
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 class Embedder:
-    """Wraps a SentenceTransformer; vectors are L2-normalised (cosine = dot product)."""
+    """Wraps a SentenceTransformer; vectors are L2-normalised (cosine = dot product).
+
+    The model (and torch) is loaded on first use, not when the Embedder is made: ``name`` and
+    ``dim`` come from the model's files, so commands that only compare them with the index (an
+    unchanged re-ingest, a rejected input) never pay the few seconds a load costs.
+    """
 
     def __init__(self, name: str) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        self.name = BUNDLED_ID if name == BUNDLED else name
+        self._requested = name
+        self._path = resolve_model_path(name)
+        self._model = None
+        self._load_lock = threading.Lock()
+        self._lock = threading.Lock()  # torch modules are not safe to call from several threads at once
+        dim = configured_dim(self._path)
+        self.dim = dim if dim is not None else self._dim_of(self.model)
+
+    @staticmethod
+    def _dim_of(model) -> int:
+        dim = model.get_embedding_dimension() if hasattr(model, "get_embedding_dimension") \
+            else model.get_sentence_embedding_dimension()
+        return int(dim or 0)
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    @property
+    def model(self):
+        """The SentenceTransformer, loaded on first use (raises ModelError)."""
+        if self._model is None:
+            with self._load_lock:
+                if self._model is None:
+                    self._model = self._load()
+        return self._model
+
+    def _load(self):
         from sentence_transformers import SentenceTransformer  # noqa: PLC0415  (slow import)
 
-        self.name = BUNDLED_ID if name == BUNDLED else name
-        path = resolve_model_path(name)
+        t0 = time.perf_counter()
         try:
-            self.model = SentenceTransformer(path, device="cpu")
+            model = SentenceTransformer(self._path, device="cpu")
         except Exception as exc:  # noqa: BLE001  (hub/network/format errors all end here)
-            raise ModelError(f"could not load embedding model {name!r}: {str(exc).splitlines()[0]}") from exc
-        dim = self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension") \
-            else self.model.get_sentence_embedding_dimension()
-        self.dim = int(dim or 0)
-        self.max_tokens = int(self.model.max_seq_length or 256) - 2  # room for [CLS] and [SEP]
-        self._lock = threading.Lock()  # torch modules are not safe to call from several threads at once
+            raise ModelError(f"could not load embedding model {self._requested!r}: {str(exc).splitlines()[0]}") from exc
+        log.info("loaded embedding model %s in %.1f s", self.name, time.perf_counter() - t0)
+        if hasattr(self, "dim") and self._dim_of(model) != self.dim:
+            raise ModelError(f"embedding model {self._requested!r} produces {self._dim_of(model)}-d vectors, "
+                             f"its files declare {self.dim}")
+        return model
+
+    @property
+    def max_tokens(self) -> int:
+        return int(self.model.max_seq_length or 256) - 2  # room for [CLS] and [SEP]
 
     def count_tokens(self, text: str) -> int:
         return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
@@ -87,6 +149,10 @@ def _load(name: str) -> Embedder:
     return Embedder(name)
 
 
-def get_embedder(name: str) -> Embedder:
+def get_embedder(name: str, *, load: bool = True) -> Embedder:
+    """The process's Embedder for ``name``; ``load=False`` defers loading the model to first use."""
     with _lock:
-        return _load(name)
+        emb = _load(name)
+    if load:
+        emb.model  # noqa: B018  (loads it, or raises ModelError)
+    return emb
