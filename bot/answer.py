@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
+from typing import TypeVar
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -25,6 +27,7 @@ from retrieval.settings import Settings
 log = logging.getLogger(__name__)
 
 AskFn = Callable[..., Answer]
+T = TypeVar("T")
 
 DB_DOWN = ("I can't reach my database right now, so I can't search the handbooks. Nothing was guessed. "
            "Please ask again in a minute.")
@@ -66,10 +69,14 @@ def default_ask() -> AskFn:
 
 class Answering:
     def __init__(self, settings: Settings, clients: Callable[[str], WebClient], store: Store,
-                 ask: AskFn | None = None) -> None:
-        """``clients(team)`` is the workspace's Web API client (``bot.clients.Clients``)."""
+                 ask: AskFn | None = None, io: Executor | None = None) -> None:
+        """``clients(team)`` is the workspace's Web API client (``bot.clients.Clients``). ``io`` runs
+        the Slack calls (placeholder, delivery), so a worker that answers never waits on Slack (a
+        slow or rate-limited API): it posts the placeholder while the answer is computed and moves
+        on to the next question while the reply is delivered. Without it they run inline."""
         self.settings, self.clients, self.store = settings, clients, store
         self._ask = ask
+        self._io = io or InlineExecutor()
 
     def handle(self, q: Question) -> None:
         try:
@@ -85,13 +92,17 @@ class Answering:
             log.warning("cannot dedup %s: %s", q.key, exc)
             self._reply_problem(q, DB_DOWN)
             return
-        placeholder = self._placeholder(q)
+        placeholder = self._io.submit(self._placeholder, q)
         try:
             messages, turn_id = self._prepare(q)
         except Exception as exc:  # noqa: BLE001  (a bug must not leave "Looking through…" behind)
             log.exception("preparing the reply to %s failed", q.key)
             messages, turn_id = [render_problem(UNEXPECTED.format(type(exc).__name__))], None
-        first_ts = self._finish(q, placeholder, messages)
+        self._io.submit(self._deliver, q, placeholder, messages, turn_id)
+
+    def _deliver(self, q: Question, placeholder: Future[str | None], messages: Sequence[slack.SlackMessage],
+                 turn_id: int | None) -> None:
+        first_ts = self._finish(q, placeholder.result(), messages)
         if turn_id is not None and first_ts:
             try:
                 self.store.set_reply_ts(q.team, turn_id, first_ts)
@@ -213,6 +224,18 @@ class Answering:
 
     def _reply_problem(self, q: Question, text: str) -> None:
         self._problem(q, None, text)
+
+
+class InlineExecutor(Executor):
+    """Runs each task at once in the caller's thread (tests, and ``Answering`` without an ``io``)."""
+
+    def submit(self, fn: Callable[..., T], /, *args: object, **kwargs: object) -> Future[T]:  # type: ignore[override]
+        future: Future[T] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001
+            future.set_exception(exc)
+        return future
 
 
 def _error(exc: BaseException) -> str:

@@ -22,7 +22,6 @@ from bot.queue import Job, JobQueue, JobSpec, QueueFull, ReportTo
 from bot.render import render_documents
 from bot.scope import scope_for
 from bot.store import Store
-from bot.workers import WorkerPool
 from ingest.sources import InputError, Source, fetch_url
 from retrieval.db import DatabaseError
 from retrieval.embed import ModelError
@@ -111,14 +110,14 @@ def _redacting(report: Reporter) -> Reporter:
 
 
 class Jobs:
-    """Queues jobs (any thread but the socket's) and runs claimed ones (``run``, on a job runner).
+    """Queues jobs (from any thread but the socket's) and runs claimed ones (``run``, on a job runner).
 
     ``clients(team)`` is the Web API client of a workspace (its own bot token in OAuth mode)."""
 
     def __init__(self, settings: Settings, clients: Callable[[str], WebClient], store: Store, queue: JobQueue,
-                 quick: WorkerPool | None = None, wake: Callable[[], None] | None = None) -> None:
+                 wake: Callable[[], None] | None = None) -> None:
+        """``wake`` tells this process's job runner that a job was queued (no wait for its next poll)."""
         self.settings, self.clients, self.store, self.queue = settings, clients, store, queue
-        self.quick = quick  # reads that must not wait behind long jobs
         self._wake = wake or (lambda: None)
 
     @property

@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from slack_bolt import App
@@ -67,14 +68,6 @@ def tokens(settings: Settings) -> tuple[str | None, str]:
     return (None if multi else bot_token), app_token
 
 
-def flush_search_connections() -> None:
-    """After a database outage the search module's idle pooled connections are dead; drop them."""
-    from retrieval import pool  # noqa: PLC0415
-
-    pool.close_all()
-    log.info("database reachable again; dropped stale search connections")
-
-
 def prepare_database(store: Store) -> None:
     try:
         store.ensure_ready()
@@ -123,6 +116,8 @@ def warm_up(settings: Settings) -> None:
 
 def run(settings: Settings) -> None:
     bot_token, app_token = tokens(settings)
+    if settings.db_pool_size is None:  # one pool for searches and bot state, sized to the workers
+        settings = settings.model_copy(update={"db_pool_size": 2 * settings.slack_workers + 6})
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
@@ -132,17 +127,18 @@ def run(settings: Settings) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    store = Store(settings, on_recover=flush_search_connections)
+    store = Store(settings)
     prepare_database(store)
     installations = PostgresInstallationStore(store) if bot_token is None else None
     clients = Clients(settings, token=bot_token, installations=installations)
     queue = JobQueue(store, settings.job_queue_limit)
     answers, quick = WorkerPool("answer", settings.slack_workers), WorkerPool("quick", 4)
+    slack_io = ThreadPoolExecutor(max_workers=8, thread_name_prefix="slack-io")
     runner: JobRunner | None = None
-    jobs = Jobs(settings, clients, store, queue, quick, wake=lambda: runner.wake() if runner else None)
+    jobs = Jobs(settings, clients, store, queue, wake=lambda: runner.wake() if runner else None)
     if settings.bot_runs_jobs:
         runner = JobRunner(queue, jobs.run).start()
-    bot = Bot(settings=settings, clients=clients, store=store, answering=Answering(settings, clients, store),
+    bot = Bot(settings=settings, clients=clients, store=store, answering=Answering(settings, clients, store, io=slack_io),
               jobs=jobs, answers=answers, quick=quick)
     app = build_bolt(bot, stop, app_auth(settings, installations) if installations else {})
     if app is None:
@@ -163,6 +159,7 @@ def run(settings: Settings) -> None:
             runner.stop()
         for pool in (answers, quick):
             pool.shutdown()
+        slack_io.shutdown(wait=False)
         log.info("stopped")
 
 

@@ -39,13 +39,16 @@ def oauth_enabled(settings: Settings) -> bool:
 def app_auth(settings: Settings, installations: PostgresInstallationStore) -> dict[str, Any]:
     """``App`` arguments for multi-workspace mode: every event is authorized with its workspace's bot
     token from the store; with a client id and secret, the OAuth flow that fills the store."""
-    auth: dict[str, Any] = {"installation_store": installations, "installation_store_bot_only": True}
-    if oauth_enabled(settings):
+    auth: dict[str, Any] = {"installation_store": installations}
+    if not oauth_enabled(settings):
+        auth["installation_store_bot_only"] = True  # events are answered with the workspace's bot token
+    else:
         assert settings.slack_client_secret is not None
         auth["oauth_settings"] = OAuthSettings(
             client_id=settings.slack_client_id, client_secret=settings.slack_client_secret.get_secret_value(),
             scopes=[s.strip() for s in settings.slack_scopes.split(",") if s.strip()],
             redirect_uri=settings.slack_redirect_uri, installation_store=installations,
+            installation_store_bot_only=True,
             state_store=FileOAuthStateStore(expiration_seconds=STATE_TTL_S,
                                             base_dir=str(settings.home / "oauth-state")),
             install_path="/slack/install", redirect_uri_path="/slack/oauth_redirect")

@@ -1,8 +1,9 @@
 """The bot's Postgres state: event dedup, threads, turns and feedback (tables of 0002_bot.sql); jobs
 are in ``bot.queue``.
 
-Every function opens its own short connection, so a database that goes away and comes back is
-picked up again without restarting the bot. Failures surface as ``retrieval.db.DatabaseError``
+Every function borrows a connection from the process's one pool (``retrieval.pool``, shared with
+searches and sized to the workers); each is checked when handed out, so a database that goes away
+and comes back is picked up again without restarting the bot. Failures surface as ``retrieval.db.DatabaseError``
 (``IndexUnavailable`` when the server cannot be reached).
 """
 
@@ -18,7 +19,7 @@ from typing import TypeVar
 import psycopg
 from psycopg.types.json import Jsonb
 
-from retrieval import db
+from retrieval import db, pool
 from retrieval.db import DatabaseError, IndexUnavailable, first_line
 from retrieval.models import Answer, Turn
 from retrieval.settings import Settings
@@ -30,14 +31,10 @@ PRUNE_EVERY = 200  # events claimed between two prunes of old event keys
 
 
 class Store:
-    def __init__(self, settings: Settings, on_recover: Callable[[], None] | None = None) -> None:
-        """``on_recover`` runs once each time the database is reachable again after an outage
-        (the bot uses it to drop the search module's pooled connections, which died with it)."""
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._ready = False
         self._ready_lock = threading.Lock()
-        self._on_recover = on_recover
-        self._outage = False
         self._claims = 0
 
     # ------------------------------------------------------------------ plumbing
@@ -57,23 +54,14 @@ class Store:
     def _conn(self) -> Iterator[psycopg.Connection]:
         try:
             self.ensure_ready()
-            with db.connection(self.settings) as conn:
-                self._recovered()
+            with pool.connection(self.settings) as conn:
                 yield conn
         except IndexUnavailable:
-            self._outage = True
             raise
         except psycopg.OperationalError as exc:
-            self._outage = True
             raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
         except psycopg.Error as exc:
             raise DatabaseError(f"database error: {first_line(exc)}") from exc
-
-    def _recovered(self) -> None:
-        if self._outage:
-            self._outage = False
-            if self._on_recover is not None:
-                self._on_recover()
 
     def run(self, fn: Callable[[psycopg.Connection], T]) -> T:
         with self._conn() as conn:

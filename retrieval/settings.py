@@ -122,6 +122,9 @@ class Settings(BaseSettings):
         default=True, description="The bot runs queued jobs itself; set false when `chapterverse worker` "
         "processes run them.")
     worker_jobs: int = Field(default=1, ge=1, description="Jobs one `chapterverse worker` runs at the same time.")
+    db_pool_size: int | None = Field(
+        default=None, ge=1, description="Pooled database connections per process (retrieval.pool); unset: 4, "
+        "and for the bot 2 per answer worker + 6 (each search runs two queries at once).")
 
 
     @property

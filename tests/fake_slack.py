@@ -42,6 +42,7 @@ class Call:
     params: dict[str, Any]
     at: float
     status: int = 200
+    team: str | None = None  # the workspace whose bot token made the call
 
 
 @dataclass
@@ -89,6 +90,9 @@ class FakeSlack:
         self._rate_limits: dict[str, list[int]] = {}  # method -> [remaining, retry_after]
         self._failures: dict[str, list[Any]] = {}  # method -> [remaining, error code, channel or None]
         self._lock = threading.RLock()
+        self.tokens: dict[str, str] = {BOT_TOKEN: team_id}  # bot token -> its workspace
+        self.oauth_codes: dict[str, tuple[str, str]] = {}  # install code -> (team id, bot token)
+        self._team = team_id  # workspace of the Web API call being handled
         self._ts = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -180,24 +184,50 @@ class FakeSlack:
                 failing[0] -= 1
                 self.calls.append(Call(method, params, time.time(), 200))
                 return web.json_response({"ok": False, "error": failing[1]})
-            self.calls.append(Call(method, params, time.time()))
-        expected = APP_TOKEN if method == "apps.connections.open" else BOT_TOKEN
-        if token != expected:
+            self.calls.append(Call(method, params, time.time(), team=self.tokens.get(token)))
+        if method == "apps.connections.open":
+            authorized = token == APP_TOKEN
+        else:
+            authorized = token in self.tokens or method == "oauth.v2.access"  # that one uses the client secret
+        if not authorized:
             return web.json_response({"ok": False, "error": "invalid_auth"})
         handler: Callable[[dict[str, Any]], dict[str, Any]] | None = getattr(
             self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
         with self._lock:
+            self._team = self.tokens.get(token, self.team_id)
             body = handler(params)
         return web.json_response(body)
 
     def _next_ts(self) -> str:
         return f"{int(time.time())}.{next(self._ts):06d}"
 
+    def add_team(self, team_id: str, bot_token: str) -> None:
+        """Another workspace the app is installed in (multi-workspace mode), with its own bot token."""
+        with self._lock:
+            self.tokens[bot_token] = team_id
+
+    def install_code(self, team_id: str, bot_token: str) -> str:
+        """A code Slack would hand the browser after someone installs the app in ``team_id``."""
+        code = uuid.uuid4().hex
+        with self._lock:
+            self.oauth_codes[code] = (team_id, bot_token)
+        return code
+
+    def _m_oauth_v2_access(self, p: dict[str, Any]) -> dict[str, Any]:
+        found = self.oauth_codes.pop(str(p.get("code")), None)
+        if found is None:
+            return {"ok": False, "error": "invalid_code"}
+        team, token = found
+        self.tokens[token] = team
+        return {"ok": True, "app_id": "A0FAKE", "authed_user": {"id": "U0INSTALLER"}, "scope": "chat:write",
+                "token_type": "bot", "access_token": token, "bot_user_id": self.bot_user_id,
+                "team": {"id": team, "name": f"Team {team}"}, "enterprise": None, "is_enterprise_install": False}
+
     def _m_auth_test(self, p: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "url": "https://fake.slack.test/", "team": "Fake", "user": "chapterverse",
-                "team_id": self.team_id, "user_id": self.bot_user_id, "bot_id": self.bot_id,
+                "team_id": self._team, "user_id": self.bot_user_id, "bot_id": self.bot_id,
                 "is_enterprise_install": False}
 
     def _m_apps_connections_open(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -209,14 +239,14 @@ class FakeSlack:
         if not channel:
             return {"ok": False, "error": "channel_not_found"}
         msg = {"type": "message", "user": self.bot_user_id, "bot_id": self.bot_id, "text": p.get("text", ""),
-               "blocks": p.get("blocks") or [], "ts": self._next_ts(), "channel": channel}
+               "blocks": p.get("blocks") or [], "ts": self._next_ts(), "channel": channel, "team": self._team}
         if p.get("thread_ts"):
             msg["thread_ts"] = str(p["thread_ts"])
         self.messages.setdefault(channel, []).append(msg)
         if self.echo_bot_messages:
             event = {k: v for k, v in msg.items() if k != "blocks"}
             event["channel_type"] = "im" if channel.startswith("D") else "channel"
-            self._deliver_event(event)
+            self._deliver_event(event, self._team)
         return {"ok": True, "channel": channel, "ts": msg["ts"], "message": msg}
 
     def _m_chat_update(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -371,38 +401,42 @@ class FakeSlack:
         self._send_raw(json.dumps(env))
         return envelope_id
 
-    def send_event(self, event: dict[str, Any], *, event_id: str | None = None, retry_attempt: int = 0) -> str:
-        payload = {"token": "verification-unused", "team_id": self.team_id, "api_app_id": "A0FAKE",
+    def send_event(self, event: dict[str, Any], *, event_id: str | None = None, retry_attempt: int = 0,
+                   team: str | None = None) -> str:
+        team = team or self.team_id
+        payload = {"token": "verification-unused", "team_id": team, "api_app_id": "A0FAKE",
                    "event": event, "type": "event_callback", "event_id": event_id or f"Ev{uuid.uuid4().hex[:10]}",
                    "event_time": int(time.time()),
-                   "authorizations": [{"enterprise_id": None, "team_id": self.team_id,
+                   "authorizations": [{"enterprise_id": None, "team_id": team,
                                        "user_id": self.bot_user_id, "is_bot": True,
                                        "is_enterprise_install": False}]}
         return self.send_envelope("events_api", payload, retry_attempt=retry_attempt)
 
-    def _deliver_event(self, event: dict[str, Any]) -> None:
+    def _deliver_event(self, event: dict[str, Any], team: str | None = None) -> None:
         if self._loop is not None:
-            self.send_event(event)
+            self.send_event(event, team=team)
 
     # ------------------------------------------------------------------ what users do
     def post_user_message(self, channel: str, user: str, text: str, *, thread_ts: str | None = None,
-                          files: list[str] | None = None) -> tuple[str, list[str]]:
-        """Store a user's message and deliver its events; returns (ts, envelope ids)."""
+                          files: list[str] | None = None, team: str | None = None) -> tuple[str, list[str]]:
+        """Store a user's message (in ``team``, default the fake's own) and deliver its events;
+        returns (ts, envelope ids)."""
         im = channel.startswith("D")
+        team = team or self.team_id
         with self._lock:
             ts = self._next_ts()
             msg: dict[str, Any] = {"type": "message", "user": user, "text": text, "ts": ts, "channel": channel,
-                                   "team": self.team_id}
+                                   "team": team}
             if thread_ts:
                 msg["thread_ts"] = thread_ts
             if files:
                 msg["files"] = [self._file_object(self.files[f]) for f in files]
                 msg["subtype"] = "file_share"
             self.messages.setdefault(channel, []).append(msg)
-        envelopes = [self.send_event({**msg, "channel_type": "im" if im else "channel", "event_ts": ts})]
+        envelopes = [self.send_event({**msg, "channel_type": "im" if im else "channel", "event_ts": ts}, team=team)]
         if not im and f"<@{self.bot_user_id}>" in text:
             mention = {k: v for k, v in msg.items() if k != "subtype"}
-            envelopes.append(self.send_event({**mention, "type": "app_mention", "event_ts": ts}))
+            envelopes.append(self.send_event({**mention, "type": "app_mention", "event_ts": ts}, team=team))
         return ts, envelopes
 
     def mention(self, channel: str, user: str, question: str, **kw: Any) -> tuple[str, list[str]]:

@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -65,6 +66,18 @@ def _measure(fake: FakeSlack, asks: list[tuple[str, str, list[str]]]) -> dict[st
             "reply_ms_p95": round(percentile(replies, 95), 1), "reply_ms_mean": round(statistics.mean(replies), 1)}
 
 
+def _commit() -> str:
+    """The commit measured, with "+uncommitted changes" when the working tree differs from it."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + (" +uncommitted changes" if dirty else "")
+
+
 def main() -> int:
     from retrieval import db  # noqa: PLC0415
     from retrieval.settings import Settings  # noqa: PLC0415
@@ -104,11 +117,12 @@ def main() -> int:
         bot.stop()
         fake.stop()
     out = {"command": "CHAPTERVERSE_TEST_HOME=/tmp/cv-test-bot python -m tests.test_bot_bench",
-           "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+           "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "commit": _commit(),
            "what": "ack = socket-mode envelope sent by the fake -> ack received; reply = envelope sent -> "
                    "placeholder replaced by the rendered answer (chat.update). Fake Slack on 127.0.0.1, "
                    "real bot subprocess, real ask() over the dev collection (3 FAA PDFs).",
            "config": {"answerer": "extractive (no GEMINI_API_KEY)", "slack_workers": settings.slack_workers,
+                      "db_pool_size": settings.db_pool_size or 2 * settings.slack_workers + 6,
                       "embedding_model": settings.embedding_model, "reranker_requested": settings.reranker,
                       "cpus": os.cpu_count(), "python": platform.python_version(),
                       "note": "machine shared with other engineers' jobs; figures vary run to run"},
