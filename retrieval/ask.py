@@ -9,9 +9,9 @@ words) ever reach ``Answer.citations``.
 A model's free text is held to its quotes too:
 - if any quote it proposed fails verification, it gets one repair pass (told which quotes failed and
   why); quotes still unverifiable after that are dropped;
-- its answer text is shown only when every number in it (``1,000``, ``3.5``, ``10-12``) occurs in
-  one of its verified quotes (after ``textnorm.normalize``); otherwise the answer degrades to the
-  extractive answerer's (verbatim quotes), or to a refusal;
+- its answer text is shown only when its verified quotes back every number, unit, negation and
+  name in it (``retrieval.answerers.support``); otherwise its verified quotes are shown alone;
+- no verified quote at all: the extractive answerer's answer (verbatim quotes), or a refusal;
 - a refusal carries our own plain reason, never the model's (that goes to the log only).
 The extractive answerer's text is cut from the pages already, so none of this applies to it.
 """
@@ -28,13 +28,13 @@ from retrieval import db
 from retrieval.answerers import Answerer, AnswererError, Draft
 from retrieval.answerers.followup import standalone_without_model
 from retrieval.answerers.keyterms import PhraseStats
+from retrieval.answerers.support import unsupported
 from retrieval.db import DatabaseError
 from retrieval.embed import ModelError
 from retrieval.models import Answer, Citation, NearestPassage, Passage, SearchResult, Turn
 from retrieval.premise import examine, premise_note
 from retrieval.profile import profile_for
 from retrieval.settings import Settings
-from retrieval.textnorm import normalize
 from retrieval.verify import PageText, SourcePage, Verification, page_url, shown_slices, verify_claims
 
 log = logging.getLogger(__name__)
@@ -43,21 +43,6 @@ ASK_K = 8  # passages shown to the answerer
 NEAREST = 5  # passages listed with a refusal
 NO_SUPPORT = "The documents do not support an answer to this question."
 EXTRACTIVE = "extractive"
-
-# a number as written: "250", "1,000", "3.5", "10-12" (the dash family is "-" after normalize)
-_NUMBER = re.compile(r"\d+(?:[.,-]\d+)*")
-
-
-def unquoted_numbers(text: str, citations: Sequence[Citation]) -> list[str]:
-    """The numbers in ``text`` that occur in none of the quotes, compared after normalisation. A
-    number occurs only as a whole: "250" is not in "2,500", "3" not in "3.5"; "10" is in "10-12"."""
-    quotes = "\n".join(normalize(c.quote) for c in citations)
-    missing: list[str] = []
-    for n in _NUMBER.findall(normalize(text)):
-        if not re.search(rf"(?<!\d)(?<!\d[.,]){re.escape(n)}(?!\d)(?![.,]\d)", quotes) and n not in missing:
-            missing.append(n)
-    return missing
-
 
 class _Clock:
     def __init__(self) -> None:
@@ -150,11 +135,47 @@ def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[st
     return out
 
 
+MAX_EXTEND = 600  # characters a passage may grow at each end to reach a sentence boundary
+_SENTENCE_END = re.compile(r"[.?!][\"')\]]?(?=\s|$)")
+_BOUNDARY_BEFORE = re.compile(r"(?:[.?!:][\"')\]]?[ \t]*\n|\n[ \t]*\n)")
+
+
+def sentence_bounds(text: str, start: int, end: int, limit: int = MAX_EXTEND) -> tuple[int, int]:
+    """``start``/``end`` moved outwards (at most ``limit`` characters each) to the nearest sentence
+    boundaries of ``text``, so a chunk cut mid-sentence is shown with its whole first and last
+    sentence: "... enough fuel to fly to the first point of intended landing and," goes on to
+    "(2) At night, to fly after that for at least 45 minutes." A boundary is a sentence end
+    (punctuation and a line break before the start; punctuation and a space after the end) or a
+    blank line; an end already on one stays."""
+    start, end = max(0, start), min(len(text), end)
+    head = text[max(0, start - limit):start]
+    if head and not head.endswith("\n\n") and (m := list(_BOUNDARY_BEFORE.finditer(head))):
+        start = start - len(head) + m[-1].end()
+    tail = text[:end].rstrip()
+    if tail and tail[-1] not in ".?!" and (m2 := _SENTENCE_END.search(text, end, min(len(text), end + limit))):
+        end = m2.end()
+    return start, end
+
+
+def whole_sentences(passage: Passage, pages: dict[int, SourcePage]) -> Passage:
+    """The passage with its first and last page slice widened to sentence boundaries (``sentence_bounds``)."""
+    first, last = pages.get(passage.page), pages.get(passage.page_end)
+    if first is None or last is None:
+        return passage
+    start, _ = sentence_bounds(first.text, passage.char_start, passage.char_start)
+    _, end = sentence_bounds(last.text, passage.char_end, passage.char_end)
+    if passage.page == passage.page_end:
+        start, end = sentence_bounds(first.text, passage.char_start, passage.char_end)
+    return passage.model_copy(update={"char_start": start, "char_end": end})
+
+
 def shown_pages(settings: Settings, passages: Sequence[Passage],
                 pages: dict[tuple[str, str], dict[int, SourcePage]]) -> list[PageText]:
+    """What the answerer is shown: each passage's page slices, widened to whole sentences."""
     out: list[PageText] = []
     for rank, p in enumerate(passages, 1):
-        out.extend(shown_slices(p, f"P{rank}", pages.get((p.collection, p.document), {}),
+        doc_pages = pages.get((p.collection, p.document), {})
+        out.extend(shown_slices(whole_sentences(p, doc_pages), f"P{rank}", doc_pages,
                                 file_base_url=settings.file_base_url))
     return out
 
@@ -291,12 +312,12 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
     draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result, headings)
     if (name != EXTRACTIVE and draft is not None and verification is not None and not draft.refusal
             and verification.citations):
-        unquoted = unquoted_numbers(draft.answer, verification.citations)
-        if unquoted:
-            log.info("%s answer withheld: numbers %s are in none of its verified quotes", name, unquoted)
-            result.warnings.append(f"{name} answer withheld: it stated a number that none of its verified quotes "
-                                   "contains; answered extractively")
-            draft = verification = None
+        problems = unsupported(draft.answer, [c.quote for c in verification.citations], profile_for(collections))
+        if problems:
+            log.info("%s answer withheld: %s in none of its verified quotes", name, ", ".join(problems))
+            result.warnings.append(f"{name} answer withheld: it stated {', '.join(problems)}, which none of its "
+                                   "verified quotes states; the quotes are shown alone")
+            draft = draft.model_copy(update={"answer": ""})  # the verified quotes alone
     if draft is None and name == "gemini":
         fallback = build_extractive(settings, collections, extractive_threshold)
         result.answerer = "extractive"

@@ -8,8 +8,9 @@ import pymupdf
 import pytest
 
 from retrieval.answerers.followup import is_elliptical, standalone_without_model
-from retrieval.ask import ask, unquoted_numbers
-from retrieval.models import Citation, Turn
+from retrieval.answerers.support import unquoted_numbers, unsupported
+from retrieval.ask import ask
+from retrieval.models import Turn
 from retrieval.settings import Settings
 from retrieval.textnorm import normalize
 from tests.conftest import run_cli
@@ -134,8 +135,22 @@ def test_follow_up_answered_in_context(settings, dev_corpus) -> None:
     ("no numbers here", "more than 250 knots", []),
 ])
 def test_unquoted_numbers(text: str, quote: str, missing: list[str]) -> None:
-    cit = Citation(document="d.pdf", page=1, quote=quote)
-    assert unquoted_numbers(text, [cit]) == missing
+    assert unquoted_numbers(text, [quote]) == missing
+
+
+@pytest.mark.parametrize(("text", "quote", "problems"), [
+    ("45 minutes at night.", "(2) At night, to fly after that for at least 45 minutes.", []),
+    ("45 hours at night.", "(2) At night, to fly after that for at least 45 minutes.", ["unit “hours”"]),
+    ("It is not required at night.", "(2) At night, to fly after that for at least 45 minutes.", ["a negation"]),
+    ("No person may exceed 250 knots.", "no person may operate an aircraft at more than 250 knots", []),
+    ("Helicopters need 45 minutes at night.", "(2) At night, to fly after that for at least 45 minutes.", []),
+    ("A Robinson R22 needs 45 minutes.", "(2) At night, to fly after that for at least 45 minutes.",
+     ["number 22", "name “robinson”", "name “r22”"]),
+    ("The default is 8 bytes.", "each element takes 8 bytes of storage", []),
+    ("The default is 8 pixels.", "each element takes 8 bytes of storage", ["unit “pixels”"]),
+])
+def test_model_text_is_held_to_its_quotes(text: str, quote: str, problems: list[str]) -> None:
+    assert unsupported(text, [quote]) == problems
 
 
 # --- tainted PDF ---------------------------------------------------------------------------------

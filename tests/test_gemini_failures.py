@@ -44,13 +44,14 @@ def passages_in(rec: fg.Recorded) -> list[dict[str, Any]]:
     return json.loads(prompt[start:end])
 
 
-def quote_from(rec: fg.Recorded, needle: str = "250 knots") -> dict[str, Any]:
-    """A true citation: a line span copied from a shown passage containing ``needle``."""
+def quote_from(rec: fg.Recorded, needle: str = "250 knots", before: int = 40) -> dict[str, Any]:
+    """A true citation: a span copied from a shown passage, ending with ``needle`` and starting
+    about ``before`` characters earlier."""
     for p in passages_in(rec):
         flat = " ".join(p["text"].split())
         if needle in flat:
             i = flat.index(needle)
-            start = flat.rfind(" ", 0, max(0, i - 40)) + 1
+            start = flat.rfind(" ", 0, max(0, i - before)) + 1
             return {"id": p["id"], "document": p["document"], "page": p["page"],
                     "quote": flat[start:i + len(needle)]}
     raise AssertionError(f"{needle!r} not shown to the model")
@@ -241,8 +242,9 @@ def test_unquoted_number_beside_a_verified_quote_is_never_shown(gsettings, fake)
     a = run(gsettings)
     assert a.repaired and len(fake.requests) == 2
     assert "900" not in a.answer and all("900" not in c.quote for c in a.citations)
-    assert a.answerer == "extractive" and any("withheld" in w for w in a.warnings), a.warnings
-    assert a.refusal or any(c.page == 17 for c in a.citations)
+    assert any("withheld" in w and "number 900" in w for w in a.warnings), a.warnings
+    assert not a.refusal and a.answerer == "gemini" and a.citations[0].page == 17
+    assert a.answer == " … ".join(" ".join(c.quote.split()) for c in a.citations)  # the quotes alone
 
 
 @pytest.mark.parametrize("answer", [
@@ -256,13 +258,34 @@ def test_unquoted_number_is_withheld_even_when_all_quotes_verified(gsettings, fa
     fake.script(lambda rec: fg.Reply(200, fg.answer_body(answer, [quote_from(rec)])))
     a = run(gsettings)
     assert len(fake.requests) == 1 and not a.repaired and a.dropped_citations == 0  # nothing to repair
-    assert a.answer != answer and a.answerer == "extractive"
+    assert a.answer != answer and a.answerer == "gemini" and len(a.citations) == 1
+    assert a.answer == " ".join(a.citations[0].quote.split())  # the verified quote alone
     assert any("withheld" in w for w in a.warnings), a.warnings
 
 
-@pytest.mark.parametrize("answer", ["250 knots", "It is 250 knots (288 mph).", "No faster than that."])
-def test_answer_whose_numbers_are_all_quoted_is_shown(gsettings, fake, answer) -> None:
+@pytest.mark.parametrize(("answer", "problem"), [
+    ("250 hours.", "unit “hours”"),  # the number is quoted, the unit is not
+    ("250 kilometers per hour.", "unit “kilometers per hour”"),
+    ("Aircraft are not limited to 250 knots below 10,000 feet MSL.", "a negation"),
+    ("A Cessna 172 may fly at 250 knots.", "name “cessna”"),
+    ("Pilots in Canada are limited to 250 knots.", "name “canada”"),
+])
+def test_answer_text_must_not_add_units_negations_or_names(gsettings, fake, answer, problem) -> None:
+    """Numbers are not all: a unit, a negation or a name the verified quotes do not state withholds
+    the model's text, and its verified quotes are shown alone."""
     fake.script(lambda rec: fg.Reply(200, fg.answer_body(answer, [quote_from(rec, "250 knots (288 m.p.h.)")])))
+    a = run(gsettings)
+    assert not a.refusal and a.answerer == "gemini" and a.answer != answer
+    assert a.answer == " ".join(a.citations[0].quote.split())
+    assert any("withheld" in w and problem in w for w in a.warnings), a.warnings
+
+
+@pytest.mark.parametrize("answer", ["250 knots", "It is 250 knots (288 mph).", "No faster than 250 knots.",
+                                    "The Administrator may authorize more than 250 knots below 10,000 feet MSL."])
+def test_answer_whose_numbers_are_all_quoted_is_shown(gsettings, fake, answer) -> None:
+    """Every number, unit, negation ("no person may") and name ("Administrator", "MSL") is in the quote."""
+    fake.script(lambda rec: fg.Reply(200, fg.answer_body(answer, [quote_from(rec, "250 knots (288 m.p.h.)",
+                                                                             before=160)])))
     a = run(gsettings)
     assert not a.refusal and a.answerer == "gemini" and a.answer == answer
 

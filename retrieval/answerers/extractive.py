@@ -49,6 +49,7 @@ from retrieval.answerers.followup import standalone_without_model
 from retrieval.answerers.lexical import content_terms, coverage, terms_with_words
 from retrieval.models import Turn
 from retrieval.profile import DEFAULT_PROFILE, Profile
+from retrieval.textnorm import normalize
 from retrieval.verify import Claim, PageText, Strictness, Verdict, too_short, verify_claim
 
 LEX_WEIGHT = 0.75
@@ -58,6 +59,8 @@ DEFAULT_THRESHOLD = 0.475  # `chapterverse eval answers ... --calibrate` on the 
 QUOTE_MARGIN = 0.15  # further quotes (other pages) must score within this of the best
 MAX_QUOTES = 3
 MAX_SENTENCE_WORDS = 80
+MIN_COVERAGE = 0.15  # share of the question's (shown) term weight a quote and its heading must carry
+MAX_EMBEDDED = 16  # sentences embedded per question (the rest lose on lexical features already)
 
 _TOC_ENTRY = re.compile(r"(?:\.{4,}|(?:\. ){4,}|…{2,})\s*(?:[0-9]+(?:-[0-9]+)?|[ivxlc]+|[0-9]+-[ivxlc]+)\s*$", re.IGNORECASE)
 _SENT = re.compile(r"(?<=[.;?!])[\"')\]]?\s+(?=[\"'(\[§A-Z0-9])")
@@ -93,14 +96,15 @@ class Scored:
     candidate: Candidate
     cos: float  # question vs the sentence
     cos_heading: float  # question vs the section heading + the sentence
-    lex: float  # idf-weighted coverage of the question's terms by the sentence, its neighbours, the heading
+    lex: float  # idf-weighted coverage of the question's (shown) terms by the sentence and its heading
     rank: int  # retrieval rank of the passage the sentence came from (1 = best)
     typed: bool  # states the kind of quantity the question asks for (True when it asks for none)
     on_topic: bool = True  # its passage is about the question's key terms (``keyterms.on_topic``)
+    about: bool = True  # covers at least MIN_COVERAGE of the question and every name like "Class G" it asks about
 
     @property
     def eligible(self) -> bool:
-        return self.typed and self.on_topic
+        return self.typed and self.on_topic and self.about
 
     @property
     def score(self) -> float:
@@ -162,21 +166,50 @@ def blocks(text: str) -> list[tuple[int, int]]:
 
 
 def sentences(text: str, strictness: Strictness = Strictness()) -> list[tuple[int, int]]:
-    """Sentence spans of a page slice; short pieces are joined to the next so each is quotable,
-    over-long ones are cut into word windows."""
+    """Sentence spans of a page slice; short pieces are joined so each is quotable, over-long ones
+    are cut into word windows. A short piece that opens with a number is a value belonging to what
+    precedes it (a table row "Day, except as provided in § 91.155(b). 1 statute mile ...... Clear of
+    clouds."), so it is joined to the previous sentence; other short pieces go with the next."""
     out: list[tuple[int, int]] = []
     for ps, pe in blocks(text):
         pending: tuple[int, int] | None = None
+        block: list[tuple[int, int]] = []
         for s, e in _spans(text, _SENT, ps, pe):
             if pending is not None:
                 s = pending[0]
-            if too_short(text[s:e], strictness) or len(text[s:e].split()) < 6:
+            short = too_short(text[s:e], strictness) or len(text[s:e].split()) < 6
+            if short and pending is None and block and text[s].isdigit() \
+                    and len(text[block[-1][0]:e].split()) <= MAX_SENTENCE_WORDS:
+                block[-1] = (block[-1][0], e)
+                continue
+            if short:
                 pending = (s, e)
                 continue
             pending = None
-            out.extend(_windows(text, s, e))
+            block.append((s, e))
         if pending is not None and not too_short(text[pending[0]:pending[1]], strictness):
-            out.extend(_windows(text, *pending))
+            block.append(pending)
+        for s, e in block:
+            out.extend(_windows(text, s, e))
+    return _continued(text, out)
+
+
+_ENDS_SENTENCE = re.compile(r"[.?!][\"')\]]?$")
+
+
+def _continued(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans joined to the next when they stop before their sentence does and only blank space
+    separates them: "... assuming normal cruising speed—" + "(1) During the day, ...; or" +
+    "(2) At night, ... 45 minutes." is one quote, not three (up to ``MAX_SENTENCE_WORDS`` words)."""
+    out: list[tuple[int, int]] = []
+    for s, e in spans:
+        if out:
+            ps, pe = out[-1]
+            if (pe <= s and not text[pe:s].strip() and not _ENDS_SENTENCE.search(text[ps:pe].rstrip())
+                    and len(text[ps:e].split()) <= MAX_SENTENCE_WORDS):
+                out[-1] = (ps, e)
+                continue
+        out.append((s, e))
     return out
 
 
@@ -189,12 +222,38 @@ def _windows(text: str, s: int, e: int) -> list[tuple[int, int]]:
             for i in range(0, len(words) - step, step)]
 
 
-def candidates(shown: Sequence[PageText]) -> list[Candidate]:
+_SECTION_NO = re.compile(r"(?:^|(?<=\s))(?:§+\s*)?[0-9A-Z]+(?:\.[0-9A-Za-z]+)+\.?(?=\s|$)")
+MAX_TITLE_WORDS = 12
+
+
+def is_title(sentence: str, heading: str = "") -> bool:
+    """A heading or contents entry rather than a statement: the passage's own section heading, or
+    text that opens with a section number ("§ 91.151", "3.2", "PA.I.D.K3c") where every piece
+    between section numbers is a short title ("91.151 Fuel requirements for flight in VFR
+    conditions."). Quoted, it would pass for an answer while saying nothing."""
+    text = " ".join(sentence.split())
+    norm, head = normalize(text), normalize(" ".join(heading.split()))
+    if head and (norm == head or (len(head) >= 12 and head in norm and len(norm) <= len(head) + 20)):
+        return True
+    first = _SECTION_NO.match(text)
+    if first is None:
+        return False
+    pieces = [x for x in _SECTION_NO.split(text) if x.strip()]
+    limit = MAX_TITLE_WORDS if len(pieces) < 2 else 2 * MAX_TITLE_WORDS  # a list of titles: longer ones too
+    return all(len(x.split()) <= limit for x in pieces)
+
+
+def candidates(shown: Sequence[PageText], headings: Mapping[str, str] | None = None) -> list[Candidate]:
     """Every sentence of the shown slices that would pass verification as a quote of its page
-    (a sentence can start inside a word the PDF hyphenated across a block break: such is dropped)."""
+    (a sentence can start inside a word the PDF hyphenated across a block break: such is dropped),
+    headings and contents entries aside (``is_title``)."""
+    headings = headings or {}
     out = []
     for i, p in enumerate(shown):
+        heading = headings.get(p.passage_id, "")
         for s, e in sentences(p.text):
+            if is_title(p.text[s:e], heading):
+                continue
             if verify_claim(Claim(p.document, p.page, p.text[s:e]), [p]).ok:
                 out.append(Candidate(i, s, e, p.text[s:e]))
     return out
@@ -213,37 +272,96 @@ def topical_passages(shown: Sequence[PageText], headings: Mapping[str, str], ter
             if on_topic(passage_terms("\n\n".join(parts), profile), documents[pid], terms)}
 
 
+_DESIGNATOR = re.compile(r"\b([A-Za-z]{3,})[ \t]+([A-Z]|[0-9]{1,3})\b(?![.,]?[0-9])")
+
+
+def designators(question: str, profile: Profile = DEFAULT_PROFILE) -> list[str]:
+    """Names made of a word and a letter or short number ("Class G", "Part 61", "Figure 3"),
+    normalised. "Class G" and "Class D" differ only in what content terms drop (a single letter),
+    so such a name is matched as a phrase."""
+    out: list[str] = []
+    for m in _DESIGNATOR.finditer(question):
+        if m.group(1).lower() in profile.stopwords:
+            continue
+        phrase = normalize(f"{m.group(1)} {m.group(2)}")
+        if phrase not in out:
+            out.append(phrase)
+    return out
+
+
+def _has_phrase(norm_text: str, phrase: str) -> bool:
+    return re.search(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", norm_text) is not None
+
+
 def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
                      doc_freq: DocFreq | None = None, headings: Mapping[str, str] | None = None,
                      terms_required: Sequence[KeyTerm] = (), profile: Profile = DEFAULT_PROFILE) -> list[Scored]:
-    """Every quotable sentence of ``shown`` with its features, best first. ``headings``: the section
-    heading of each shown passage, by passage id; ``terms_required``: the question's key terms, which
-    the passage of an on-topic sentence uses."""
-    cands = candidates(shown)
+    """The quotable sentences of ``shown`` worth embedding, with their features, best first.
+    ``headings``: the section heading of each shown passage, by passage id; ``terms_required``: the
+    question's key terms, which the passage of an on-topic sentence uses.
+
+    Lexical features come first and are cheap; only the ``MAX_EMBEDDED`` eligible sentences that
+    cover most of the question (then by retrieval rank) are embedded."""
+    headings = headings or {}
+    cands = candidates(shown, headings)
     if not cands:
         return []
-    headings = headings or {}
     texts = [" ".join(c.text.split()) for c in cands]
     heads = [" ".join(headings.get(shown[c.slice_index].passage_id, "").split()) for c in cands]
-    with_heads = [f"{h}: {t}" if h else t for h, t in zip(heads, texts, strict=True)]
-    vecs = embed([question, *texts, *with_heads])
-    n = len(cands)
-    cos = vecs[1:n + 1] @ vecs[0]
-    cos_heading = vecs[n + 1:] @ vecs[0]
-    weights = term_weights(question, doc_freq, profile)
+    terms = [set(content_terms(t, profile)) | set(content_terms(h, profile)) for t, h in zip(texts, heads, strict=True)]
+    weights = shown_weights(term_weights(question, doc_freq, profile), terms)
     expected = expected_answer(question, profile)
-    terms = [set(content_terms(t, profile)) for t in texts]
     topical = topical_passages(shown, headings, terms_required, profile) if terms_required else set()
-    out = []
+    norms = [normalize(f"{h} {t}") for h, t in zip(heads, texts, strict=True)]
+    names = [d for d in designators(question, profile) if any(_has_phrase(x, d) for x in norms)]
+    rows = []
     for i, c in enumerate(cands):
-        around = set(terms[i]) | set(content_terms(heads[i], profile))
-        for j in (i - 1, i + 1):  # the neighbouring sentences of the same slice
-            if 0 <= j < n and cands[j].slice_index == c.slice_index:
-                around |= terms[j]
         pid = shown[c.slice_index].passage_id
-        out.append(Scored(c, float(cos[i]), float(cos_heading[i]), coverage(weights, around),
-                          passage_rank(pid), satisfies(expected, c.text, profile), not terms_required or pid in topical))
+        lex = coverage(weights, terms[i])
+        rows.append((i, lex, passage_rank(pid), satisfies(expected, c.text, profile),
+                     not terms_required or pid in topical,
+                     lex >= MIN_COVERAGE and all(_has_phrase(norms[i], d) for d in names)))
+    ok = [r for r in rows if r[3] and r[4] and r[5]]
+    pool = ok if ok else rows
+    keep = sorted(pool, key=lambda r: (-r[1], r[2]))[:MAX_EMBEDDED]
+    with_heads = [f"{heads[r[0]]}: {texts[r[0]]}" if heads[r[0]] else texts[r[0]] for r in keep]
+    vecs = embed([question, *with_heads])  # one vector per sentence (under its heading): latency
+    cos = vecs[1:] @ vecs[0]
+    out = [Scored(cands[i], float(cos[k]), float(cos[k]), lex, rank, typed, on, about)
+           for k, (i, lex, rank, typed, on, about) in enumerate(keep)]
     return sorted(out, key=lambda s: s.score, reverse=True)
+
+
+def shown_weights(weights: Mapping[str, float], texts_terms: Sequence[set[str]]) -> dict[str, float]:
+    """The question's term weights restricted to terms some shown sentence or heading uses: a
+    paraphrase's own words ("crowded town") are no evidence either way; the terms the documents do
+    use tell one sentence from the next ("at night" vs "during the day")."""
+    used = set().union(*texts_terms) if texts_terms else set()
+    kept = {t: w for t, w in weights.items() if t in used}
+    return kept or dict(weights)
+
+
+def unshown_term(question: str, shown: Sequence[PageText], headings: Mapping[str, str] | None,
+                 doc_freq: DocFreq | None, profile: Profile = DEFAULT_PROFILE) -> str | None:
+    """The question's most specific word that the collection uses (highest inverse document
+    frequency among words with document frequency > 0), when no shown passage or heading uses it:
+    search found nothing about it, so what was found answers something else ("autorotation" in
+    "helicopter autorotation maintenance interval" brings generic inspection rules). Words the
+    collection never uses are not counted: a paraphrase has its own words."""
+    if doc_freq is None:
+        return None
+    words = terms_with_words(question, profile)
+    df, n = doc_freq(list(words.values()))
+    known = [(df[w], t, w) for t, w in words.items() if df.get(w, 0) > 0 and not w.isdigit()]
+    if not known:
+        return None
+    _, top, word = min(known)
+    used: set[str] = set()
+    for p in shown:
+        used |= set(content_terms(p.text, profile))
+    for h in (headings or {}).values():
+        used |= set(content_terms(h, profile))
+    return None if top in used else word
 
 
 def absent_terms(question: str, doc_freq: DocFreq | None, profile: Profile = DEFAULT_PROFILE) -> list[str]:
@@ -319,6 +437,15 @@ class ExtractiveAnswerer:
         if absent:
             return Draft(refusal=True, score=score, best=best_claim,
                          reason="the searched documents never mention " + ", ".join(f"“{t}”" for t in absent))
+        unshown = unshown_term(question, shown, headings, self._doc_freq, self.profile)
+        if unshown:
+            return Draft(refusal=True, score=score, best=best_claim,
+                         reason=f"no retrieved passage mentions “{unshown}”, the question's most specific term")
+        if not chosen and any(s.typed and s.on_topic for s in scored):
+            names = designators(question, self.profile)
+            also = f" and names {', '.join(f'“{n}”' for n in names)}" if names else ""
+            return Draft(refusal=True, score=None, best=best_claim,
+                         reason=f"no retrieved sentence covers enough of the question's terms{also}")
         if not chosen and any(s.typed for s in scored):
             terms = ", ".join(f"“{t.text}”" for t in required)
             return Draft(refusal=True, score=None, best=best_claim,
