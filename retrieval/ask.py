@@ -151,6 +151,8 @@ def sentence_bounds(text: str, start: int, end: int, limit: int = MAX_EXTEND) ->
     head = text[max(0, start - limit):start]
     if head and not head.endswith("\n\n") and (m := list(_BOUNDARY_BEFORE.finditer(head))):
         start = start - len(head) + m[-1].end()
+        while start < end and text[start].isspace():
+            start += 1
     tail = text[:end].rstrip()
     if tail and tail[-1] not in ".?!" and (m2 := _SENTENCE_END.search(text, end, min(len(text), end + limit))):
         end = m2.end()

@@ -3,6 +3,7 @@ scoring and quote choice, refusal gates, and the threshold calibration. No datab
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 
@@ -241,3 +242,109 @@ def test_headings_and_contents_entries_are_not_quoted_but_table_rows_are() -> No
     assert quoted[0] == "Note: The examiner must select two takeoff and two landing tasks."
     assert not any("TAKEOFFS" in q or "Eligibility" in q for q in quoted)
     assert any(q.startswith("Flashing red") for q in quoted)
+
+
+# --- relevance before display (issue 9) ---------------------------------------------------------
+
+FUEL_PAGE = ("VISUAL FLIGHT RULES\n\n§ 91.151\nFuel requirements for flight in\nVFR conditions.\n\n"
+             "(a) No person may begin a flight in\nan airplane under VFR conditions un-\nless (considering wind and "
+             "forecast\nweather conditions) there is enough\nfuel to fly to the first point of intended\nlanding and, "
+             "assuming normal cruising\nspeed—\n\n(1) During the day, to fly after that\nfor at least 30 minutes; or"
+             "\n\n(2) At night, to fly after that for at\nleast 45 minutes.\n\n(b) No person may begin a flight in a\n"
+             "rotorcraft under VFR conditions unless there is enough fuel to fly after that for at least 20 minutes.")
+
+
+def test_a_sentence_that_stops_short_continues_into_the_next_lines() -> None:
+    from retrieval.answerers.extractive import sentences  # noqa: PLC0415
+
+    spans = [" ".join(FUEL_PAGE[s:e].split()) for s, e in sentences(FUEL_PAGE)]
+    rule = next(x for x in spans if x.startswith("(a) No person"))
+    assert rule.endswith("(2) At night, to fly after that for at least 45 minutes.")  # day and night rule, whole
+    assert any(x.startswith("(b) No person") for x in spans)
+
+
+def test_a_table_value_stays_with_its_row_label() -> None:
+    from retrieval.answerers.extractive import sentences  # noqa: PLC0415
+
+    table = ("Class G:\n1,200 feet or\nless above\nthe surface\nFor aircraft other\nthan helicopters:\nDay, except as\n"
+             "provided in\n§ 91.155(b).\n1 statute mile ......\nClear of clouds.\nNight, except as\nprovided in\n"
+             "§ 91.155(b).\n3 statute miles ....\n500 feet below.")
+    spans = [" ".join(table[s:e].split()) for s, e in sentences(table)]
+    day = next(x for x in spans if "Day, except" in x)
+    assert "1 statute mile" in day and "Night" not in day
+
+
+@pytest.mark.parametrize(("text", "heading", "title"), [
+    ("§ 91.151 Fuel requirements for flight in VFR conditions.", "", True),
+    ("91.151 Fuel requirements for flight in VFR conditions.", "", True),  # a contents line
+    ("PA.I.D.K3c c. Fuel requirements, including reserve", "", True),
+    ("3.2 Plotting several functions", "", True),
+    ("Fuel requirements for flight in VFR conditions.", "§ 91.151 Fuel requirements for flight in VFR conditions.",
+     True),  # the passage's own heading
+    ("(a) No person may begin a flight in an airplane under VFR conditions unless there is enough fuel.", "", False),
+    ("4.5 seconds is the default delay between two frames of the animation, unless changed.", "", False),
+])
+def test_headings_and_contents_entries_are_not_quotes(text: str, heading: str, title: bool) -> None:
+    from retrieval.answerers.extractive import is_title  # noqa: PLC0415
+
+    assert is_title(text, heading) is title
+
+
+def test_designators_are_matched_as_phrases() -> None:
+    from retrieval.answerers.extractive import designators  # noqa: PLC0415
+
+    assert designators("What is the minimum visibility in Class G airspace by day?") == ["class g"]
+    assert designators("Which rules of Part 61 apply to Figure 3?") == ["part 61", "figure 3"]
+    assert designators("What is the speed below 10,000 feet MSL?") == []
+
+
+def test_a_question_whose_most_specific_known_term_no_passage_uses_is_refused() -> None:
+    from retrieval.answerers.extractive import unshown_term  # noqa: PLC0415
+
+    df = {"helicopter": 60, "autorotation": 1, "maintenance": 120, "interval": 20}
+    doc_freq = lambda words: ({w: df.get(w, 0) for w in words}, 2000)  # noqa: E731
+    page = PageText(document="regs.pdf", page=65, text="An inspection schedule, specifying the intervals in "
+                    "hours or days when routine maintenance and inspections will be performed.", passage_id="P1")
+    q = "What is the helicopter autorotation maintenance interval?"
+    assert unshown_term(q, [page], {}, doc_freq) == "autorotation"
+    about = dataclasses.replace(page, text=page.text + " Autorotation training of helicopters is separate.")
+    assert unshown_term(q, [about], {}, doc_freq) is None
+    # a word the collection never uses is a paraphrase's own, not evidence of absence
+    assert unshown_term("How high over a crowded maintenance interval?", [page], {}, doc_freq) is None
+
+
+def test_sentence_bounds_widen_a_chunk_cut_mid_sentence() -> None:
+    from retrieval.ask import sentence_bounds  # noqa: PLC0415
+
+    start = FUEL_PAGE.index("No person may begin")
+    end = FUEL_PAGE.index("landing and,") + len("landing and,")
+    s, e = sentence_bounds(FUEL_PAGE, start, end)
+    assert FUEL_PAGE[s:].startswith("(a) No person") and FUEL_PAGE[:e].endswith("45 minutes.")
+
+
+# --- profiles ----------------------------------------------------------------------------------
+
+
+def test_a_collection_profile_changes_words_and_wording(tmp_path) -> None:
+    from retrieval.profile import DEFAULT_PROFILE, ProfileError, ProfileSettings, profile_for  # noqa: PLC0415
+
+    (tmp_path / "manuals.json").write_text('{"answer_lead": "The manuals say", "units": {"data": ["octets"]}}')
+    settings = ProfileSettings(profiles_dir=tmp_path)
+    custom = profile_for(["manuals"], settings)
+    assert custom.answer_lead == "The manuals say" and custom.stopwords == DEFAULT_PROFILE.stopwords
+    assert quantities("a header of 20 octets", custom) >= {"number", "data"}
+    assert "data" not in quantities("a header of 20 octets")
+    assert profile_for(["other"], settings) == DEFAULT_PROFILE
+    (tmp_path / "bad.json").write_text('{"stopwords": 3}')
+    with pytest.raises(ProfileError, match="bad.json"):
+        profile_for(["bad"], settings)
+
+
+@pytest.mark.parametrize(("text", "kinds"), [
+    ("The default buffer holds 4096 bytes.", {"number", "data"}),
+    ("a width of 640 pixels", {"number", "display"}),
+    ("names may be up to 31 characters long", {"number", "text"}),
+    ("set the terminal to 300dpi", {"number", "display"}),
+])
+def test_default_profile_reads_software_units(text: str, kinds: set[str]) -> None:
+    assert quantities(text) >= kinds

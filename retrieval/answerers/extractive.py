@@ -1,36 +1,46 @@
 """The extractive answerer: the best supporting sentence(s) of the shown pages, verbatim.
 
-No model service is needed. Every sentence of the shown page slices is a candidate quote. Scoring
-(``evidence_score``, a pure function of the features below):
+No model service is needed. The shown page slices are widened to whole sentences by
+``retrieval.ask``; every sentence of them is a candidate quote, except headings and contents
+entries (``is_title``). A sentence that stops before its end ("... assuming normal cruising speed—")
+continues into the following lines ("(1) During the day ...; or (2) At night, ... 45 minutes."), and
+a table value ("1 statute mile ......") stays with the row label before it. Word lists (stopwords,
+units, question words) come from the collection's ``retrieval.profile.Profile``.
 
-- ``cos``: bi-encoder cosine of the question and the sentence, averaged with the cosine of the
-  question and the sentence *under its section heading* (``Passage.context``), so "400 feet AGL"
-  under "Engine Failure After Liftoff" reads as what it is;
+Features (cheap lexical ones first; only the ``MAX_EMBEDDED`` most promising sentences are embedded):
+
 - ``lex``: the share of the question's content words (stemmed, stopwords dropped) found in the
-  sentence, its neighbouring sentences and the section heading, each word weighted by its inverse
-  document frequency in the index (rare words weigh most);
-- the retrieval rank of the passage the sentence came from (the search already weighed the whole
-  passage): ``RANK_PENALTY`` per rank below the first.
+  sentence itself and its section heading, each word weighted by its inverse document frequency in
+  the index (rare words weigh most), counting only words some shown passage uses — so a
+  paraphrase's own words ("crowded town") neither help nor hurt, while a word the documents do use
+  ("night") tells the night rule from the day rule;
+- ``cos``: bi-encoder cosine of the question and the sentence *under its section heading*
+  (``Passage.context``), so "400 feet AGL" under "Engine Failure After Liftoff" reads as what it is;
+- the retrieval rank of the passage the sentence came from: ``RANK_PENALTY`` per rank below the first.
 
 ``score = COS_WEIGHT * cos + (1 - COS_WEIGHT) * cos_with_heading + LEX_WEIGHT * lex - RANK_PENALTY * (rank - 1)``
+(both cosines are the same one-vector-per-sentence cosine since the latency work).
 
-Three gates come before any threshold (``retrieval.answerers.evidence``, ``retrieval.answerers.keyterms``):
+Gates before any threshold (``retrieval.answerers.evidence``, ``retrieval.answerers.keyterms``):
 
 - **answer type**: a quantity question ("how high", "what is the maximum weight", "which
   frequencies") only takes sentences that state a compatible quantity (a number with a unit of that
   kind); when none of the shown sentences does, the answerer refuses;
-- **specific terms**: when a name or designator of the question ("Cessna", "172S", a number) occurs
-  nowhere in the searched collection (document frequency 0), the answerer refuses;
+- **specific terms**: when a name or designator of the question ("Cessna", "172S") occurs nowhere
+  in the searched collection (document frequency 0), the answerer refuses;
+- **unshown term**: when the question's most specific word that the collection does use
+  ("autorotation") is in no shown passage, search found nothing about it: refusal;
 - **key terms**: when the question uses technical phrases the collection knows ("emergency locator
-  transmitter", "light-sport"), a sentence is only eligible when its passage is about them, so a
-  frequency stated for ADS-B equipment does not answer a question about locator transmitters.
+  transmitter", "light-sport"), a sentence is only eligible when its passage is about them;
+- **about**: a sentence (with its heading) must carry at least ``MIN_COVERAGE`` of the question's
+  weight, and every name of the form word + letter/number ("Class G", "Part 61") the shown text
+  uses: "Class D" does not answer "Class G".
 
 Then the best eligible sentence must score at least ``threshold`` (calibrated on the dev set with
 ``chapterverse eval answers ... --calibrate``; see ``retrieval.answer_eval.calibrate``). The answer
 quotes it and up to ``MAX_QUOTES - 1`` more eligible sentences from *other pages* that score within
-``QUOTE_MARGIN`` of it, so one good quote on the right page is not lost to a slightly better one
-elsewhere. The answer text is the best sentence under a fixed lead naming its page; every other word
-shown is a verified quote.
+``QUOTE_MARGIN`` of it. The answer text is the best sentence under the profile's lead naming its
+page; every other word shown is a verified quote.
 """
 
 from __future__ import annotations
@@ -233,7 +243,8 @@ def is_title(sentence: str, heading: str = "") -> bool:
     conditions."). Quoted, it would pass for an answer while saying nothing."""
     text = " ".join(sentence.split())
     norm, head = normalize(text), normalize(" ".join(heading.split()))
-    if head and (norm == head or (len(head) >= 12 and head in norm and len(norm) <= len(head) + 20)):
+    if head and (norm == head or (len(head) >= 12 and head in norm and len(norm) <= len(head) + 20)
+                 or (len(norm) >= 12 and norm in head)):
         return True
     first = _SECTION_NO.match(text)
     if first is None:
