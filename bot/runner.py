@@ -48,7 +48,7 @@ class JobRunner:
         self._wake.set()
 
     def _loop(self) -> None:
-        since_recover = 0.0
+        since_recover, outage = 0.0, 0
         while not self._stop.is_set():
             try:
                 if since_recover >= self.stale_s / 2:
@@ -57,13 +57,19 @@ class JobRunner:
                     if requeued or failed:
                         log.warning("jobs of a stopped worker: %d requeued, %d failed", requeued, failed)
                 job = self.queue.claim()
+                if outage:
+                    log.info("job queue reachable again")
+                outage = 0
             except DatabaseError as exc:
-                log.warning("job queue unavailable: %s", exc)
+                if not outage:
+                    log.warning("job queue unavailable (%s); retrying", exc)
+                outage += 1
                 job = None
             if job is None:
-                self._wake.wait(self.poll_s)
+                wait = min(30.0, self.poll_s * 2 ** min(outage, 5)) if outage else self.poll_s
+                self._wake.wait(wait)
                 self._wake.clear()
-                since_recover += self.poll_s
+                since_recover += wait
                 continue
             self._run(job)
 
