@@ -97,6 +97,7 @@ def main() -> int:
     for pdf in DEV_PDFS:  # a no-op when already ingested
         ingest_source(settings, get_embedder(settings.embedding_model), read_path(str(pdf), 200_000_000), "dev", quiet=True)
 
+    load_start = round(os.getloadavg()[0], 1)
     fake = FakeSlack().start()
     env = {"DATABASE_URL": url, "CHAPTERVERSE_SLACK_WORKSPACE_COLLECTION": "dev"}
     bot = BotProcess(fake, env, home / "bench-bot.log").start()
@@ -125,7 +126,8 @@ def main() -> int:
                       "db_pool_size": settings.db_pool_size or 2 * settings.slack_workers + 6,
                       "embedding_model": settings.embedding_model, "reranker_requested": settings.reranker,
                       "cpus": os.cpu_count(), "python": platform.python_version(),
-                      "note": "machine shared with other engineers' jobs; figures vary run to run"},
+                      "note": "machine shared with other engineers' jobs; figures vary run to run",
+                      "load_average_1m": {"start": load_start, "end": round(os.getloadavg()[0], 1)}},
            "sequential_20": seq, "concurrent_20": conc}
     path = ROOT / "results" / "slack_latency.json"
     path.parent.mkdir(exist_ok=True)
