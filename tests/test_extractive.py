@@ -3,7 +3,6 @@ scoring and quote choice, refusal gates, and the threshold calibration. No datab
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Sequence
 
@@ -296,21 +295,6 @@ def test_designators_are_matched_as_phrases() -> None:
     assert designators("What is the minimum visibility in Class G airspace by day?") == ["class g"]
     assert designators("Which rules of Part 61 apply to Figure 3?") == ["part 61", "figure 3"]
     assert designators("What is the speed below 10,000 feet MSL?") == []
-
-
-def test_a_question_whose_most_specific_known_term_no_passage_uses_is_refused() -> None:
-    from retrieval.answerers.extractive import unshown_term  # noqa: PLC0415
-
-    df = {"helicopter": 60, "autorotation": 1, "maintenance": 120, "interval": 20}
-    doc_freq = lambda words: ({w: df.get(w, 0) for w in words}, 2000)  # noqa: E731
-    page = PageText(document="regs.pdf", page=65, text="An inspection schedule, specifying the intervals in "
-                    "hours or days when routine maintenance and inspections will be performed.", passage_id="P1")
-    q = "What is the helicopter autorotation maintenance interval?"
-    assert unshown_term(q, [page], {}, doc_freq) == "autorotation"
-    about = dataclasses.replace(page, text=page.text + " Autorotation training of helicopters is separate.")
-    assert unshown_term(q, [about], {}, doc_freq) is None
-    # a word the collection never uses is a paraphrase's own, not evidence of absence
-    assert unshown_term("How high over a crowded maintenance interval?", [page], {}, doc_freq) is None
 
 
 def test_sentence_bounds_widen_a_chunk_cut_mid_sentence() -> None:

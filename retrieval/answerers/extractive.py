@@ -28,8 +28,6 @@ Gates before any threshold (``retrieval.answerers.evidence``, ``retrieval.answer
   kind); when none of the shown sentences does, the answerer refuses;
 - **specific terms**: when a name or designator of the question ("Cessna", "172S") occurs nowhere
   in the searched collection (document frequency 0), the answerer refuses;
-- **unshown term**: when the question's most specific word that the collection does use
-  ("autorotation") is in no shown passage, search found nothing about it: refusal;
 - **key terms**: when the question uses technical phrases the collection knows ("emergency locator
   transmitter", "light-sport"), a sentence is only eligible when its passage is about them;
 - **about**: a sentence (with its heading) must carry at least ``MIN_COVERAGE`` of the question's
@@ -352,29 +350,6 @@ def shown_weights(weights: Mapping[str, float], texts_terms: Sequence[set[str]])
     return kept or dict(weights)
 
 
-def unshown_term(question: str, shown: Sequence[PageText], headings: Mapping[str, str] | None,
-                 doc_freq: DocFreq | None, profile: Profile = DEFAULT_PROFILE) -> str | None:
-    """The question's most specific word that the collection uses (highest inverse document
-    frequency among words with document frequency > 0), when no shown passage or heading uses it:
-    search found nothing about it, so what was found answers something else ("autorotation" in
-    "helicopter autorotation maintenance interval" brings generic inspection rules). Words the
-    collection never uses are not counted: a paraphrase has its own words."""
-    if doc_freq is None:
-        return None
-    words = terms_with_words(question, profile)
-    df, n = doc_freq(list(words.values()))
-    known = [(df[w], t, w) for t, w in words.items() if df.get(w, 0) > 0 and not w.isdigit()]
-    if not known:
-        return None
-    _, top, word = min(known)
-    used: set[str] = set()
-    for p in shown:
-        used |= set(content_terms(p.text, profile))
-    for h in (headings or {}).values():
-        used |= set(content_terms(h, profile))
-    return None if top in used else word
-
-
 def absent_terms(question: str, doc_freq: DocFreq | None, profile: Profile = DEFAULT_PROFILE) -> list[str]:
     """The question's specific terms (names, designators, numbers) that the collection never uses."""
     specific = specific_terms(question, profile)
@@ -448,10 +423,6 @@ class ExtractiveAnswerer:
         if absent:
             return Draft(refusal=True, score=score, best=best_claim,
                          reason="the searched documents never mention " + ", ".join(f"“{t}”" for t in absent))
-        unshown = unshown_term(question, shown, headings, self._doc_freq, self.profile)
-        if unshown:
-            return Draft(refusal=True, score=score, best=best_claim,
-                         reason=f"no retrieved passage mentions “{unshown}”, the question's most specific term")
         if not chosen and any(s.typed and s.on_topic for s in scored):
             names = designators(question, self.profile)
             also = f" and names {', '.join(f'“{n}”' for n in names)}" if names else ""
