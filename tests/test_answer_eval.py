@@ -19,6 +19,7 @@ from retrieval.report import END, START, load_columns, render, update_readme
 from retrieval.results import provenance, write_result
 from retrieval.textnorm import normalize
 from tests.conftest import run_cli
+from tests.corpus2_fixture import CORPUS2, dev_questions, manuals_corpus  # noqa: F401  (session fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 CFR = "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf"
@@ -90,13 +91,18 @@ def _words_not_quoted(page_text: str, quotes: list[str], n: int = 6) -> str:
     raise AssertionError("no unquoted run of words on the page")
 
 
-def test_cli_counts_an_answer_correct_only_when_its_first_quote_carries_the_evidence(settings, dev_corpus,
+def test_cli_counts_an_answer_correct_only_when_its_first_quote_carries_the_evidence(settings, manuals_corpus,  # noqa: F811
                                                                                       tmp_path) -> None:
-    question = "When do the batteries of an emergency locator transmitter have to be replaced?"
-    a = ask(settings, question, collections=[dev_corpus], answerer="extractive")
-    assert not a.refusal and a.citations, a.reason
+    # a real answer from the real index (the first R-intro dev question the answerer answers)
+    for q in dev_questions("R-intro.pdf"):
+        a = ask(settings, q["question"], collections=[manuals_corpus], answerer="extractive")
+        if not a.refusal and a.citations:
+            question = q["question"]
+            break
+    else:
+        raise AssertionError("the extractive answerer refused every R-intro dev question")
     first = a.citations[0]
-    page_text = pymupdf.open(ROOT / "tests" / "corpus" / first.document)[first.page - 1].get_text()
+    page_text = pymupdf.open(CORPUS2 / first.document)[first.page - 1].get_text()
     in_first = " ".join(first.quote.split()[:5])          # words the first quote shows
     elsewhere = _words_not_quoted(page_text, [c.quote for c in a.citations])  # words on the page, not shown
     base = {"question": question, "answerable": True, "document": first.document, "pages": [first.page]}
@@ -105,7 +111,7 @@ def test_cli_counts_an_answer_correct_only_when_its_first_quote_carries_the_evid
                                  {**base, "id": "not_shown", "answer_span": elsewhere},
                                  {"id": "u", "question": "What is the best glide speed of a Piper PA-28 Cherokee?",
                                   "answerable": False}]))
-    res = run_cli("eval", "answers", str(qfile), "--out", str(out), "--collection", dev_corpus,
+    res = run_cli("eval", "answers", str(qfile), "--out", str(out), "--collection", manuals_corpus,
                   "--answerer", "extractive")
     assert res.returncode == 0, res.stderr
     report = json.loads(out.read_text())
