@@ -169,3 +169,21 @@ def test_search_statistics_tables_are_keyed_by_collection_first(settings):
                 "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
                 "AND a.attnum = i.indkey[0] WHERE i.indrelid = %s::regclass AND i.indisprimary", (table,)).fetchone()
             assert first["attname"] == "collection", table
+
+
+def test_term_statistics_from_kept_counts_equal_counting_the_chunks(settings, dev_corpus, manual):
+    from retrieval.ask import phrase_freq  # noqa: PLC0415  (counts through the GIN index)
+    from retrieval.term_stats import statistics  # noqa: PLC0415
+
+    phrases = ["fuel reserve", "pilot in command", "emergency locator transmitter", "zebra crossing", "aircraft",
+               "gnu_source", "%in% operator"]
+    words = ["fuel", "night", "the", "transmitter", "zebra", "GNU_SOURCE", "%in%", "std::vector", "flight"]
+    collections = [dev_corpus, manual[0]]
+    with pool.connection(settings) as conn:
+        fast = statistics(conn, phrases, words, Scope.of(collections))
+    slow = phrase_freq(settings, phrases, words, collections)
+    assert fast.chunks == slow.chunks > 0
+    assert dict(fast.phrase_df) == dict(slow.phrase_df)
+    assert dict(fast.word_df) == dict(slow.word_df)
+    assert {p: dict(v) for p, v in fast.share_by_document.items()} == \
+        {p: dict(v) for p, v in slow.share_by_document.items()}
