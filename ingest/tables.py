@@ -144,3 +144,10 @@ def find_tables(lines: Sequence[Line]) -> list[Table]:
         run = [band] if is_row(band, lines) else []
     close()
     return tables
+
+
+def is_table_row(text: str) -> bool:
+    """Whether ``text`` is (or ends with) a table row as written into page text: a row is a unit of
+    its own, complete without sentence punctuation, so a quote of it does not run on into the next."""
+    last = text.rstrip().rsplit("\n", 1)[-1]
+    return CELL_SEP in last and all(cell.strip() for cell in last.split(CELL_SEP))
