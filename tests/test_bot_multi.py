@@ -99,8 +99,10 @@ def test_each_workspace_is_answered_with_its_token_from_its_collection_and_new_i
             page = web.get("/slack/install")
             assert page.status_code == 200 and "client_id=1234.5678" in page.text, page.text[:300]
             state = re.search(r"state=([\w-]+)", page.text).group(1)  # type: ignore[union-attr]
+            # the state cookie is marked Secure (the real pages sit behind https): send it as a browser would
+            cookie = page.headers["set-cookie"].split(";", 1)[0]
             done = web.get("/slack/oauth_redirect", params={"code": fake.install_code(gamma, gamma_token),
-                                                           "state": state})
+                                                           "state": state}, headers={"Cookie": cookie})
             assert done.status_code == 200, done.text[:300]
         assert PostgresInstallationStore(Store(settings)).find_bot(enterprise_id=None, team_id=gamma) is not None
         channel = f"C{uuid.uuid4().hex[:8].upper()}"
