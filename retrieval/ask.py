@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from retrieval import db
+from retrieval import pool
 from retrieval.answerers import Answerer, AnswererError, Draft
 from retrieval.answerers.followup import standalone_without_model
 from retrieval.answerers.keyterms import PhraseStats
@@ -105,7 +105,7 @@ def phrase_freq(settings: Settings, phrases: Sequence[str], words: Sequence[str]
                     f"ON d.collection = c.collection AND d.id = c.document_id WHERE {cond} {{}} GROUP BY d.name")
     by_doc: dict[str, dict[str, float]] = {}
     phrase_df: dict[str, int] = {}
-    with db.connection(settings) as conn:
+    with pool.connection(settings) as conn:
         sizes = {r["name"]: r["n"] for r in conn.execute(per_document.format(""), extra).fetchall()}
         total = sum(sizes.values())
         for phrase in phrases:  # only chunks using the phrase are counted, through the GIN index
@@ -122,7 +122,7 @@ def phrase_freq(settings: Settings, phrases: Sequence[str], words: Sequence[str]
 def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[str, str], dict[int, SourcePage]]:
     """The stored text and label of every page the passages touch, keyed by (collection, document)."""
     out: dict[tuple[str, str], dict[int, SourcePage]] = {}
-    with db.connection(settings) as conn:
+    with pool.connection(settings) as conn:
         for p in passages:
             rows = conn.execute(
                 "SELECT pg.page_no, pg.text, pg.label FROM pages pg JOIN documents d "
