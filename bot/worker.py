@@ -30,15 +30,16 @@ log = logging.getLogger("bot.worker")
 
 
 def run(settings: Settings, stop: threading.Event) -> None:
+    token = settings.slack_bot_token.get_secret_value().strip() if settings.slack_bot_token else ""
+    multi = multi_workspace(settings)
+    if not token and not multi:
+        raise ConfigError("SLACK_BOT_TOKEN must be set (the worker reports progress in Slack and downloads "
+                          "shared files), or SLACK_CLIENT_ID/SLACK_CLIENT_SECRET for several workspaces")
     store = Store(settings)
     prepare_database(store)
-    if multi_workspace(settings):
+    if multi:
         clients = Clients(settings, installations=PostgresInstallationStore(store))
     else:
-        token = settings.slack_bot_token.get_secret_value().strip() if settings.slack_bot_token else ""
-        if not token:
-            raise ConfigError("SLACK_BOT_TOKEN must be set (the worker reports progress in Slack and downloads "
-                              "shared files), or SLACK_CLIENT_ID/SLACK_CLIENT_SECRET for several workspaces")
         clients = Clients(settings, token=token)
     queue = JobQueue(store, settings.job_queue_limit)
     runner = JobRunner(queue, Jobs(settings, clients, store, queue).run, threads=settings.worker_jobs).start()

@@ -16,3 +16,9 @@ def test_bot_command_rejects_a_bot_token_as_app_token() -> None:
     assert res.returncode == 2
     assert "must be an app-level token" in res.stderr
     assert "xoxb-1-2-abc" not in res.stderr + res.stdout
+
+
+def test_worker_command_needs_a_bot_token_before_touching_the_database(tmp_path) -> None:
+    res = run_cli("worker", env={"SLACK_BOT_TOKEN": "", "CHAPTERVERSE_HOME": str(tmp_path / "never")})
+    assert res.returncode == 2 and "SLACK_BOT_TOKEN must be set" in res.stderr
+    assert not (tmp_path / "never").exists()  # no embedded database was started for nothing
