@@ -45,6 +45,7 @@ from typing import Any
 from retrieval import db
 from retrieval.ask import ASK_K, ask
 from retrieval.models import Answer, Citation, Turn
+from retrieval.results import provenance
 from retrieval.settings import Settings
 from retrieval.verify import locate, too_short
 
@@ -206,6 +207,7 @@ def calibrate(probe: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, collections: Sequence[str] | None,
              command: str, calibrate_threshold: bool = False) -> dict[str, Any]:
     questions = load_questions(questions_path)
+    started = {**provenance(), "taken": "at start"}  # the code this run loaded, before any long wait
     rows: list[dict[str, Any]] = []
     for q in questions:
         a = _ask(settings, q, collections=collections, answerer=answerer)
@@ -220,7 +222,7 @@ def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, 
                    "gemini_model": settings.gemini_model if "gemini" in answerer_ran else None,
                    "k": ASK_K, "collections": list(collections) if collections else None,
                    "python": platform.python_version()},
-        "summary": summarise(rows), "per_question": rows,
+        "summary": summarise(rows), "per_question": rows, "provenance": started,
     }
     if "extractive" in answerer_ran:
         from retrieval.answerers import extractive  # noqa: PLC0415

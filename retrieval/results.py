@@ -38,8 +38,11 @@ def provenance(repo: Path = REPO) -> dict[str, Any]:
 
 
 def write_result(out: Path, result: dict[str, Any], *, repo: Path = REPO) -> dict[str, Any]:
-    """Write ``result`` with its provenance to ``out`` (pretty JSON); return what was written."""
-    full = {**result, "provenance": provenance(repo)}
+    """Write ``result`` with its provenance to ``out`` (pretty JSON); return what was written. A result
+    that took its provenance when its run started (``result["provenance"]``, as ``eval answers``
+    does, so a commit made during a long run is not credited with it) keeps it; otherwise it is
+    taken now, when the result is written."""
+    full = {**result, "provenance": result.get("provenance") or {**provenance(repo), "taken": "at write"}}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(full, indent=2, default=str, ensure_ascii=False) + "\n")
     return full

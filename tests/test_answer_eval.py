@@ -150,6 +150,8 @@ def test_results_record_the_commit_and_whether_the_tree_was_dirty(tmp_path: Path
     assert stored == written and stored["command"] == "c"
     assert stored["provenance"]["git_commit"] == clean["git_commit"]
     assert stored["provenance"]["git_dirty"] is True and stored["provenance"]["dirty_paths"] == ["a.py"]
+    kept = write_result(tmp_path / "r2.json", {"provenance": clean}, repo=repo)  # taken when the run started
+    assert kept["provenance"] == clean
     assert provenance(tmp_path / "out")["git_commit"] is None  # not a checkout: said so, not guessed
 
 
