@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
+from pydantic import SecretStr
 
 from retrieval import db, index, pool
 from retrieval.bench import percentiles
@@ -47,7 +48,7 @@ def scale_settings(settings: Settings, n: int) -> Iterator[Settings]:
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
             conn.execute(f'CREATE DATABASE "{name}"')
     url = psycopg.conninfo.make_conninfo(base, dbname=name)
-    yield settings.model_copy(update={"database_url": url})
+    yield settings.model_copy(update={"database_url": SecretStr(url)})
 
 
 def _source_rows(settings: Settings, source: str) -> tuple[list[tuple], float]:
