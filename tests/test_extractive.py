@@ -332,3 +332,14 @@ def test_a_collection_profile_changes_words_and_wording(tmp_path) -> None:
 ])
 def test_default_profile_reads_software_units(text: str, kinds: set[str]) -> None:
     assert quantities(text) >= kinds
+
+
+def test_no_candidate_starts_inside_a_word_hyphenated_across_lines() -> None:
+    from retrieval.answerers.extractive import candidates  # noqa: PLC0415
+
+    text = ("(b) No person may begin a flight in a rotorcraft unless there is enough fuel for heli-\n\n"
+            "copters, fly after that for 30 minutes at normal cruising speed.\n\n"
+            "(c) Each airplane must carry enough fuel to fly after that for at least 45 minutes.")
+    page = PageText(document="regs.pdf", page=31, text=text, passage_id="P1")
+    quotes = [" ".join(c.text.split()) for c in candidates([page])]
+    assert not any(q.startswith("copters") for q in quotes) and any(q.startswith("(c) Each") for q in quotes)

@@ -234,6 +234,7 @@ def _windows(text: str, s: int, e: int) -> list[tuple[int, int]]:
 
 _SECTION_NO = re.compile(r"(?:^|(?<=\s))(?:§+\s*)?[0-9A-Z]+(?:\.[0-9A-Za-z]+)+\.?(?=\s|$)")
 MAX_TITLE_WORDS = 12
+_HYPHENATED_BEFORE = re.compile(r"[A-Za-z]-\s*\Z")
 
 
 def is_title(sentence: str, heading: str = "") -> bool:
@@ -263,8 +264,8 @@ def candidates(shown: Sequence[PageText], headings: Mapping[str, str] | None = N
     for i, p in enumerate(shown):
         heading = headings.get(p.passage_id, "")
         for s, e in sentences(p.text):
-            if is_title(p.text[s:e], heading):
-                continue
+            if is_title(p.text[s:e], heading) or _HYPHENATED_BEFORE.search(p.text, 0, s):
+                continue  # a heading, or a span starting inside a word hyphenated across lines ("heli-\ncopters")
             if verify_claim(Claim(p.document, p.page, p.text[s:e]), [p]).ok:
                 out.append(Candidate(i, s, e, p.text[s:e]))
     return out
