@@ -273,6 +273,7 @@ def search(
 def db_status(json_out: JsonOpt = False) -> None:
     """Where the index lives, its schema version and embedding model."""
     from retrieval import db, index  # noqa: PLC0415
+    from retrieval.rerank import describe as describe_reranker  # noqa: PLC0415
 
     settings = _settings()
     _ready(settings)
@@ -281,7 +282,6 @@ def db_status(json_out: JsonOpt = False) -> None:
         counts = conn.execute("SELECT (SELECT count(*) FROM documents) AS documents, "
                               "(SELECT count(*) FROM chunks) AS chunks").fetchone()
         version = conn.execute("SELECT max(migration_id) AS v FROM _yoyo_migration").fetchone()["v"]
-    from retrieval.rerank import describe as describe_reranker  # noqa: PLC0415
     info = {"database": "external (DATABASE_URL)" if settings.database_url else f"embedded at {settings.pgdata}",
             "schema": version, "embedding_model": rec[0] if rec else None,
             "embedding_dim": rec[1] if rec else None, **counts, "reranker": describe_reranker(settings.reranker)}
