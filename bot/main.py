@@ -41,6 +41,19 @@ class ConfigError(RuntimeError):
     """The bot cannot start as configured: one line for the operator."""
 
 
+def stop_on_signals() -> threading.Event:
+    """An event that SIGTERM and Ctrl-C set, so a process shuts down cleanly (jobs, sockets, Postgres)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        log.info("signal %d: shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop
+
+
 def setup_logging(verbose: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -118,14 +131,7 @@ def run(settings: Settings) -> None:
     bot_token, app_token = tokens(settings)
     if settings.db_pool_size is None:  # one pool for searches and bot state, sized to the workers
         settings = settings.model_copy(update={"db_pool_size": 2 * settings.slack_workers + 6})
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        log.info("signal %d: shutting down", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals()
 
     store = Store(settings)
     prepare_database(store)

@@ -12,14 +12,13 @@ worker started on this host), and failed after its last attempt.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 import threading
 
 from bot.clients import Clients
 from bot.installations import PostgresInstallationStore
 from bot.jobs import Jobs
-from bot.main import ConfigError, prepare_database, setup_logging
+from bot.main import ConfigError, prepare_database, setup_logging, stop_on_signals
 from bot.oauth import multi_workspace
 from bot.queue import JobQueue
 from bot.runner import JobRunner
@@ -54,14 +53,7 @@ def run(settings: Settings, stop: threading.Event) -> None:
 
 def main(verbose: bool = False) -> int:
     setup_logging(verbose)
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        log.info("signal %d: shutting down", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals()
     try:
         run(Settings(), stop)
     except ConfigError as exc:
