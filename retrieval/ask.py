@@ -138,6 +138,7 @@ def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[st
 MAX_EXTEND = 600  # characters a passage may grow at each end to reach a sentence boundary
 _SENTENCE_END = re.compile(r"[.?!][\"')\]]?(?=\s|$)")
 _BOUNDARY_BEFORE = re.compile(r"(?:[.?!:][\"')\]]?[ \t]*\n|\n[ \t]*\n)")
+_SPLIT_WORD = re.compile(r"[^\W\d_]-\s*\Z")  # a word hyphenated across a line (or column) break
 
 
 def sentence_bounds(text: str, start: int, end: int, limit: int = MAX_EXTEND) -> tuple[int, int]:
@@ -146,10 +147,13 @@ def sentence_bounds(text: str, start: int, end: int, limit: int = MAX_EXTEND) ->
     sentence: "... enough fuel to fly to the first point of intended landing and," goes on to
     "(2) At night, to fly after that for at least 45 minutes." A boundary is a sentence end
     (punctuation and a line break before the start; punctuation and a space after the end) or a
-    blank line; an end already on one stays."""
+    blank line, but not a line break after a word hyphenated across it, so a slice never starts
+    inside "heli-\n\ncopters"; an end already on one stays."""
     start, end = max(0, start), min(len(text), end)
     head = text[max(0, start - limit):start]
-    if head and not head.endswith("\n\n") and (m := list(_BOUNDARY_BEFORE.finditer(head))):
+    split = bool(_SPLIT_WORD.search(head))  # the slice starts inside a word: "heli-\n\ncopters"
+    if head and (split or not head.endswith("\n\n")) and (m := [
+            b for b in _BOUNDARY_BEFORE.finditer(head) if not _SPLIT_WORD.search(head, 0, b.start() + 1)]):
         start = start - len(head) + m[-1].end()
         while start < end and text[start].isspace():
             start += 1

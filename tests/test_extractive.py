@@ -306,6 +306,22 @@ def test_sentence_bounds_widen_a_chunk_cut_mid_sentence() -> None:
     assert FUEL_PAGE[s:].startswith("(a) No person") and FUEL_PAGE[:e].endswith("45 minutes.")
 
 
+def test_sentence_bounds_never_start_inside_a_word_hyphenated_across_a_break() -> None:
+    """14 CFR 91.167 as stored: a chunk began at "copters" after "heli-" and a blank line, and the
+    answerer quoted "copters, fly after that for 30 minutes", which is not on the page as a reader sees it."""
+    from retrieval.ask import sentence_bounds  # noqa: PLC0415
+
+    page = ("(2) Except as provided in paragraph\n(b) of this section, fly from that airport\nto the alternate "
+            "airport; and\n\n(3) Fly after that for 45 minutes at\nnormal cruising speed or, for heli-\n\n"
+            "copters, fly after that for 30 minutes at\nnormal cruising speed.\n")
+    start = page.index("copters")
+    s, e = sentence_bounds(page, start, page.index("speed.\n", start) + len("speed."))
+    assert page[s:].startswith("(3) Fly after that for 45 minutes")
+    assert page[:e].endswith("30 minutes at\nnormal cruising speed.")
+    blank = page.index("(3) Fly")  # a blank line after a complete line is still a boundary
+    assert sentence_bounds(page, blank, blank + 10)[0] == blank
+
+
 # --- profiles ----------------------------------------------------------------------------------
 
 
