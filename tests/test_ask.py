@@ -231,16 +231,23 @@ def test_answer_leads_with_the_best_quote_and_every_quote_is_verified(settings, 
     _assert_all_quotes_on_their_pages(settings, a)
 
 
-@pytest.mark.parametrize(("question", "term"), [
-    ("On which frequencies does an emergency locator transmitter broadcast when activated?", "locator transmitter"),
-    ("What is the maximum takeoff weight allowed for a light-sport airplane?", "light-sport"),
-])
-def test_near_miss_is_refused_when_no_passage_stating_the_answer_is_about_its_terms(settings, dev_corpus,
-                                                                                   question, term) -> None:
-    # The handbooks state a frequency (ADS-B, 1090 MHz) and weights (12,500 pounds), just not for these.
-    a = ask(settings, question, collections=[dev_corpus], answerer="extractive")
+def test_near_miss_is_refused_when_no_passage_stating_the_answer_is_about_its_terms(settings, dev_corpus) -> None:
+    # The handbooks state weights (12,500 pounds), just not the light-sport limit.
+    a = ask(settings, "What is the maximum takeoff weight allowed for a light-sport airplane?",
+            collections=[dev_corpus], answerer="extractive")
     assert a.refusal and not a.citations, a.answer
-    assert f"about “{term}”" in a.reason
+    assert "about “light-sport”" in a.reason
+
+
+def test_locator_transmitter_frequencies_are_refused(settings, dev_corpus) -> None:
+    """The handbooks state a frequency (ADS-B, 1090 MHz) but none for emergency locator transmitters.
+    Since the search ranks with stored sentence vectors, the ADS-B sentence is no longer among the
+    passages retrieved for this question, so the quantity gate refuses before the key-term gate
+    (which the light-sport case above still exercises); either way no frequency is quoted."""
+    a = ask(settings, "On which frequencies does an emergency locator transmitter broadcast when activated?",
+            collections=[dev_corpus], answerer="extractive")
+    assert a.refusal and not a.citations, a.answer
+    assert "about “locator transmitter”" in a.reason or "no retrieved sentence states one" in a.reason
 
 
 def test_a_question_about_a_key_term_the_passage_uses_is_answered(settings, dev_corpus) -> None:
