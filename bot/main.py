@@ -114,6 +114,9 @@ def connect(handler: SocketModeHandler, stop: threading.Event) -> None:
             delay = min(delay * 2, 30.0)
 
 
+WARM_UP_JOIN_S = 20.0  # how long a stopping bot waits for a model load in progress
+
+
 def warm_up(settings: Settings) -> None:
     """Load the embedding model and the answering pipeline before the first question needs them."""
     t0 = time.perf_counter()
@@ -152,7 +155,8 @@ def run(settings: Settings) -> None:
     if app.oauth_flow is not None:
         serve_install_pages(app.oauth_flow, settings.slack_oauth_host, settings.slack_oauth_port)
     handler = SocketModeHandler(app, app_token=app_token, ping_interval=settings.slack_ping_interval_s)
-    threading.Thread(target=warm_up, args=(settings,), name="warm-up", daemon=True).start()
+    warming = threading.Thread(target=warm_up, args=(settings,), name="warm-up", daemon=True)
+    warming.start()
     connect(handler, stop)
     log.info("connected to Slack over Socket Mode (%s); waiting for mentions",
              "multi-workspace" if installations else "one workspace")
@@ -166,6 +170,9 @@ def run(settings: Settings) -> None:
         for pool in (answers, quick):
             pool.shutdown()
         slack_io.shutdown(wait=False)
+        # Exiting while torch is still being imported on the warm-up thread aborts the process
+        # ("terminate called without an active exception"): let a model load in progress finish.
+        warming.join(WARM_UP_JOIN_S)
         log.info("stopped")
 
 
