@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -178,9 +179,13 @@ def run(settings: Settings) -> None:
 
 def main(verbose: bool = False) -> int:
     setup_logging(verbose)
+    return exit_status(lambda: run(Settings()))
+
+
+def exit_status(start: Callable[[], None]) -> int:
+    """Run a process's main loop; a configuration or start-up problem is one line on stderr and exit 2."""
     try:
-        settings = Settings()
-        run(settings)
+        start()
     except ConfigError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2

@@ -18,7 +18,7 @@ import threading
 from bot.clients import Clients
 from bot.installations import PostgresInstallationStore
 from bot.jobs import Jobs
-from bot.main import ConfigError, prepare_database, setup_logging, stop_on_signals
+from bot.main import ConfigError, exit_status, prepare_database, setup_logging, stop_on_signals
 from bot.oauth import multi_workspace
 from bot.queue import JobQueue
 from bot.runner import JobRunner
@@ -54,15 +54,7 @@ def run(settings: Settings, stop: threading.Event) -> None:
 def main(verbose: bool = False) -> int:
     setup_logging(verbose)
     stop = stop_on_signals()
-    try:
-        run(Settings(), stop)
-    except ConfigError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 2
-    except Exception as exc:  # noqa: BLE001  (pydantic validation and the like: one line, no secrets)
-        sys.stderr.write(f"error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}\n")
-        return 2
-    return 0
+    return exit_status(lambda: run(Settings(), stop))
 
 
 if __name__ == "__main__":
