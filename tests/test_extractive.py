@@ -21,6 +21,7 @@ from retrieval.answerers.extractive import (
     choose_quotes,
     evidence_score,
     passage_rank,
+    with_neighbours,
 )
 from retrieval.verify import PageText, verify_claims
 
@@ -359,3 +360,39 @@ def test_no_candidate_starts_inside_a_word_hyphenated_across_lines() -> None:
     page = PageText(document="regs.pdf", page=31, text=text, passage_id="P1")
     quotes = [" ".join(c.text.split()) for c in candidates([page])]
     assert not any(q.startswith("copters") for q in quotes) and any(q.startswith("(c) Each") for q in quotes)
+
+
+# --- quoting a sentence with its paragraph neighbours ------------------------------------------
+
+PASTE_PAGE = ("Character vectors\n\n"
+              "The paste() function takes an arbitrary number of arguments and concatenates them one by one "
+              "into character strings. The arguments are by default separated in the result by a single blank "
+              "character, but this can be changed.\n\n"
+              "2.7 Index vectors\n\n"
+              "Subsets of the elements of a vector may be selected by appending an index vector to its name.")
+
+
+def test_the_answer_sentence_after_the_topic_sentence_is_quoted_with_it() -> None:
+    # The bag-of-words "embedding" favours the sentence that repeats the question's words; the
+    # answer (the separator) is the next sentence of the same paragraph, and must be in the quote.
+    page = _page("R-intro.pdf", 17, PASTE_PAGE)
+    ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0)
+    draft = ans.answer("What separator does the paste() function put between its arguments?", [page])
+    assert not draft.refusal
+    quote = draft.claims[0].quote
+    assert "The paste() function takes" in quote and "a single blank character" in quote
+    assert "Index vectors" not in quote and "Subsets" not in quote  # never across a heading into another paragraph
+    assert not verify_claims(draft.claims, [page]).failures
+
+
+def test_neighbours_stop_at_the_word_budget_and_never_join_a_table_row() -> None:
+    long_next = "Then " + " ".join(["word"] * 60) + "."
+    text = "The first sentence names the topic of this short paragraph. " + long_next
+    page = _page("m.pdf", 3, text)
+    first = Candidate(0, 0, text.index(" Then"), text[:text.index(" Then")])
+    assert with_neighbours(page, first).text == first.text  # the next sentence would pass QUOTE_WORDS
+    assert with_neighbours(page, first, budget=200).text == text
+    rows = "VNE | Never-exceed speed | 149 KIAS\nVNO | Maximum structural cruising speed | 129 KIAS"
+    row_page = _page("poh.pdf", 5, rows)
+    row = Candidate(0, 0, rows.index("\n"), rows[:rows.index("\n")])
+    assert with_neighbours(row_page, row).text == row.text

@@ -37,7 +37,9 @@ Gates before any threshold (``retrieval.answerers.evidence``, ``retrieval.answer
 Then the best eligible sentence must score at least ``threshold`` (calibrated on the dev set with
 ``chapterverse eval answers ... --calibrate``; see ``retrieval.answer_eval.calibrate``). The answer
 quotes it and up to ``MAX_QUOTES - 1`` more eligible sentences from *other pages* that score within
-``QUOTE_MARGIN`` of it. The answer text is the best sentence under the profile's lead naming its
+``QUOTE_MARGIN`` of it, each with its neighbours in the same paragraph up to ``QUOTE_WORDS`` words
+(``with_neighbours``): the sentence that matches the question's words best often only names the
+topic, and the next or previous one states the answer. The answer text is the best sentence under the profile's lead naming its
 page; every other word shown is a verified quote.
 """
 
@@ -46,7 +48,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -70,6 +72,7 @@ MAX_QUOTES = 3
 MAX_SENTENCE_WORDS = 80
 MIN_COVERAGE = 0.15  # share of the question's (shown) term weight a quote and its heading must carry
 MAX_EMBEDDED = 16  # sentences embedded per question (the rest lose on lexical features already)
+QUOTE_WORDS = 50  # a chosen sentence is quoted with its paragraph neighbours up to this many words
 
 _TOC_ENTRY = re.compile(r"(?:\.{4,}|(?:\. ){4,}|…{2,})\s*(?:[0-9]+(?:-[0-9]+)?|[ivxlc]+|[0-9]+-[ivxlc]+)\s*$", re.IGNORECASE)
 _SENT = re.compile(r"(?<=[.;?!])[\"')\]]?\s+(?=[\"'(\[§A-Z0-9])")
@@ -255,6 +258,42 @@ def is_title(sentence: str, heading: str = "") -> bool:
     return all(len(x.split()) <= limit for x in pieces)
 
 
+def with_neighbours(page: PageText, cand: Candidate, budget: int = QUOTE_WORDS,
+                    heading: str = "") -> Candidate:
+    """``cand`` widened to the sentences around it in the same paragraph — the next one first, then
+    the one before, alternately — while the quote stays within ``budget`` words. The sentence that
+    matches a question best often names its topic ("The paste() function takes ... arguments") while
+    its neighbour states the answer ("The arguments are by default separated ... by a single blank
+    character"). A table row, a heading or a sentence from another paragraph is never added."""
+    text = page.text
+    if is_table_row(cand.text):
+        return cand
+    spans = sentences(text)
+    at = next((j for j, (s, e) in enumerate(spans) if s == cand.start and e == cand.end), None)
+    block = next(((bs, be) for bs, be in blocks(text) if bs <= cand.start < be), None)
+    if at is None or block is None:
+        return cand
+
+    def joinable(j: int) -> bool:
+        s, e = spans[j]
+        piece = text[s:e]
+        return (block[0] <= s and e <= block[1] and not is_table_row(piece) and not is_title(piece, heading)
+                and not _HYPHENATED_BEFORE.search(text, 0, s))
+
+    start, end, nxt, prv = cand.start, cand.end, at + 1, at - 1
+    grew = True
+    while grew:
+        grew = False
+        if nxt < len(spans) and joinable(nxt) and len(text[start:spans[nxt][1]].split()) <= budget:
+            end, nxt, grew = spans[nxt][1], nxt + 1, True
+        if prv >= 0 and joinable(prv) and len(text[spans[prv][0]:end].split()) <= budget:
+            start, prv, grew = spans[prv][0], prv - 1, True
+    if (start, end) == (cand.start, cand.end) or not verify_claim(Claim(page.document, page.page, text[start:end]),
+                                                                  [page]).ok:
+        return cand
+    return Candidate(cand.slice_index, start, end, text[start:end])
+
+
 def candidates(shown: Sequence[PageText], headings: Mapping[str, str] | None = None) -> list[Candidate]:
     """Every sentence of the shown slices that would pass verification as a quote of its page
     (a sentence can start inside a word the PDF hyphenated across a block break: such is dropped),
@@ -381,6 +420,11 @@ def choose_quotes(scored: Sequence[Scored], shown: Sequence[PageText]) -> list[S
     return chosen
 
 
+def _widened(s: Scored, shown: Sequence[PageText], headings: Mapping[str, str]) -> Scored:
+    page = shown[s.candidate.slice_index]
+    return replace(s, candidate=with_neighbours(page, s.candidate, heading=headings.get(page.passage_id, "")))
+
+
 def _page_of(s: Scored, shown: Sequence[PageText]) -> tuple[str, int]:
     p = shown[s.candidate.slice_index]
     return p.document, p.page
@@ -444,6 +488,8 @@ class ExtractiveAnswerer:
             return Draft(refusal=True, score=top.score, best=best_claim,
                          reason=f"the best supporting sentence is too weak (evidence score {top.score:.2f} "
                                 f"< {self.threshold:.2f})")
+        chosen = [_widened(s, shown, headings or {}) for s in chosen]
+        top = chosen[0]
         claims = [_claim(s, shown) for s in chosen]
         return Draft(refusal=False, answer=lead(top, shown, len(chosen) - 1, self.profile), claims=claims, score=top.score,
                      best=best_claim)
