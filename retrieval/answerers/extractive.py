@@ -71,6 +71,7 @@ QUOTE_MARGIN = 0.15  # further quotes (other pages) must score within this of th
 MAX_QUOTES = 3
 MAX_SENTENCE_WORDS = 80
 MIN_COVERAGE = 0.15  # share of the question's (shown) term weight a quote and its heading must carry
+NAME_PIECES = 3  # a word the tokenizer cuts into this many pieces is a made-up name (``unfamiliar_words``)
 MAX_EMBEDDED = 16  # sentences embedded per question (the rest lose on lexical features already)
 QUOTE_WORDS = 50  # a chosen sentence is quoted with its paragraph neighbours up to this many words
 
@@ -79,6 +80,7 @@ _SENT = re.compile(r"(?<=[.;?!])[\"')\]]?\s+(?=[\"'(\[§A-Z0-9])")
 
 Embed = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows
 DocFreq = Callable[[Sequence[str]], tuple[dict[str, int], int]]  # words → (chunks containing each, chunks)
+WordPieces = Callable[[str], int]  # a word → how many pieces the embedding model's tokenizer makes of it
 
 
 def term_weights(question: str, doc_freq: DocFreq | None, profile: Profile = DEFAULT_PROFILE) -> dict[str, float]:
@@ -392,13 +394,34 @@ def shown_weights(weights: Mapping[str, float], texts_terms: Sequence[set[str]])
     return kept or dict(weights)
 
 
-def absent_terms(question: str, doc_freq: DocFreq | None, profile: Profile = DEFAULT_PROFILE) -> list[str]:
-    """The question's specific terms (names, designators, numbers) that the collection never uses."""
+def absent_terms(question: str, doc_freq: DocFreq | None, profile: Profile = DEFAULT_PROFILE,
+                 word_pieces: WordPieces | None = None) -> list[str]:
+    """The question's specific terms that the collection never uses: names, designators and numbers
+    (``specific_terms``), and — given the embedding model's tokenizer as ``word_pieces`` — words its
+    general vocabulary does not know either (``unfamiliar_words``: "strsplit", "dplyr", "ggsave").
+    A question about a function, package or product the documents never name is not answered by a
+    sentence about something else."""
     specific = specific_terms(question, profile)
+    if word_pieces is not None:
+        specific += [w for w in unfamiliar_words(question, word_pieces, profile) if w not in specific]
     if doc_freq is None or not specific:
         return []
     df, _ = doc_freq(specific)
     return [t for t in specific if df.get(t, 0) == 0]
+
+
+def unfamiliar_words(question: str, word_pieces: WordPieces, profile: Profile = DEFAULT_PROFILE) -> list[str]:
+    """Plain words of the question that the tokenizer splits into ``NAME_PIECES`` or more pieces
+    both as written and stemmed ("supposed" is one piece, its stem "suppos" three): made-up names rather than English ("strsplit" → st·rs·pl·it,
+    "dplyr", "matplotlib"), where ordinary words, rare ones and inflections included, are one or two
+    pieces ("helicopter", "checkride[s]" → check·ride). Only worth anything for words the collection
+    never uses (``absent_terms`` checks that); a paraphrase's own English words stay out of it.
+    Known limit: long compounds of Latin parts are cut into three pieces too ("autorotation",
+    "superimposed"), so a question using one that the documents never use is refused."""
+    asked = question.lower().replace("\u2019", "'")
+    return [word for term, word in terms_with_words(question, profile).items()
+            if word.isalpha() and min(word_pieces(word), word_pieces(term)) >= NAME_PIECES
+            and re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", asked)]  # as written, not "single-seat"
 
 
 def choose_quotes(scored: Sequence[Scored], shown: Sequence[PageText]) -> list[Scored]:
@@ -449,8 +472,9 @@ class ExtractiveAnswerer:
 
     def __init__(self, embed: Embed, model: str, threshold: float = DEFAULT_THRESHOLD,
                  doc_freq: DocFreq | None = None, phrase_freq: PhraseFreq | None = None,
-                 profile: Profile = DEFAULT_PROFILE) -> None:
+                 profile: Profile = DEFAULT_PROFILE, word_pieces: WordPieces | None = None) -> None:
         self._embed = embed
+        self._word_pieces = word_pieces
         self.profile = profile
         self._doc_freq = doc_freq
         self._phrase_freq = phrase_freq
@@ -466,7 +490,7 @@ class ExtractiveAnswerer:
         top = chosen[0] if chosen else scored[0]
         best_claim = _claim(top, shown)
         score = chosen[0].score if chosen else None
-        absent = absent_terms(question, self._doc_freq, self.profile)
+        absent = absent_terms(question, self._doc_freq, self.profile, self._word_pieces)
         if absent:
             return Draft(refusal=True, score=score, best=best_claim,
                          reason="the searched documents never mention " + ", ".join(f"“{t}”" for t in absent))
