@@ -18,9 +18,11 @@ from retrieval.answerers.extractive import (
     Candidate,
     ExtractiveAnswerer,
     Scored,
+    candidates,
     choose_quotes,
     evidence_score,
     passage_rank,
+    title_case,
     unfamiliar_words,
     with_neighbours,
 )
@@ -428,3 +430,23 @@ def test_a_question_about_a_function_the_documents_never_name_is_refused() -> No
     without = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df)
     assert not without.answer("How do I control the indicated airspeed below 10,000 feet MSL with setspeedx?",
                               PAGES).refusal
+
+
+@pytest.mark.parametrize(("line", "title"), [
+    ("\uf071 | B. Turns To Headings", True),  # a checklist glyph and a task title
+    ("ASEL | Airplane – Single-Engine Land", True),  # an abbreviation label
+    ("Demos and Online Examples", True),
+    ("VNE | Never-exceed speed | 149 KIAS", False),  # a row with a value
+    ("The cd command changes the working directory.", False),
+    ("set border 3", False),
+])
+def test_title_case_lines_are_headings_or_labels(line: str, title: bool) -> None:
+    assert title_case(line) is title
+
+
+def test_a_title_case_heading_is_never_glued_into_a_quote() -> None:
+    text = ("plot func(N, x)\npause -1\n}\nDemos and Online Examples\n"
+            "The gnuplot distribution contains a collection of examples in the demo directory.")
+    page = _page("gnuplot.pdf", 30, text)
+    quotes = [c.text for c in candidates([page])]
+    assert quotes and not any("Demos and Online Examples" in q for q in quotes)

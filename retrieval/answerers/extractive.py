@@ -158,7 +158,25 @@ def not_prose(line: str) -> bool:
         return True
     letters = [c for c in line if c.isalpha()]
     words = [w for w in line.split() if any(c.isalpha() for c in w)]
-    return len(letters) >= 10 and len(words) >= 2 and not any(c.islower() for c in letters)
+    return (len(letters) >= 10 and len(words) >= 2 and not any(c.islower() for c in letters)) or title_case(line)
+
+
+_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+MAX_HEADING_WORDS = 8
+
+
+def title_case(line: str) -> bool:
+    """A short line in title case with no closing punctuation: a heading ("Demos and Online
+    Examples", "B. Turns To Headings") or a label cell ("Airplane – Single-Engine Land"), which says
+    nothing by itself. Every word of four letters or more is capitalised, and there are two such."""
+    text = line.strip().strip("|").strip()
+    if not text or text[-1] in ".:;?!,)" or "|" in text.replace(" | ", ""):
+        return False
+    cells = [c.strip() for c in text.split(" | ")]
+    words = [w for c in cells for w in _WORD.findall(c)]
+    long = [w for w in words if len(w) >= 4]
+    return (0 < len(words) <= MAX_HEADING_WORDS and len(long) >= 2
+            and all(w[0].isupper() for w in long) and not any(ch.isdigit() for ch in text))
 
 
 def blocks(text: str) -> list[tuple[int, int]]:
