@@ -83,7 +83,7 @@ def build_extractive(settings: Settings, collections: Sequence[str] | None,
     from retrieval.embed import get_embedder  # noqa: PLC0415
 
     embedder = get_embedder(settings.embedding_model)
-    return ExtractiveAnswerer(embedder.embed, model=embedder.name, profile=profile_for(collections),
+    return ExtractiveAnswerer(embedder.embed_queries, model=embedder.name, profile=profile_for(collections),
                               threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
                               doc_freq=lambda words: doc_freq(settings, words, collections),
                               phrase_freq=lambda phrases, words: phrase_freq(settings, phrases, words, collections))
