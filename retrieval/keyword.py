@@ -13,7 +13,22 @@ The default ranking is BM25, computed in one SQL statement:
   ``documents.chunk_count`` / ``token_total``. Nothing is counted over the chunks per query;
 * term frequency is the number of positions the lexeme has in the chunk's tsvector
   (``unnest(tsv)``); document length is the chunk's word-piece count, normalised by the scope's
-  average (k1 = 1.2, b = 0.75 by default).
+  average (k1 = 1.2, b = 0.75 by default). A chunk's score is summed in lexeme order, so equal
+  chunks get bit-equal scores whatever the plan, and ties fall to the lower id.
+
+Scoring every chunk that has *any* query lexeme costs time in proportion to the postings of the
+query's commonest words ("aircraft", "pilot"), which grow with the collection. ``bm25_sql`` returns
+the same top ``limit`` while scoring far fewer chunks (a MaxScore-style bound, in the same statement):
+
+1. *seed*: the query's rarest lexemes, taken until their document frequencies add up to
+   ``SEED_POSTINGS`` chunks (at least ``limit``); the chunks holding any of them are scored in full;
+2. *threshold*: the ``limit``-th best of those scores, θ (0 when they are fewer than ``limit``);
+3. a lexeme contributes less than ``(k1 + 1) · idf`` to any chunk, so a chunk holding only the
+   commonest lexemes whose bounds add up to less than θ cannot reach the top ``limit``: only chunks
+   with one of the other lexemes (not already scored) are scored next, and the best ``limit`` of
+   both sets are returned. With θ = 0 this is the plain ranking over every candidate.
+
+``bm25_all_sql`` is the unpruned statement, kept as the reference the tests compare against.
 
 Two simpler rankings are kept for the evaluation that justified BM25: ``websearch`` (AND
 semantics, ``ts_rank_cd``) and ``or_rank`` (OR of lexemes, ``ts_rank_cd``).
@@ -32,48 +47,100 @@ from retrieval.identifiers import identifier_terms
 
 KeywordMethod = Literal["bm25", "websearch", "or_rank"]
 
+SEED_POSTINGS = 50
+"""The rarest query lexemes are taken until their document frequencies add up to this many chunks
+(at least ``limit``); those chunks are scored first to find the score a chunk must beat."""
+
+
 @dataclass(frozen=True)
 class BM25Params:
     k1: float = 1.2
     b: float = 0.75
 
 
-def bm25_sql(scope: Scope) -> str:
-    """The BM25 statement; parameters: ``query``, ``terms`` (``query_terms(query)``), ``k1``, ``b``,
-    ``limit`` and the scope's."""
-    cond = scope.sql()
-    src = scope.from_clause()
+def _score_sql(cand: str) -> str:
+    """BM25 of each chunk of the candidate CTE ``cand`` (collection, id, tsv, dl) over every query lexeme."""
+    return f"""SELECT cand.collection, cand.id,
+           sum(idf.w * (tf.n * (%(k1)s + 1)) / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * cand.dl / stats.avgdl))
+               ORDER BY tf.lexeme) AS score
+    FROM {cand} cand
+    CROSS JOIN stats
+    CROSS JOIN LATERAL (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS n
+                        FROM unnest(cand.tsv) u) tf
+    JOIN idf ON idf.lexeme = tf.lexeme
+    GROUP BY cand.collection, cand.id"""
+
+
+def _head_sql(scope: Scope) -> str:
+    """The query's lexemes with their IDF (``q``, ``stats``, ``idf``), shared by both statements."""
     dcond = scope.documents_sql("d")
-    return f"""
-WITH q AS (
+    return f"""q AS (
     SELECT lexeme FROM unnest(to_tsvector('english', %(query)s))
     UNION SELECT unnest(%(terms)s::text[])
-), qq AS (
-    SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tsq FROM q
 ), stats AS MATERIALIZED (
     SELECT coalesce(sum(d.chunk_count), 0)::float8 AS n,
            coalesce(sum(d.token_total)::float8 / nullif(sum(d.chunk_count), 0), 1)::float8 AS avgdl
     FROM documents d WHERE {dcond}
 ), idf AS MATERIALIZED (
-    SELECT q.lexeme, ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5)) AS w
+    SELECT q.lexeme, df.df, ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5)) AS w
     FROM q CROSS JOIN stats
     CROSS JOIN LATERAL (
         SELECT coalesce(sum(l.df), 0)::float8 AS df FROM document_lexemes l
         JOIN documents d ON d.collection = l.collection AND d.id = l.document_id
         WHERE {dcond} AND l.lexeme = q.lexeme) df
+)"""
+
+
+def _candidates_sql(scope: Scope, match: str) -> str:
+    return (f"SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl "
+            f"FROM {scope.from_clause()} WHERE {scope.sql()} AND {match}")
+
+
+def bm25_all_sql(scope: Scope) -> str:
+    """BM25 over every chunk that contains any query lexeme (no pruning): the reference ranking."""
+    return f"""
+WITH {_head_sql(scope)}, qq AS (
+    SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tsq FROM q
 ), cand AS (
-    SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
-    FROM {src} WHERE {cond} AND c.tsv @@ (SELECT tsq FROM qq)
+    {_candidates_sql(scope, "c.tsv @@ (SELECT tsq FROM qq)")}
+), scored AS (
+    {_score_sql("cand")}
 )
-SELECT cand.collection, cand.id AS chunk_id,
-       sum(idf.w * (tf.n * (%(k1)s + 1)) / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * cand.dl / stats.avgdl))) AS score
-FROM cand
-CROSS JOIN stats
-CROSS JOIN LATERAL (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS n
-                    FROM unnest(cand.tsv) u) tf
-JOIN idf ON idf.lexeme = tf.lexeme
-GROUP BY cand.collection, cand.id
-ORDER BY score DESC, cand.id
+SELECT collection, id AS chunk_id, score FROM scored
+ORDER BY score DESC, id
+LIMIT %(limit)s
+"""
+
+
+def bm25_sql(scope: Scope) -> str:
+    """The BM25 statement (exact top ``limit``, pruned); parameters: ``query``, ``terms``
+    (``query_terms(query)``), ``k1``, ``b``, ``limit``, ``seed`` and the scope's. See the module doc."""
+    return f"""
+WITH {_head_sql(scope)}, ranked AS MATERIALIZED (
+    SELECT lexeme, df, w,
+           sum(df) OVER (ORDER BY df, lexeme ROWS UNBOUNDED PRECEDING) AS df_upto,
+           (%(k1)s + 1) * sum(w) OVER (ORDER BY df DESC, lexeme DESC ROWS UNBOUNDED PRECEDING) AS bound_upto
+    FROM idf WHERE df > 0
+), seed AS MATERIALIZED (
+    SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tsq FROM ranked
+    WHERE df_upto - df < %(seed)s
+), cand1 AS (
+    {_candidates_sql(scope, "c.tsv @@ (SELECT tsq FROM seed)")}
+), scored1 AS MATERIALIZED (
+    {_score_sql("cand1")}
+), theta AS MATERIALIZED (
+    SELECT CASE WHEN count(*) >= %(limit)s THEN min(score) ELSE 0 END AS t
+    FROM (SELECT score FROM scored1 ORDER BY score DESC LIMIT %(limit)s) top
+), rest AS MATERIALIZED (
+    SELECT string_agg(quote_literal(r.lexeme), ' | ')::tsquery AS tsq FROM ranked r, theta
+    WHERE r.bound_upto >= theta.t * (1 - 1e-9) AND r.df_upto - r.df >= %(seed)s
+), cand2 AS (
+    {_candidates_sql(scope, "c.tsv @@ (SELECT tsq FROM rest) AND NOT c.tsv @@ (SELECT tsq FROM seed)")}
+), scored2 AS (
+    {_score_sql("cand2")}
+)
+SELECT collection, id AS chunk_id, score FROM (SELECT * FROM scored1 UNION ALL SELECT * FROM scored2) s
+ORDER BY score DESC, id
 LIMIT %(limit)s
 """
 
@@ -85,7 +152,7 @@ def query_terms(query: str) -> list[str]:
 
 def bm25_params(query: str, limit: int, scope: Scope, params: BM25Params = BM25Params()) -> dict[str, object]:
     return {**scope.params(), "query": query, "terms": query_terms(query), "k1": params.k1, "b": params.b,
-            "limit": limit}
+            "limit": limit, "seed": max(limit, SEED_POSTINGS)}
 
 
 def _hits(rows: list[dict]) -> list[Hit]:
@@ -95,6 +162,13 @@ def _hits(rows: list[dict]) -> list[Hit]:
 def bm25(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Scope(),
          params: BM25Params = BM25Params()) -> list[Hit]:
     rows = conn.execute(bm25_sql(scope), bm25_params(query, limit, scope, params)).fetchall()
+    return _hits(rows)
+
+
+def bm25_all(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Scope(),
+             params: BM25Params = BM25Params()) -> list[Hit]:
+    """The same ranking without pruning (every chunk with any query lexeme is scored): the reference."""
+    rows = conn.execute(bm25_all_sql(scope), bm25_params(query, limit, scope, params)).fetchall()
     return _hits(rows)
 
 

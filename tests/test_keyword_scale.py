@@ -1,0 +1,92 @@
+"""The keyword leg's pruning (retrieval.keyword.bm25_sql) returns exactly the ranking of scoring every
+chunk that has any query lexeme, on the real collections and their real questions, while scoring
+fewer chunks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from retrieval import pool
+from retrieval.filters import Scope
+from retrieval.keyword import bm25, bm25_all, bm25_all_sql, bm25_params, bm25_sql
+from tests.corpus2_fixture import manuals_corpus  # noqa: F401  (fixture)
+
+HERE = Path(__file__).resolve().parent
+CFR = "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf"
+
+
+def _questions(path: Path) -> list[str]:
+    return [q["question"] for q in json.loads(path.read_text())]
+
+
+def _ranking(hits) -> list[tuple[int, float]]:
+    return [(h.chunk_id, round(h.score, 9)) for h in hits]
+
+
+def _chunks_read(conn: psycopg.Connection, sql: str, params: dict) -> int:
+    """Rows the statement read from ``chunks`` (the candidates it scored), from EXPLAIN ANALYZE."""
+    plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchone()
+    total = 0
+
+    def walk(node: dict) -> None:
+        nonlocal total
+        if node.get("Relation Name") == "chunks":
+            total += int(node["Actual Rows"] * node.get("Actual Loops", 1))
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(next(iter(plan.values()))[0]["Plan"])
+    return total
+
+
+@pytest.mark.parametrize("depth", [10, 50])
+def test_pruned_bm25_ranks_the_faa_dev_questions_as_scoring_every_candidate(settings, dev_corpus, depth):
+    scope = Scope.of([dev_corpus])
+    with pool.connection(settings) as conn:
+        for q in _questions(HERE / "corpus" / "dev_questions.json"):
+            pruned = _ranking(bm25(conn, q, depth, scope))
+            assert len(pruned) == depth, q
+            assert pruned == _ranking(bm25_all(conn, q, depth, scope)), q
+
+
+def test_pruned_bm25_ranks_the_manuals_questions_as_scoring_every_candidate(settings, manuals_corpus):
+    scope = Scope.of([manuals_corpus])
+    with pool.connection(settings) as conn:
+        for q in _questions(HERE / "corpus2" / "dev_questions.json"):
+            assert _ranking(bm25(conn, q, 10, scope)) == _ranking(bm25_all(conn, q, 10, scope)), q
+
+
+def test_pruning_keeps_the_ranking_with_document_and_multi_collection_scopes(settings, dev_corpus, manuals_corpus):
+    questions = _questions(HERE / "corpus" / "dev_questions.json")[:8] + ["what does %in% return", "strsplit"]
+    scopes = [Scope.of([dev_corpus, manuals_corpus]), Scope.of([dev_corpus], [CFR])]
+    with pool.connection(settings) as conn:
+        for scope in scopes:
+            for q in questions:
+                assert _ranking(bm25(conn, q, 10, scope)) == _ranking(bm25_all(conn, q, 10, scope)), (scope, q)
+
+
+def test_few_matches_fall_back_to_every_candidate(settings, dev_corpus):
+    # the rare words match fewer chunks than asked for: the threshold is 0 and every match is returned
+    scope = Scope.of([dev_corpus])
+    q = "zeppelinoid transponder flibbertigibbet"
+    with pool.connection(settings) as conn:
+        every = bm25_all(conn, q, 1000, scope)
+        assert 0 < len(every) < 1000
+        assert _ranking(bm25(conn, q, 1000, scope)) == _ranking(every)
+        assert bm25(conn, "flibbertigibbet zeppelinoid", 10, scope) == []
+
+
+def test_pruning_scores_fewer_chunks_on_common_word_questions(settings, dev_corpus):
+    scope = Scope.of([dev_corpus])
+    q = "What must the pilot in command of an aircraft check before a flight?"
+    params = bm25_params(q, 10, scope)
+    with pool.connection(settings) as conn:
+        every = _chunks_read(conn, bm25_all_sql(scope), params)
+        pruned = _chunks_read(conn, bm25_sql(scope), params)
+        total = conn.execute("SELECT count(*) AS n FROM chunks WHERE collection = %s", (dev_corpus,)).fetchone()["n"]
+    assert every > total / 2, (every, total)  # common words: most chunks are candidates
+    assert pruned < every / 4, (pruned, every)
