@@ -7,7 +7,9 @@ HNSW). Documents have ``DOC_CHUNKS`` chunks each; every chunk gets as many store
 as the source's chunks have on average. Statistics are built with the same statements as ingest
 (``document_lexemes``, ``token_total``), the HNSW index after the bulk load, then ``ANALYZE``.
 It then times ``search_with`` for each question (real query embeddings) with the default search
-(sentence reranker on stored vectors) and without reranking, and records the index sizes.
+(sentence reranker on stored vectors) and without reranking, the keyword leg alone (pruned BM25 as
+searched, and BM25 over every candidate as before pruning, with a check that both return the same
+list), and records the index sizes.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from retrieval.bench import percentiles
 from retrieval.embed import get_embedder
 from retrieval.evaluate import load_questions
 from retrieval.filters import Scope
+from retrieval.keyword import bm25, bm25_all
 from retrieval.search import default_config, search_with
 from retrieval.settings import Settings
 
@@ -64,14 +67,14 @@ def _source_rows(settings: Settings, source: str) -> tuple[list[tuple], float]:
 
 
 def build(settings: Settings, n: int, source_rows: Sequence[tuple], sentences_per_chunk: int, dim: int,
-          model: str) -> float:
-    """Fill the scratch database with ``n`` synthetic chunks (skipped when already built); seconds taken."""
+          model: str) -> float | None:
+    """Fill the scratch database with ``n`` synthetic chunks; seconds taken (None: already built, reused)."""
     t0 = time.perf_counter()
     db.ready(settings)
     with db.connection(settings) as conn:
         have = conn.execute("SELECT count(*) AS n FROM chunks WHERE collection = %s", (COLLECTION,)).fetchone()["n"]
         if have == n:
-            return 0.0
+            return None
         index.ensure_model(conn, model, dim)
         with conn.transaction():
             conn.execute("DELETE FROM documents WHERE collection = %s", (COLLECTION,))
@@ -143,6 +146,31 @@ def time_searches(settings: Settings, questions: Sequence[str], rounds: int, k: 
     return {name: {s: percentiles(v) for s, v in st.items()} for name, st in stages.items()}
 
 
+def time_keyword(settings: Settings, questions: Sequence[str], rounds: int) -> dict[str, object]:
+    """The keyword leg alone at the default depth: BM25 as searched (pruned) and BM25 scoring every chunk
+    that has any query lexeme (the statement before pruning), in turns; and whether their top lists agree."""
+    scope = Scope.of([COLLECTION])
+    limit = default_config(settings).depth
+    legs = {"bm25 (pruned, as searched)": bm25, "bm25 every candidate (before pruning)": bm25_all}
+    ms: dict[str, list[float]] = {name: [] for name in legs}
+    same = 0
+    with pool.connection(settings) as conn:
+        for q in questions[:3]:  # warm-up
+            for fn in legs.values():
+                fn(conn, q, limit, scope)
+        for r in range(rounds):
+            for q in questions:
+                tops = []
+                for name, fn in legs.items():
+                    t = time.perf_counter()
+                    tops.append([(h.chunk_id, round(h.score, 9)) for h in fn(conn, q, limit, scope)])
+                    ms[name].append((time.perf_counter() - t) * 1e3)
+                if r == 0 and tops[0] == tops[1]:
+                    same += 1
+    return {"depth": limit, "same_top_list": f"{same}/{len(questions)}",
+            "ms": {name: percentiles(v) for name, v in ms.items()}}
+
+
 def run(settings: Settings, questions_path: Path, source: str, sizes_: Sequence[int] = SIZES, rounds: int = 1,
         command: str = "", keep: bool = True) -> dict:
     questions = [q.question for q in load_questions(questions_path)]
@@ -153,8 +181,10 @@ def run(settings: Settings, questions_path: Path, source: str, sizes_: Sequence[
     for n in sizes_:
         with scale_settings(settings, n) as s:
             built = build(s, n, rows, sentences_per_chunk, embedder.dim, embedder.name)
-            out[str(n)] = {"build_seconds": round(built, 1), "bytes": sizes(s),
-                           "search_ms": time_searches(s, questions, rounds)}
+            out[str(n)] = {"build_seconds": None if built is None else round(built, 1),
+                           "reused_database": built is None, "bytes": sizes(s),
+                           "search_ms": time_searches(s, questions, rounds),
+                           "keyword_leg": time_keyword(s, questions, rounds)}
             pool.close_all()
         if not keep:
             with psycopg.connect(db.conninfo(settings), autocommit=True) as conn:
