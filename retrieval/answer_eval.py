@@ -23,14 +23,17 @@ standalone question that was searched is reported with it.
 
 Calibration (``calibrate``, with ``--calibrate``): every question is first asked with the extractive
 threshold disabled (a probe run), which shows what the answerer would answer and with what evidence
-score. The refusal threshold is the midpoint of the score interval that maximises correct decisions
-(answerable questions whose probe answer is correct must score at or above it; unanswerable ones that
-the probe answered must score below it); the margin to the nearest question on each side is
-reported. Questions the probe already refused (answer-type or absent-term gates) and answerable ones
-whose probe answer is wrong cannot be changed by a threshold and are only counted. The calibrated
-value is reported, not applied: it becomes the answerer's ``DEFAULT_THRESHOLD`` by a reviewed code
-change. The dev set is the tuning set, so its numbers are optimistic for unseen documents and
-questions.
+score. The refusal threshold is the midpoint of the score interval that maximises correct decisions:
+answers that are right (answerable, first quote states the answer) must score at or above it; every
+answer that would be shown wrong must score below it -- an unanswerable question answered, and an
+answerable one whose first quote does not state the answer, which a refusal serves better than a
+verified quote that answers something else. Each wrong answer so costs as much as a right one gains.
+The margin to the nearest question on each side is reported. Questions the probe already refused
+(answer-type or absent-term gates) cannot be changed by a threshold and are only counted.
+``chapterverse eval calibrate`` fits one threshold over the probe runs of several sets. The
+calibrated value is reported, not applied: it becomes the answerer's ``DEFAULT_THRESHOLD`` by a
+reviewed code change. The dev sets are the tuning sets, so their numbers are optimistic for unseen
+documents and questions.
 """
 
 from __future__ import annotations
@@ -175,12 +178,14 @@ def calibrate(probe: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Best refusal threshold from a probe run's judged rows (threshold disabled; module docstring)."""
     pos = sorted(r["evidence_score"] for r in probe if r["answerable"] and r["correct"]
                  and r["evidence_score"] is not None)
-    neg = sorted(r["evidence_score"] for r in probe if not r["answerable"] and not r["refused"]
+    # Every answer that would be shown wrong is a negative: an unanswerable question answered, and an
+    # answerable one whose first quote does not state the answer (refusing it is the better outcome).
+    neg = sorted(r["evidence_score"] for r in probe if not r["refused"] and not r["correct"]
                  and r["evidence_score"] is not None)
     gated = {"unanswerable_refused_by_gates": sum(1 for r in probe if not r["answerable"] and r["refused"]),
              "answerable_refused_by_gates": sum(1 for r in probe if r["answerable"] and r["refused"]),
-             "answerable_off_gold_page": sum(1 for r in probe if r["answerable"] and not r["refused"]
-                                             and not r["correct"])}
+             "answerable_wrong_evidence": sum(1 for r in probe if r["answerable"] and not r["refused"]
+                                              and not r["correct"])}
     cuts = sorted(set(pos + neg))
     best: tuple[int, float, float] | None = None
     for lo, hi in zip([cuts[0] - 0.01] + cuts, cuts + [cuts[-1] + 0.01], strict=True) if cuts else []:
@@ -198,8 +203,8 @@ def calibrate(probe: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "highest_unanswerable_refused": None if refused is None else round(refused, 4),
             "margin_above": None if kept is None else round(kept - t, 4),
             "margin_below": None if refused is None else round(t - refused, 4),
-            "answerable_scores_on_gold": [round(s, 4) for s in pos],
-            "unanswerable_scores": [round(s, 4) for s in neg],
+            "right_answer_scores": [round(s, 4) for s in pos],
+            "wrong_answer_scores": [round(s, 4) for s in neg],
             "per_question": [{"id": r["id"], "answerable": r["answerable"], "refused": r["refused"],
                               "correct": r["correct"], "evidence_score": r["evidence_score"]} for r in probe]}
 

@@ -86,7 +86,8 @@ def build_extractive(settings: Settings, collections: Sequence[str] | None,
     return ExtractiveAnswerer(embedder.embed_queries, model=embedder.name, profile=profile_for(collections),
                               threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
                               doc_freq=lambda words: doc_freq(settings, words, collections),
-                              phrase_freq=lambda phrases, words: phrase_freq(settings, phrases, words, collections))
+                              phrase_freq=lambda phrases, words: phrase_freq(settings, phrases, words, collections),
+                              word_pieces=embedder.word_pieces)
 
 
 def doc_freq(settings: Settings, words: Sequence[str], collections: Sequence[str] | None) -> tuple[dict[str, int], int]:

@@ -496,6 +496,34 @@ def eval_answers(
     typer.echo(f"wrote {out}")
 
 
+@eval_app.command("calibrate")
+def eval_calibrate(
+    probes: Annotated[list[Path], typer.Argument(help="Result files of `eval answers ... --calibrate` runs.")],
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/threshold_calibration.json"),
+) -> None:
+    """One extractive refusal threshold fitted over the probe runs of several question sets."""
+    import json  # noqa: PLC0415
+
+    from retrieval.answer_eval import calibrate as fit  # noqa: PLC0415
+
+    rows: list[dict] = []
+    try:
+        for path in probes:
+            data = json.loads(path.read_text())
+            if "calibration" not in data:
+                raise ValueError(f"{path} holds no probe run: run `chapterverse eval answers ... --calibrate` first")
+            rows += [{**r, "id": f"{path.stem}:{r['id']}"} for r in data["calibration"]["per_question"]]
+    except (ValueError, OSError, KeyError) as exc:
+        _fail(str(exc))
+    result = {"command": "chapterverse eval calibrate " + " ".join(map(str, probes)) + f" --out {out}",
+              "probes": [str(p) for p in probes], "calibration": fit(rows)}
+    _write_result(out, result)
+    cal = result["calibration"]
+    typer.echo(f"threshold {cal['threshold']}: {cal.get('correct_decisions')}/{cal.get('of')} answers decided "
+               f"right (margins {cal.get('margin_below')} below, {cal.get('margin_above')} above)")
+    typer.echo(f"wrote {out}")
+
+
 @eval_app.command("report")
 def eval_report(
     results: Annotated[Path, typer.Option(help="Folder of result files.")] = Path("results"),

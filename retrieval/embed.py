@@ -83,6 +83,7 @@ class Embedder:
         self._requested = name
         self._path = resolve_model_path(name)
         self._model = None
+        self._pieces = None  # tokenizers.Tokenizer for word_pieces, False when there is none
         self._load_lock = threading.Lock()
         self._lock = threading.Lock()  # torch modules are not safe to call from several threads at once
         self._query_cache = query_cache
@@ -184,6 +185,31 @@ class Embedder:
 
     def count_tokens(self, text: str) -> int:
         return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+    def word_pieces(self, word: str) -> int:
+        """How many pieces the model's tokenizer cuts ``word`` into. Read from the model's
+        tokenizer.json with ``tokenizers`` when it ships one (no torch), else from the loaded model."""
+        tok = self._word_tokenizer()
+        if tok is None:
+            return self.count_tokens(word)
+        return len(tok.encode(word, add_special_tokens=False).ids)
+
+    def _word_tokenizer(self):
+        with self._load_lock:
+            if self._pieces is None:
+                path = Path(self._path) / "tokenizer.json"
+                self._pieces = False
+                if path.is_file():
+                    from tokenizers import Tokenizer  # noqa: PLC0415
+
+                    try:
+                        tok = Tokenizer.from_file(str(path))
+                        tok.no_padding()
+                        tok.no_truncation()
+                        self._pieces = tok
+                    except Exception as exc:  # noqa: BLE001  (a format tokenizers cannot read)
+                        log.info("tokenizer.json of %s unreadable (%s); counting with the model", self.name, exc)
+        return self._pieces or None
 
     def embed(self, texts: Sequence[str], *, batch_size: int = 32,
               on_batch: Callable[[int], None] | None = None) -> np.ndarray:

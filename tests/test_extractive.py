@@ -224,15 +224,20 @@ def _row(qid: str, answerable: bool, refused: bool, correct: bool, score: float 
     return {"id": qid, "answerable": answerable, "refused": refused, "correct": correct, "evidence_score": score}
 
 
-def test_calibration_splits_answerable_from_unanswerable_and_reports_margins() -> None:
+def test_calibration_refuses_wrong_answers_and_keeps_right_ones() -> None:
     probe = [_row("a1", True, False, True, 0.9), _row("a2", True, False, True, 0.7),
-             _row("a3", True, False, False, 0.2),  # off the gold page: no threshold fixes it
+             _row("a3", True, False, False, 0.2),  # its first quote does not state the answer: better refused
+             _row("a4", True, True, False, None),  # refused by a gate: no threshold changes it
              _row("u1", False, False, False, 0.5), _row("u2", False, True, True, None)]  # u2: refused by a gate
     cal = calibrate(probe)
     assert cal["threshold"] == pytest.approx(0.6)
-    assert cal["correct_decisions"] == 3 and cal["of"] == 3
+    assert cal["correct_decisions"] == 4 and cal["of"] == 4
     assert cal["margin_above"] == pytest.approx(0.1) and cal["margin_below"] == pytest.approx(0.1)
-    assert cal["unanswerable_refused_by_gates"] == 1 and cal["answerable_off_gold_page"] == 1
+    assert cal["unanswerable_refused_by_gates"] == 1 and cal["answerable_refused_by_gates"] == 1
+    assert cal["answerable_wrong_evidence"] == 1
+    # a wrong answer scoring above the right ones costs one decision; the threshold keeps the right ones
+    worse = calibrate([*probe, _row("a5", True, False, False, 0.95)])
+    assert worse["threshold"] == pytest.approx(0.6) and worse["correct_decisions"] == 4 and worse["of"] == 5
 
 
 def test_headings_and_contents_entries_are_not_quoted_but_table_rows_are() -> None:
