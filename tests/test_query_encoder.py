@@ -235,12 +235,13 @@ def test_cli_search_and_ask_use_the_export_and_find_the_same_passages(settings, 
     from tests.conftest import run_cli  # noqa: PLC0415
 
     q = "What is the maximum indicated airspeed below 10,000 feet MSL?"
-    res = run_cli("search", q, "--collection", dev_corpus, "--json", env={"CHAPTERVERSE_TIMINGS": "1"})
+    env = {"CHAPTERVERSE_RERANKER": "bi-encoder-sentences"}  # the default (the tests' cross-encoder would load torch)
+    res = run_cli("search", q, "--collection", dev_corpus, "--json", env=env)
     assert res.returncode == 0, res.stderr
     assert qe.load(query_cache_root(), MODEL_PATH) is not None  # the session's embedder wrote it
     got = json.loads(res.stdout)["results"]
     assert got and any(r["document"].startswith("14-CFR-Part-91") for r in got[:3])
-    ask = run_cli("ask", q, "--collection", dev_corpus, "--json")
+    ask = run_cli("ask", q, "--collection", dev_corpus, "--json", env=env)
     assert ask.returncode == 0, ask.stderr
     answer = json.loads(ask.stdout)
     assert not answer["refusal"] and "250" in json.dumps(answer["citations"])
