@@ -200,6 +200,23 @@ def test_local_model_copy_gets_its_own_export(tmp_path: Path, reference: np.ndar
     assert _cosines(vecs, reference).min() >= 0.9999
 
 
+def test_ingest_writes_the_export_and_a_whole_one_is_left_alone(tmp_path: Path, exported: Path,
+                                                                reference: np.ndarray) -> None:
+    """Loading torch for passages (ingest) writes the export when there is none; when there is a
+    whole one it is not rewritten (its file keeps its inode and time)."""
+    root = tmp_path / "cache"
+    emb = Embedder(BUNDLED, query_cache=root)
+    emb.embed(["A passage being ingested.", "Another one."])  # the ingest path: torch
+    assert qe.load(root, MODEL_PATH) is not None
+    assert float(emb.embed_query(QUERIES[0]) @ reference[0]) >= 0.9999
+
+    kept = _copy_cache(exported, tmp_path / "kept")
+    before = (_export_path(kept) / "model.onnx").stat()
+    Embedder(BUNDLED, query_cache=kept).count_tokens("chunking loads torch")
+    after = (_export_path(kept) / "model.onnx").stat()
+    assert (before.st_ino, before.st_mtime_ns) == (after.st_ino, after.st_mtime_ns)
+
+
 def test_unwritable_state_directory_still_answers(tmp_path: Path, reference: np.ndarray) -> None:
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a file where the cache directory would go")
