@@ -85,7 +85,10 @@ class Embedder:
         self._model = None
         self._pieces = None  # tokenizers.Tokenizer for word_pieces, False when there is none
         self._load_lock = threading.Lock()
-        self._lock = threading.Lock()  # torch modules are not safe to call from several threads at once
+        self._pieces_lock = threading.Lock()  # not the load lock: a torch load + export takes seconds
+        # torch modules are not safe to call from several threads at once; reentrant because a first
+        # use inside it loads the model, and the export after a load takes it too
+        self._lock = threading.RLock()
         self._query_cache = query_cache
         self._encoder: qe.QueryEncoder | None = None
         self._encoder_state = "untried"  # untried | loaded | failed (this process uses torch for queries)
@@ -107,9 +110,14 @@ class Embedder:
     def model(self):
         """The SentenceTransformer, loaded on first use (raises ModelError)."""
         if self._model is None:
+            loaded_here = False
             with self._load_lock:
                 if self._model is None:
                     self._model = self._load()
+                    loaded_here = True
+            if loaded_here:  # outside the load lock; the torch lock keeps other callers off the model
+                with self._lock:
+                    self._export_for_queries(self._model)
         return self._model
 
     def _load(self):
@@ -124,7 +132,6 @@ class Embedder:
         if hasattr(self, "dim") and self._dim_of(model) != self.dim:
             raise ModelError(f"embedding model {self._requested!r} produces {self._dim_of(model)}-d vectors, "
                              f"its files declare {self.dim}")
-        self._export_for_queries(model)
         return model
 
     # -- the query encoder ------------------------------------------------------------------
@@ -195,7 +202,7 @@ class Embedder:
         return len(tok.encode(word, add_special_tokens=False).ids)
 
     def _word_tokenizer(self):
-        with self._load_lock:
+        with self._pieces_lock:
             if self._pieces is None:
                 path = Path(self._path) / "tokenizer.json"
                 self._pieces = False

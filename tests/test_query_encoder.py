@@ -119,6 +119,32 @@ def test_concurrent_queries_from_several_threads(exported: Path, reference: np.n
     assert not emb.loaded
 
 
+def test_concurrent_first_queries_without_an_export(tmp_path: Path, reference: np.ndarray) -> None:
+    """Threads that all arrive before any export exists: one torch load and one export, every thread
+    gets the right vector (no deadlock between loading, exporting and embedding)."""
+    root = tmp_path / "cache"
+    emb = Embedder(BUNDLED, query_cache=root)
+    out: list[tuple[int, np.ndarray]] = []
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            out.append((i, emb.embed_query(QUERIES[i]) if i % 2 else emb.embed_queries([QUERIES[i]])[0]))
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert not any(th.is_alive() for th in threads) and not errors
+    assert sorted(i for i, _ in out) == list(range(6))
+    assert all(float(v @ reference[i]) >= 0.9999 for i, v in out)
+    assert [p.name for p in root.iterdir()] == [qe.model_key(MODEL_PATH)]
+    assert qe.load(root, MODEL_PATH) is not None
+
+
 @pytest.mark.parametrize("damage", ["missing", "truncated", "same-size garbage", "another model's files",
                                     "unreadable meta"])
 def test_broken_export_falls_back_to_torch_and_is_rewritten(tmp_path: Path, exported: Path, reference: np.ndarray,
