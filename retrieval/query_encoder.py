@@ -157,6 +157,11 @@ class QueryEncoder:
         return np.asarray(out, dtype=np.float32)
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else repr(exc)
+
+
 def _agreement(a: np.ndarray, b: np.ndarray) -> float:
     """The smallest cosine between corresponding rows (both L2-normalised)."""
     if a.shape != b.shape:
@@ -190,7 +195,7 @@ def load(cache_root: Path, model_path: str) -> QueryEncoder:
     except QueryEncoderError:
         raise
     except Exception as exc:  # noqa: BLE001  (onnxruntime/tokenizers raise their own types)
-        raise QueryEncoderError(f"{directory} could not be loaded: {str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
+        raise QueryEncoderError(f"{directory} could not be loaded: {_first_line(exc)}") from exc
     want = np.asarray(meta.probe_vectors[:LOAD_PROBES], dtype=np.float32)
     if _agreement(got, want) < MIN_COSINE:
         raise QueryEncoderError(f"{directory} does not reproduce its probe vectors")
@@ -276,8 +281,10 @@ def export(model: Any, model_path: str, cache_root: Path) -> Meta:
     """Export a loaded SentenceTransformer for ``model_path`` under ``cache_root`` (atomically).
 
     Returns the written meta: a usable export, or one marked ``unsupported`` with the reason when
-    the ONNX path would not give the same vectors. Raises QueryEncoderError when nothing could be
-    written (e.g. a read-only state directory) or the model is not a local directory."""
+    the ONNX path would not give the same vectors. Raises QueryEncoderError when the model is not a
+    local directory or the tracer or onnxruntime failed (nothing is written: that may be the
+    environment's fault, so a later process tries again), OSError when the directory is not
+    writable."""
     key = model_key(model_path)
     if key is None:
         raise QueryEncoderError(f"{model_path} is not a local model directory")
@@ -322,10 +329,12 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
         return Meta(**base, unsupported=str(exc))
     want = np.asarray(model.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True,
                                    show_progress_bar=False), dtype=np.float32)
+    # An exception here may be the environment's (the onnx package missing, an old onnxruntime):
+    # nothing is written, so a later process tries again; a mismatch below is the model's own.
     try:
         _trace(model, inputs, tmp / "model.onnx")
     except Exception as exc:  # noqa: BLE001  (the tracer raises many types)
-        return Meta(**base, unsupported=f"torch.onnx could not export it: {str(exc).splitlines()[0] if str(exc) else exc!r}")
+        raise QueryEncoderError(f"torch.onnx could not export it: {_first_line(exc)}") from exc
     meta = Meta(**base, inputs=inputs, max_length=max_length, dim=int(want.shape[1]),
                 onnx_bytes=(tmp / "model.onnx").stat().st_size,
                 onnx_sha256=hashlib.sha256((tmp / "model.onnx").read_bytes()).hexdigest(), probe_vectors=want.tolist())
@@ -334,7 +343,7 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
         singles = np.vstack([enc.encode([p]) for p in PROBES])
         batch = enc.encode(PROBES)
     except Exception as exc:  # noqa: BLE001
-        return Meta(**base, unsupported=f"onnxruntime could not run the export: {str(exc).splitlines()[0]}")
+        raise QueryEncoderError(f"onnxruntime could not run the export: {_first_line(exc)}") from exc
     worst = min(_agreement(singles, want), _agreement(batch, want))
     if worst < MIN_COSINE:
         return Meta(**base, unsupported=f"the export's vectors differ from sentence-transformers' (cosine {worst:.6f})")

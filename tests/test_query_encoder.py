@@ -182,6 +182,19 @@ def test_broken_export_falls_back_to_torch_and_is_rewritten(tmp_path: Path, expo
     assert _cosines(batch, reference).min() >= 0.9999
 
 
+def test_a_failing_tracer_writes_nothing(tmp_path: Path, torch_embedder: Embedder, monkeypatch) -> None:
+    """torch.onnx failing (e.g. the onnx package missing) leaves no file and no verdict, so a later
+    process, in a mended environment, exports."""
+    def broken(*_a, **_k):
+        raise ModuleNotFoundError("Module onnx is not installed!")
+
+    monkeypatch.setattr(qe, "_trace", broken)
+    root = tmp_path / "cache"
+    with pytest.raises(qe.QueryEncoderError, match="onnx is not installed"):
+        qe.export(torch_embedder.model, MODEL_PATH, root)
+    assert list(root.iterdir()) == []
+
+
 def test_changed_model_files_select_another_export(tmp_path: Path) -> None:
     """A user's local copy of a model is keyed by its own files; touching one of them invalidates it."""
     local = tmp_path / "my-model"
