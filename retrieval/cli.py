@@ -441,6 +441,7 @@ def eval_scale(
     size: Annotated[list[int] | None, typer.Option(help="Chunks per synthetic collection (repeatable).")] = None,
     out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/retrieval_scale.json"),
     rounds: Annotated[int, typer.Option(min=1, help="Timed passes over the questions.")] = 1,
+    keyword_only: Annotated[bool, typer.Option(help="No vectors: build and time the keyword leg only.")] = False,
 ) -> None:
     """Search p50/p95 and index size on synthetic collections of 10k, 100k, 1M chunks (scratch databases)."""
     from retrieval.scale import SIZES, run as run_scale  # noqa: PLC0415
@@ -449,14 +450,15 @@ def eval_scale(
     _ready(settings)
     sizes = size or list(SIZES)
     command = (f"chapterverse eval scale {questions} --source {source} --out {out} --rounds {rounds}"
-               + "".join(f" --size {n}" for n in sizes))
+               + "".join(f" --size {n}" for n in sizes) + (" --keyword-only" if keyword_only else ""))
     try:
-        result = run_scale(settings, questions, source, sizes, rounds, command=command)
+        result = run_scale(settings, questions, source, sizes, rounds, command=command, keyword_only=keyword_only)
     except (DatabaseError, ModelError, ValueError, OSError) as exc:
         _fail(str(exc))
     _write_result(out, result)
     for n, r in result["sizes"].items():
-        total = {name: st["total"] for name, st in r["search_ms"].items()}
+        total = {name: st["total"] for name, st in r.get("search_ms", {}).items()}
+        total.update(r["keyword_leg"]["ms"])
         typer.echo(f"{n} chunks: " + "  ".join(f"{name} p50/p95 {t['p50']:.0f}/{t['p95']:.0f} ms"
                                                for name, t in total.items())
                    + f"  database {r['bytes']['database'] / 1e9:.2f} GB")

@@ -38,15 +38,15 @@ COLLECTION = "scale"
 SIZES = (10_000, 100_000, 1_000_000)
 
 
-def database_name(n: int) -> str:
-    return f"cv_scale_{n}"
+def database_name(n: int, keyword_only: bool = False) -> str:
+    return f"cv_scale_{n}_keyword" if keyword_only else f"cv_scale_{n}"
 
 
 @contextmanager
-def scale_settings(settings: Settings, n: int) -> Iterator[Settings]:
+def scale_settings(settings: Settings, n: int, keyword_only: bool = False) -> Iterator[Settings]:
     """Settings for the scratch database of size ``n`` (created when missing; kept for reruns)."""
     base = db.conninfo(settings)
-    name = database_name(n)
+    name = database_name(n, keyword_only)
     with psycopg.connect(base, autocommit=True) as conn:
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
             conn.execute(f'CREATE DATABASE "{name}"')
@@ -67,8 +67,9 @@ def _source_rows(settings: Settings, source: str) -> tuple[list[tuple], float]:
 
 
 def build(settings: Settings, n: int, source_rows: Sequence[tuple], sentences_per_chunk: int, dim: int,
-          model: str) -> float | None:
-    """Fill the scratch database with ``n`` synthetic chunks; seconds taken (None: already built, reused)."""
+          model: str, vectors: bool = True) -> float | None:
+    """Fill the scratch database with ``n`` synthetic chunks; seconds taken (None: already built, reused).
+    ``vectors=False``: no chunk or sentence vectors and no HNSW index (what the keyword leg reads only)."""
     t0 = time.perf_counter()
     db.ready(settings)
     with db.connection(settings) as conn:
@@ -79,6 +80,7 @@ def build(settings: Settings, n: int, source_rows: Sequence[tuple], sentences_pe
         with conn.transaction():
             conn.execute("DELETE FROM documents WHERE collection = %s", (COLLECTION,))
             conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
+            conn.execute("DROP INDEX IF EXISTS chunks_tsv")  # built once after the load: faster than kept up
             conn.execute("CREATE TEMP TABLE src (i int, text text, context text, search_text text, "
                          "token_count int, terms text[]) ON COMMIT DROP")
             with conn.cursor() as cur, cur.copy("COPY src FROM STDIN") as copy:
@@ -90,13 +92,14 @@ def build(settings: Settings, n: int, source_rows: Sequence[tuple], sentences_pe
                 "pipeline_version) SELECT %s, 'synthetic-' || g, md5(g::text), 'synthetic', 0, 1, "
                 "least(%s, %s - (g - 1) * %s), 'synthetic' FROM generate_series(1, %s) g",
                 (COLLECTION, DOC_CHUNKS, n, DOC_CHUNKS, docs))
+            embedding = (f"l2_normalize(ARRAY(SELECT random() - 0.5 FROM generate_series(1, {int(dim)}) "
+                         f"WHERE k.o >= 0)::vector({int(dim)}))" if vectors else "NULL")
             conn.execute(
                 f"""INSERT INTO chunks (collection, document_id, ordinal, page_start, char_start, page_end, char_end,
                                        text, context, search_text, token_count, terms, embedding)
                 SELECT %(c)s, d.id, k.o, 1, 0, 1, length(s.text), s.text, s.context, s.search_text,
                        s.token_count, s.terms,
-                       l2_normalize(ARRAY(SELECT random() - 0.5 FROM generate_series(1, {int(dim)}) WHERE k.o >= 0)
-                                    ::vector({int(dim)}))
+                       {embedding}
                 FROM documents d
                 CROSS JOIN LATERAL generate_series(0, d.chunk_count - 1) k(o)
                 JOIN src s ON s.i = ((d.id * {DOC_CHUNKS} + k.o) %% (SELECT count(*) FROM src))
@@ -108,12 +111,15 @@ def build(settings: Settings, n: int, source_rows: Sequence[tuple], sentences_pe
                          "SELECT c.collection, c.document_id, u.lexeme, count(*) FROM chunks c "
                          "CROSS JOIN LATERAL unnest(c.tsv) u WHERE c.collection = %s "
                          "GROUP BY c.collection, c.document_id, u.lexeme", (COLLECTION,))
-            conn.execute("INSERT INTO chunk_sentences (collection, chunk_id, sentence_no, embedding) "
-                         "SELECT c.collection, c.id, g, c.embedding::halfvec FROM chunks c "
-                         "CROSS JOIN generate_series(0, %s - 1) g WHERE c.collection = %s",
-                         (sentences_per_chunk, COLLECTION))
+            if vectors:
+                conn.execute("INSERT INTO chunk_sentences (collection, chunk_id, sentence_no, embedding) "
+                             "SELECT c.collection, c.id, g, c.embedding::halfvec FROM chunks c "
+                             "CROSS JOIN generate_series(0, %s - 1) g WHERE c.collection = %s",
+                             (sentences_per_chunk, COLLECTION))
         conn.execute("SET maintenance_work_mem = '2GB'")
-        conn.execute("CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops)")
+        conn.execute("CREATE INDEX chunks_tsv ON chunks USING gin (tsv)")
+        if vectors:
+            conn.execute("CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops)")
         conn.execute("ANALYZE")
     return time.perf_counter() - t0
 
@@ -122,8 +128,8 @@ def sizes(settings: Settings) -> dict[str, int]:
     """Bytes on disk of what the search uses (tables with their indexes and TOAST)."""
     with db.connection(settings) as conn:
         row = conn.execute(
-            "SELECT pg_total_relation_size('chunks') AS chunks_total, pg_relation_size('chunks_embedding_hnsw') "
-            "AS hnsw_index, pg_relation_size('chunks_tsv') AS tsv_gin_index, "
+            "SELECT pg_total_relation_size('chunks') AS chunks_total, "
+            "coalesce(pg_relation_size(to_regclass('chunks_embedding_hnsw')), 0) AS hnsw_index, pg_relation_size('chunks_tsv') AS tsv_gin_index, "
             "pg_total_relation_size('document_lexemes') AS document_lexemes, "
             "pg_total_relation_size('chunk_sentences') AS chunk_sentences, "
             "pg_database_size(current_database()) AS database").fetchone()
@@ -172,23 +178,26 @@ def time_keyword(settings: Settings, questions: Sequence[str], rounds: int) -> d
 
 
 def run(settings: Settings, questions_path: Path, source: str, sizes_: Sequence[int] = SIZES, rounds: int = 1,
-        command: str = "", keep: bool = True) -> dict:
+        command: str = "", keep: bool = True, keyword_only: bool = False) -> dict:
+    """Build (or reuse) each size and time it. ``keyword_only``: collections without vectors, and only
+    the keyword leg timed (a cheap way to the 1M point for that leg: no HNSW build, a tenth of the disk)."""
     questions = [q.question for q in load_questions(questions_path)]
     embedder = get_embedder(settings.embedding_model)
     rows, per_chunk = _source_rows(settings, source)
     sentences_per_chunk = max(1, round(per_chunk))
     out: dict[str, dict] = {}
     for n in sizes_:
-        with scale_settings(settings, n) as s:
-            built = build(s, n, rows, sentences_per_chunk, embedder.dim, embedder.name)
+        with scale_settings(settings, n, keyword_only) as s:
+            built = build(s, n, rows, sentences_per_chunk, embedder.dim, embedder.name, vectors=not keyword_only)
             out[str(n)] = {"build_seconds": None if built is None else round(built, 1),
-                           "reused_database": built is None, "bytes": sizes(s),
-                           "search_ms": time_searches(s, questions, rounds),
-                           "keyword_leg": time_keyword(s, questions, rounds)}
+                           "reused_database": built is None, "bytes": sizes(s)}
+            if not keyword_only:
+                out[str(n)]["search_ms"] = time_searches(s, questions, rounds)
+            out[str(n)]["keyword_leg"] = time_keyword(s, questions, rounds)
             pool.close_all()
         if not keep:
             with psycopg.connect(db.conninfo(settings), autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{database_name(n)}" WITH (FORCE)')
+                conn.execute(f'DROP DATABASE IF EXISTS "{database_name(n, keyword_only)}" WITH (FORCE)')
     return {
         "command": command,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -198,7 +207,8 @@ def run(settings: Settings, questions_path: Path, source: str, sizes_: Sequence[
                     "note": "shared machine: other work ran concurrently"},
         "synthetic_collection": {
             "chunk_texts": f"the {len(rows)} chunks of collection {source!r}, repeated",
-            "vectors": "random unit vectors (no clusters: pessimistic for HNSW)",
+            "vectors": "none (keyword leg only)" if keyword_only
+            else "random unit vectors (no clusters: pessimistic for HNSW)",
             "chunks_per_document": DOC_CHUNKS, "sentence_vectors_per_chunk": sentences_per_chunk,
             "hnsw": "pgvector defaults (m=16, ef_construction=64), built after the bulk load"},
         "configuration": {"embedding_model": embedder.name, "reranker": settings.reranker,
