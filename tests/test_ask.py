@@ -15,6 +15,8 @@ from retrieval.settings import Settings
 from retrieval.textnorm import normalize
 from tests.conftest import run_cli
 
+LENIENT = 0.475  # the refusal threshold before wrong answers counted in its calibration (retrieval.answer_eval)
+
 
 def _assert_all_quotes_on_their_pages(settings: Settings, answer) -> None:
     """Every citation shown is the source's own words on the page it names (checked independently)."""
@@ -110,8 +112,9 @@ def test_follow_up_answered_in_context(settings, dev_corpus) -> None:
     assert not first.refusal, first.reason
     assert any(c.page == 17 and "250 knots" in " ".join(c.quote.split()) for c in first.citations)
     history = [Turn(question=first.question, answer=first.answer)]
+    # The default threshold refuses this one (evidence 1.10 < 1.125); the follow-up's context is what is tested.
     a = ask(settings, "and near a Class C or Class D airport?", history=history, collections=[dev_corpus],
-            answerer="extractive")
+            answerer="extractive", extractive_threshold=LENIENT)
     assert a.standalone_question and "airspeed" in a.standalone_question
     assert not a.refusal, a.reason
     assert any(c.page == 17 and c.document.startswith("14-CFR") and "at or below 2,500 feet" in " ".join(c.quote.split())
@@ -221,8 +224,13 @@ def test_quantity_question_without_a_stated_quantity_is_refused(settings, dev_co
 
 
 def test_answer_leads_with_the_best_quote_and_every_quote_is_verified(settings, dev_corpus) -> None:
-    a = ask(settings, "How high does a pilot have to stay when flying over a crowded town or a large outdoor "
-            "gathering of people?", collections=[dev_corpus], answerer="extractive")
+    q = "How high does a pilot have to stay when flying over a crowded town or a large outdoor gathering of people?"
+    # A paraphrase shares few words with its answer, so its evidence score is low (0.65): the default
+    # threshold refuses it and points to the page instead; with a lenient one the quote is shown.
+    refused = ask(settings, q, collections=[dev_corpus], answerer="extractive")
+    assert refused.refusal and "too weak" in refused.reason and not refused.citations
+    assert any(n.page == 17 for n in refused.nearest)
+    a = ask(settings, q, collections=[dev_corpus], answerer="extractive", extractive_threshold=LENIENT)
     assert not a.refusal, a.reason
     assert 1 <= len(a.citations) <= 3
     assert len({(c.document, c.page) for c in a.citations}) == len(a.citations)  # distinct pages
