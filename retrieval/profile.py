@@ -139,6 +139,13 @@ class Profile(BaseModel):
     negations: frozenset[str] = Field(default=_words("not no never none nor cannot can't don't doesn't "
                                                      "isn't aren't won't mustn't shouldn't without"),
                                       description="words that turn a statement round (checked in model answers)")
+    lowercase_sentence_starts: bool = Field(
+        default=True, description='a sentence may open in lower case after ". ", "? " or "! " ("refresh '
+                                  'redraws the plot.", "x11() opens a window."), except after an abbreviation')
+    abbreviations: frozenset[str] = Field(
+        default=_words("e.g. i.e. etc. cf. vs. viz. approx. fig. figs. no. nos. sec. secs. p. pp. ch. vol. "
+                       "ed. eds. al. resp. min. max. incl. esp. ca."),
+        description='words ending in "." that do not end a sentence before a lower-case word')
     answer_lead: str = Field(default="The handbooks say", description="opens the extractive answer")
     more_quoted: str = Field(default="({n} more supporting passage{s} quoted below.)",
                              description="after the answer when further quotes follow")

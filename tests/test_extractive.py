@@ -455,3 +455,19 @@ def test_a_title_case_heading_is_never_glued_into_a_quote() -> None:
     page = _page("gnuplot.pdf", 30, text)
     quotes = [c.text for c in candidates([page])]
     assert quotes and not any("Demos and Online Examples" in q for q in quotes)
+
+
+def test_software_manual_sentences_may_open_in_lower_case_but_not_after_abbreviations() -> None:
+    from retrieval.answerers.extractive import sentences  # noqa: PLC0415
+    from retrieval.profile import Profile  # noqa: PLC0415
+
+    text = ("The refresh command is similar to replot, with two major differences. refresh reformats and "
+            "redraws the current plot using the data already read in. Use e.g. the command set xrange for this, "
+            "cf. set yrange. x11() opens a window on the screen.")
+    assert [text[s:e] for s, e in sentences(text)] == [
+        "The refresh command is similar to replot, with two major differences.",
+        "refresh reformats and redraws the current plot using the data already read in.",
+        "Use e.g. the command set xrange for this, cf. set yrange.",
+        "x11() opens a window on the screen."]
+    strict = Profile(lowercase_sentence_starts=False)
+    assert len(sentences(text, profile=strict)) == 2  # only before capitals: "refresh …" and "x11() …" stay joined

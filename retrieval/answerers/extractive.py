@@ -77,6 +77,8 @@ QUOTE_WORDS = 50  # a chosen sentence is quoted with its paragraph neighbours up
 
 _TOC_ENTRY = re.compile(r"(?:\.{4,}|(?:\. ){4,}|…{2,})\s*(?:[0-9]+(?:-[0-9]+)?|[ivxlc]+|[0-9]+-[ivxlc]+)\s*$", re.IGNORECASE)
 _SENT = re.compile(r"(?<=[.;?!])[\"')\]]?\s+(?=[\"'(\[§A-Z0-9])")
+_SENT_LOWER = re.compile(r"(?<=[.?!])[\"')\]]?\s+(?=[a-z])")  # "… two major differences. refresh reformats …"
+_LAST_WORD = re.compile(r"(\S+)[\"')\]]?\s*\Z")
 
 Embed = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows
 DocFreq = Callable[[Sequence[str]], tuple[dict[str, int], int]]  # words → (chunks containing each, chunks)
@@ -131,12 +133,12 @@ def passage_rank(passage_id: str) -> int:
     return int(m.group(1)) if m else 1
 
 
-def _spans(text: str, pattern: re.Pattern[str], start: int, end: int) -> list[tuple[int, int]]:
+def _spans(text: str, breaks: Sequence[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     pos = start
-    for m in pattern.finditer(text, start, end):
-        out.append((pos, m.start()))
-        pos = m.end()
+    for bs, be in breaks:
+        out.append((pos, bs))
+        pos = be
     out.append((pos, end))
     trimmed = []
     for s, e in out:
@@ -197,7 +199,24 @@ def blocks(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def sentences(text: str, strictness: Strictness = Strictness()) -> list[tuple[int, int]]:
+def sentence_breaks(text: str, start: int, end: int, profile: Profile = DEFAULT_PROFILE) -> list[tuple[int, int]]:
+    """Where sentences break in ``text[start:end]``: after ".", ";", "?" or "!" before a capital, a
+    digit, a bracket or a quote; with ``profile.lowercase_sentence_starts`` also after ".", "?" or
+    "!" before a lower-case word (software manuals open sentences with command names), unless the
+    word before the stop is an abbreviation ("e.g. the", "cf. set") or a single letter ("x. y")."""
+    breaks = [(m.start(), m.end()) for m in _SENT.finditer(text, start, end)]
+    if profile.lowercase_sentence_starts:
+        for m in _SENT_LOWER.finditer(text, start, end):
+            last = _LAST_WORD.search(text, start, m.start() + 1)
+            word = last.group(1).lower() if last else ""
+            if word in profile.abbreviations or len(word.rstrip(".?!")) <= 1:
+                continue
+            breaks.append((m.start(), m.end()))
+    return sorted(breaks)
+
+
+def sentences(text: str, strictness: Strictness = Strictness(),
+              profile: Profile = DEFAULT_PROFILE) -> list[tuple[int, int]]:
     """Sentence spans of a page slice; short pieces are joined so each is quotable, over-long ones
     are cut into word windows. A short piece that opens with a number is a value belonging to what
     precedes it (a table row "Day, except as provided in § 91.155(b). 1 statute mile ...... Clear of
@@ -206,7 +225,7 @@ def sentences(text: str, strictness: Strictness = Strictness()) -> list[tuple[in
     for ps, pe in blocks(text):
         pending: tuple[int, int] | None = None
         block: list[tuple[int, int]] = []
-        for s, e in _spans(text, _SENT, ps, pe):
+        for s, e in _spans(text, sentence_breaks(text, ps, pe, profile), ps, pe):
             if pending is not None:
                 s = pending[0]
             short = too_short(text[s:e], strictness) or len(text[s:e].split()) < 6
@@ -279,7 +298,7 @@ def is_title(sentence: str, heading: str = "") -> bool:
 
 
 def with_neighbours(page: PageText, cand: Candidate, budget: int = QUOTE_WORDS,
-                    heading: str = "") -> Candidate:
+                    heading: str = "", profile: Profile = DEFAULT_PROFILE) -> Candidate:
     """``cand`` widened to the sentences around it in the same paragraph — the next one first, then
     the one before, alternately — while the quote stays within ``budget`` words. The sentence that
     matches a question best often names its topic ("The paste() function takes ... arguments") while
@@ -288,7 +307,7 @@ def with_neighbours(page: PageText, cand: Candidate, budget: int = QUOTE_WORDS,
     text = page.text
     if is_table_row(cand.text):
         return cand
-    spans = sentences(text)
+    spans = sentences(text, profile=profile)
     at = next((j for j, (s, e) in enumerate(spans) if s == cand.start and e == cand.end), None)
     block = next(((bs, be) for bs, be in blocks(text) if bs <= cand.start < be), None)
     if at is None or block is None:
@@ -314,7 +333,8 @@ def with_neighbours(page: PageText, cand: Candidate, budget: int = QUOTE_WORDS,
     return Candidate(cand.slice_index, start, end, text[start:end])
 
 
-def candidates(shown: Sequence[PageText], headings: Mapping[str, str] | None = None) -> list[Candidate]:
+def candidates(shown: Sequence[PageText], headings: Mapping[str, str] | None = None,
+               profile: Profile = DEFAULT_PROFILE) -> list[Candidate]:
     """Every sentence of the shown slices that would pass verification as a quote of its page
     (a sentence can start inside a word the PDF hyphenated across a block break: such is dropped),
     headings and contents entries aside (``is_title``)."""
@@ -322,7 +342,7 @@ def candidates(shown: Sequence[PageText], headings: Mapping[str, str] | None = N
     out = []
     for i, p in enumerate(shown):
         heading = headings.get(p.passage_id, "")
-        for s, e in sentences(p.text):
+        for s, e in sentences(p.text, profile=profile):
             if is_title(p.text[s:e], heading) or _HYPHENATED_BEFORE.search(p.text, 0, s):
                 continue  # a heading, or a span starting inside a word hyphenated across lines ("heli-\ncopters")
             if verify_claim(Claim(p.document, p.page, p.text[s:e]), [p]).ok:
@@ -374,7 +394,7 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     Lexical features come first and are cheap; only the ``MAX_EMBEDDED`` eligible sentences that
     cover most of the question (then by retrieval rank) are embedded."""
     headings = headings or {}
-    cands = candidates(shown, headings)
+    cands = candidates(shown, headings, profile)
     if not cands:
         return []
     texts = [" ".join(c.text.split()) for c in cands]
@@ -461,9 +481,10 @@ def choose_quotes(scored: Sequence[Scored], shown: Sequence[PageText]) -> list[S
     return chosen
 
 
-def _widened(s: Scored, shown: Sequence[PageText], headings: Mapping[str, str]) -> Scored:
+def _widened(s: Scored, shown: Sequence[PageText], headings: Mapping[str, str], profile: Profile) -> Scored:
     page = shown[s.candidate.slice_index]
-    return replace(s, candidate=with_neighbours(page, s.candidate, heading=headings.get(page.passage_id, "")))
+    return replace(s, candidate=with_neighbours(page, s.candidate, heading=headings.get(page.passage_id, ""),
+                                                profile=profile))
 
 
 def _page_of(s: Scored, shown: Sequence[PageText]) -> tuple[str, int]:
@@ -530,7 +551,7 @@ class ExtractiveAnswerer:
             return Draft(refusal=True, score=top.score, best=best_claim,
                          reason=f"the best supporting sentence is too weak (evidence score {top.score:.2f} "
                                 f"< {self.threshold:.2f})")
-        chosen = [_widened(s, shown, headings or {}) for s in chosen]
+        chosen = [_widened(s, shown, headings or {}, self.profile) for s in chosen]
         top = chosen[0]
         claims = [_claim(s, shown) for s in chosen]
         return Draft(refusal=False, answer=lead(top, shown, len(chosen) - 1, self.profile), claims=claims, score=top.score,
