@@ -26,6 +26,7 @@ from retrieval.answerers.extractive import (
     unfamiliar_words,
     with_neighbours,
 )
+from retrieval.models import Turn
 from retrieval.verify import PageText, verify_claims
 
 # --- expected answer type ----------------------------------------------------------------------
@@ -471,3 +472,21 @@ def test_software_manual_sentences_may_open_in_lower_case_but_not_after_abbrevia
         "x11() opens a window on the screen."]
     strict = Profile(lowercase_sentence_starts=False)
     assert len(sentences(text, profile=strict)) == 2  # only before capitals: "refresh …" and "x11() …" stay joined
+
+
+NIGHT_PAGE = ("(a) No person may begin a flight in an airplane under VFR conditions unless there is enough fuel "
+              "to fly to the first point of intended landing.\n\n"
+              "During the day, the pilot must be able to fly after that for at least 30 minutes in normal cruise.\n\n"
+              "At night, the pilot must be able to fly after that for at least 45 minutes in normal cruise.")
+
+
+def test_a_follow_up_is_answered_by_a_quote_about_what_it_adds() -> None:
+    from retrieval.answerers.followup import followup_terms, standalone_without_model  # noqa: PLC0415
+
+    history = [Turn(question="What fuel reserve must an airplane carry for a VFR flight during the day?", answer="")]
+    standalone = standalone_without_model("and at night?", history)
+    assert followup_terms(standalone) == {"night"}
+    assert followup_terms("What fuel reserve must an airplane carry at night?") == set()  # not a follow-up
+    page = _page("14-CFR-91.pdf", 28, NIGHT_PAGE)
+    draft = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0).answer(standalone, [page])
+    assert not draft.refusal and "45 minutes" in draft.claims[0].quote, draft.claims

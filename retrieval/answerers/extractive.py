@@ -56,7 +56,7 @@ from ingest.tables import is_table_row
 from retrieval.answerers import Draft
 from retrieval.answerers.evidence import expected_answer, satisfies, specific_terms
 from retrieval.answerers.keyterms import KeyTerm, PhraseFreq, key_terms, on_topic, passage_terms
-from retrieval.answerers.followup import standalone_without_model
+from retrieval.answerers.followup import followup_terms, standalone_without_model
 from retrieval.answerers.lexical import content_terms, coverage, terms_with_words
 from retrieval.models import Turn
 from retrieval.profile import DEFAULT_PROFILE, Profile
@@ -405,13 +405,16 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     topical = topical_passages(shown, headings, terms_required, profile) if terms_required else set()
     norms = [normalize(f"{h} {t}") for h, t in zip(heads, texts, strict=True)]
     names = [d for d in designators(question, profile) if any(_has_phrase(x, d) for x in norms)]
+    # a follow-up's own terms ("and at night?"), where the shown text uses them, must be in the quote
+    focus = {t for t in followup_terms(question, profile) if any(t in ts for ts in terms)}
     rows = []
     for i, c in enumerate(cands):
         pid = shown[c.slice_index].passage_id
         lex = coverage(weights, terms[i])
         rows.append((i, lex, passage_rank(pid), satisfies(expected, c.text, profile),
                      not terms_required or pid in topical,
-                     lex >= MIN_COVERAGE and all(_has_phrase(norms[i], d) for d in names)))
+                     lex >= MIN_COVERAGE and all(_has_phrase(norms[i], d) for d in names)
+                     and (not focus or bool(focus & terms[i]))))
     ok = [r for r in rows if r[3] and r[4] and r[5]]
     pool = ok if ok else rows
     keep = sorted(pool, key=lambda r: (-r[1], r[2]))[:MAX_EMBEDDED]

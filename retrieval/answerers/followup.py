@@ -18,6 +18,7 @@ from retrieval.answerers.lexical import content_terms
 from retrieval.models import Turn
 from retrieval.profile import DEFAULT_PROFILE, Profile
 
+JOIN = " — "  # between the previous question and the follow-up in a standalone question
 MAX_ELLIPTICAL_TERMS = 3  # a follow-up with this few content words cannot stand alone
 
 
@@ -36,4 +37,14 @@ def standalone_without_model(question: str, history: Sequence[Turn], profile: Pr
     if not history or not is_elliptical(question, profile):
         return question
     previous = standalone_without_model(history[-1].question, history[:-1], profile).strip()
-    return f"{previous.rstrip('?.! ')} — {question.strip()}"
+    return f"{previous.rstrip('?.! ')}{JOIN}{question.strip()}"
+
+
+def followup_terms(standalone: str, profile: Profile = DEFAULT_PROFILE) -> set[str]:
+    """The content terms a follow-up adds to the question it continues ("… by day — and at night?"
+    → {"night"}): what the follow-up asks about, which its answer must speak of. Empty for a
+    question that was not joined to a previous one."""
+    if JOIN not in standalone:
+        return set()
+    previous, followup = standalone.rsplit(JOIN, 1)
+    return set(content_terms(followup, profile)) - set(content_terms(previous, profile))
