@@ -90,3 +90,20 @@ def test_pruning_scores_fewer_chunks_on_common_word_questions(settings, dev_corp
         total = conn.execute("SELECT count(*) AS n FROM chunks WHERE collection = %s", (dev_corpus,)).fetchone()["n"]
     assert every > total / 2, (every, total)  # common words: most chunks are candidates
     assert pruned < every / 4, (pruned, every)
+
+
+def test_eval_scale_keyword_only_times_both_rankings_and_finds_them_equal(settings, dev_corpus, tmp_path):
+    from retrieval.scale import run  # noqa: PLC0415
+
+    questions = json.loads((HERE / "corpus" / "dev_questions.json").read_text())[:4]
+    path = tmp_path / "questions.json"
+    path.write_text(json.dumps(questions))
+    result = run(settings, path, dev_corpus, [3000], keyword_only=True, keep=False)
+    size = result["sizes"]["3000"]
+    assert "search_ms" not in size and size["bytes"]["hnsw_index"] == 0
+    leg = size["keyword_leg"]
+    assert leg["same_top_list"] == "4/4"
+    assert all(v["n"] == 4 and v["p50"] > 0 for v in leg["ms"].values())
+    with psycopg.connect(settings.database_url.get_secret_value()) as conn:
+        gone = conn.execute("SELECT count(*) FROM pg_database WHERE datname = 'cv_scale_3000_keyword'").fetchone()[0]
+    assert gone == 0
