@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +69,26 @@ def _copy_cache(src: Path, dst: Path) -> Path:
     return dst
 
 
+def _run_threads(work: Callable[[int], None], n: int, timeout: float | None = None) -> list[BaseException]:
+    """Run ``work(0)`` … ``work(n - 1)`` on n threads at once; the exceptions they raised (a thread
+    still running after ``timeout`` counts as one, a hang)."""
+    errors: list[BaseException] = []
+
+    def guarded(i: int) -> None:
+        try:
+            work(i)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=timeout)
+    errors += [TimeoutError(f"{th.name} still running") for th in threads if th.is_alive()]
+    return errors
+
+
 def _export_path(root: Path) -> Path:
     return qe.export_dir(root, qe.model_key(MODEL_PATH))
 
@@ -97,22 +118,13 @@ def test_long_queries_are_truncated_where_sentence_transformers_truncates(export
 def test_concurrent_queries_from_several_threads(exported: Path, reference: np.ndarray) -> None:
     emb = Embedder(BUNDLED, query_cache=exported)
     out: dict[int, np.ndarray] = {}
-    errors: list[BaseException] = []
 
     def work(t: int) -> None:
-        try:
-            for r in range(3):
-                i = (t + r) % len(QUERIES)
-                out[t * 10 + r] = (i, emb.embed_query(QUERIES[i]))
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
+        for r in range(3):
+            i = (t + r) % len(QUERIES)
+            out[t * 10 + r] = (i, emb.embed_query(QUERIES[i]))
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors
+    assert not _run_threads(work, 8)
     assert len(out) == 24
     for i, vec in out.values():
         assert float(vec @ reference[i]) >= 0.9999
@@ -125,20 +137,11 @@ def test_concurrent_first_queries_without_an_export(tmp_path: Path, reference: n
     root = tmp_path / "cache"
     emb = Embedder(BUNDLED, query_cache=root)
     out: list[tuple[int, np.ndarray]] = []
-    errors: list[BaseException] = []
 
     def work(i: int) -> None:
-        try:
-            out.append((i, emb.embed_query(QUERIES[i]) if i % 2 else emb.embed_queries([QUERIES[i]])[0]))
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
+        out.append((i, emb.embed_query(QUERIES[i]) if i % 2 else emb.embed_queries([QUERIES[i]])[0]))
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=120)
-    assert not any(th.is_alive() for th in threads) and not errors
+    assert not _run_threads(work, 6, timeout=120)
     assert sorted(i for i, _ in out) == list(range(6))
     assert all(float(v @ reference[i]) >= 0.9999 for i, v in out)
     assert [p.name for p in root.iterdir()] == [qe.model_key(MODEL_PATH)]
