@@ -72,6 +72,10 @@ def test_how_many_counts_the_thing_asked_about() -> None:
     fuses = expected_answer("For a night VFR flight, how many backup fuses do I need on board?")
     assert fuses is not None and fuses.counted == "fuse"  # the head of "backup fuses"
     assert satisfies(fuses, "one spare set of fuses, or three spare fuses of each kind required")
+    points = expected_answer("How many different point types does the postscript terminal offer?")
+    assert points is not None and points.counted == "type"
+    assert satisfies(points, "The postscript driver supports about 70 distinct pointtypes")  # a compound names it
+    assert not satisfies(points, "The postscript driver supports 3 line widths")
     days = expected_answer("How many days does the instructor have to send the form?")
     assert days is not None and days.units == {"time"} and not days.counted
 
@@ -97,6 +101,9 @@ def test_how_many_counts_the_thing_asked_about() -> None:
     ("[Doc. No. 18334, 54 FR 34294, Aug. 18, 1989]", set()),
     ("14 CFR Ch. I (1–1–24 Edition)", set()),
     ("one of the following tasks", set()),
+    ("Maintains altitude, ±100 feet; airspeed, +10/-5 knots.", {"number", "length", "speed"}),  # tolerances
+    ("establish and maintain best glide airspeed, ±10 knots.", {"number", "speed"}),
+    ("see sections 3-4 and 10-12", set()),  # ranges of section numbers are no signed values
 ])
 def test_quantities(text: str, kinds: set[str]) -> None:
     assert quantities(text) == kinds

@@ -114,9 +114,12 @@ def quantities(text: str, profile: Profile = DEFAULT_PROFILE) -> set[str]:
     # glue "2 °C" / "2°C" / "$ 50" into separable tokens
     norm = re.sub(r"(\d)(°)", r"\1 \2", norm)
     norm = re.sub(r"(\d)(%)", r"\1 \2", norm)
+    norm = _TOLERANCE.sub(r"\1 / \2", norm)  # "+10/-5 knots": two values
     tokens = norm.split()
     for i, tok in enumerate(tokens):
         core = tok.strip("(),;:\"'")
+        if _SIGNED.fullmatch(core.rstrip(".")):
+            tok = core = core.lstrip("±+-−")  # "±100 feet", "-40 degrees": a tolerance or a signed value
         if core.startswith("$") and re.fullmatch(r"\$\d[\d,]*(?:\.\d+)?", core.rstrip(".")):
             out.update(("money", "number"))
             continue
@@ -146,6 +149,8 @@ def quantities(text: str, profile: Profile = DEFAULT_PROFILE) -> set[str]:
 
 
 _GLUED = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?([a-z°%/]+)")
+_SIGNED = re.compile(r"[±+−-]\d[\d,]*(?:\.\d+)?")
+_TOLERANCE = re.compile(r"([±+−-]\d[\d,.]*)/([±+−-]\d)")
 
 
 def satisfies(expected: Expected | None, text: str, profile: Profile = DEFAULT_PROFILE) -> bool:
@@ -168,7 +173,8 @@ def counts(text: str, counted: str, profile: Profile = DEFAULT_PROFILE) -> bool:
     tokens = [t.strip("(),;:.\"'") for t in normalize(text).split()]
     for i, tok in enumerate(tokens):
         if tok in profile.number_words or re.fullmatch(r"\d{1,3}(?:,\d{3})*|\d+", tok):
-            if any(stem(w).startswith(counted) for w in tokens[i + 1:i + 1 + COUNT_WINDOW]):
+            if any(stem(w).startswith(counted) or stem(w).endswith(counted)  # "70 distinct pointtypes"
+                   for w in tokens[i + 1:i + 1 + COUNT_WINDOW]):
                 return True
     return False
 
