@@ -104,21 +104,23 @@ def _is_title_line(text: str) -> bool:
 
 
 def _section_titles(page: Page) -> list[tuple[int, str]]:
-    """Bold heading lines, merged when on adjacent lines, that have at least two words."""
-    out: list[tuple[int, str]] = []
+    """Bold heading lines, merged when on adjacent lines, that have at least two words or are set
+    larger than the body text: software manuals title sections with one word ("Offsets", "Mxtics"),
+    while a bold word in body size is a label ("Objective.", "Risk")."""
+    out: list[tuple[int, str, bool]] = []
     prev_end = -10
     for h in page.headings:
         if not _is_title_line(h.text):
             continue
         gap = page.text[prev_end:h.offset] if prev_end >= 0 else "\n\n\n"
         if out and not gap.strip() and gap.count("\n") <= 1:
-            off, title = out[-1]
+            off, title, larger = out[-1]
             joined = title[:-1] + h.text if title.endswith("-") and title[-2:-1].isalpha() else f"{title} {h.text}"
-            out[-1] = (off, joined)
+            out[-1] = (off, joined, larger or h.larger)
         else:
-            out.append((h.offset, h.text))
+            out.append((h.offset, h.text, h.larger))
         prev_end = h.offset + len(h.text)
-    return [(o, t) for o, t in out if len(t.split()) >= 2]
+    return [(o, t) for o, t, larger in out if len(t.split()) >= 2 or (larger and any(c.isalpha() for c in t))]
 
 
 def chunk_pages(pages: Sequence[Page], count: TokenCounter, budget: int = 200, overlap: int = 40) -> list[Chunk]:

@@ -34,6 +34,7 @@ MIN_CONTRAST = 0.12  # luminance difference between text and background
 class Heading:
     offset: int  # character offset of the heading line in the page text
     text: str
+    larger: bool = False  # set in a font larger than the page's body text (``BODY_MARGIN`` points or more)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class _VisibleLine:
     text: str
     bbox: pymupdf.Rect  # union of the visible spans
     bold: bool
+    size: float = 0.0  # the largest font size of its visible spans
 
 
 def _visible_blocks(page: pymupdf.Page) -> tuple[list[list[_VisibleLine]], int]:
@@ -131,6 +133,7 @@ def _visible_blocks(page: pymupdf.Page) -> tuple[list[list[_VisibleLine]], int]:
             parts: list[str] = []
             bbox: pymupdf.Rect | None = None
             bold = True
+            size = 0.0
             for span in line.get("spans", []):
                 if span_is_hidden(span, page_rect, rects):
                     hidden += len(span.get("text", ""))
@@ -138,14 +141,27 @@ def _visible_blocks(page: pymupdf.Page) -> tuple[list[list[_VisibleLine]], int]:
                 parts.append(span["text"])
                 if span["text"].strip():
                     bold = bold and _is_bold(span)
+                    size = max(size, float(span.get("size", 0.0)))
                     box = pymupdf.Rect(span["bbox"])
                     bbox = box if bbox is None else bbox | box
             text = "".join(parts).rstrip()
             if text.strip() and bbox is not None:
-                lines.append(_VisibleLine(text, bbox, bold))
+                lines.append(_VisibleLine(text, bbox, bold, size))
         if lines:
             blocks.append(lines)
     return blocks, hidden
+
+
+BODY_MARGIN = 1.0  # points: a heading set this much larger than the body text is a section title even as one word
+
+
+def body_size(lines: Sequence[_VisibleLine]) -> float:
+    """The page's body font size: the largest size of the lines holding the most characters."""
+    chars: dict[float, int] = {}
+    for line in lines:
+        key = round(line.size, 1)
+        chars[key] = chars.get(key, 0) + len(line.text.strip())
+    return max(chars, key=lambda k: (chars[k], k)) if chars else 0.0
 
 
 def page_text(page: pymupdf.Page) -> tuple[str, tuple[Heading, ...], int]:
@@ -154,19 +170,20 @@ def page_text(page: pymupdf.Page) -> tuple[str, tuple[Heading, ...], int]:
     Table rows found by ``ingest.tables`` replace their cells: each row is one line ("VNE | Never-
     exceed speed | 149 KIAS") and its own paragraph, placed where the table's first cell was."""
     blocks, hidden = _visible_blocks(page)
+    body = body_size([line for lines in blocks for line in lines])
     flat = [(bi, li) for bi, lines in enumerate(blocks) for li in range(len(lines))]
     found = find_tables([Line(blocks[bi][li].text, *blocks[bi][li].bbox) for bi, li in flat])
     table_of: dict[tuple[int, int], int] = {flat[i]: t for t, table in enumerate(found) for i in table.lines}
     rows_of = [table.row_texts([Line(blocks[bi][li].text, *blocks[bi][li].bbox) for bi, li in flat])
                for table in found]
-    paragraphs: list[list[tuple[str, bool]]] = []  # lines of each output paragraph, (text, is heading)
-    current: list[tuple[str, bool]] = []
+    paragraphs: list[list[tuple[str, bool, bool]]] = []  # lines of each paragraph: (text, is heading, larger font)
+    current: list[tuple[str, bool, bool]] = []
     emitted: set[int] = set()
     for bi, lines in enumerate(blocks):
         for li, line in enumerate(lines):
             t = table_of.get((bi, li))
             if t is None:
-                current.append((line.text, line.bold and len(line.text.strip()) <= 120))
+                current.append((line.text, line.bold and len(line.text.strip()) <= 120, line.size >= body + BODY_MARGIN))
                 continue
             if t in emitted:
                 continue
@@ -174,7 +191,7 @@ def page_text(page: pymupdf.Page) -> tuple[str, tuple[Heading, ...], int]:
             if current:
                 paragraphs.append(current)
                 current = []
-            paragraphs.extend([(row, False)] for row in rows_of[t])
+            paragraphs.extend([(row, False, False)] for row in rows_of[t])
         if current:
             paragraphs.append(current)
             current = []
@@ -183,11 +200,11 @@ def page_text(page: pymupdf.Page) -> tuple[str, tuple[Heading, ...], int]:
     for pi, para in enumerate(paragraphs):
         if pi:
             out += "\n\n"
-        for li, (text, heading) in enumerate(para):
+        for li, (text, heading, larger) in enumerate(para):
             if li:
                 out += "\n"
             if heading:
-                heads.append(Heading(len(out), text.strip()))
+                heads.append(Heading(len(out), text.strip(), larger))
             out += text
     return out, tuple(heads), hidden
 

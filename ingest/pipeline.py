@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 MIN_TEXT_CHARS_PER_PAGE = 20  # below this on average, the PDF has no usable text layer
 # Bump when extraction or chunking changes: documents indexed by an older pipeline are re-indexed
 # when ingested again, instead of being skipped as unchanged.
-PIPELINE_VERSION = "2026-12-03.2"  # .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags
+PIPELINE_VERSION = "2026-12-03.3"  # .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
 
 
 @dataclass

@@ -134,3 +134,24 @@ def aircraft_manual_pdf(path: Path) -> Path:
     doc.save(path)
     doc.close()
     return path
+
+
+def one_word_headings_pdf(path: Path) -> Path:
+    """A software-manual page: one-word section titles set larger than the body ("Offsets",
+    "Samples"), and a one-word bold label in body size ("Risk"), which titles nothing."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    y = 60.0
+    for title, body in (("Offsets", "Offsets provide a mechanism to expand the ranges of a plot so that the curve "
+                                    "does not touch the border of the graph. " * 3),
+                        ("Samples", "The sampling rate of functions is set to 100 points by default, and a larger "
+                                    "value gives a smoother curve at some cost in speed. " * 3)):
+        page.insert_text((72, y), title, fontsize=14, fontname="hebo")
+        page.insert_textbox(pymupdf.Rect(72, y + 10, 540, y + 110), body, fontsize=11)
+        y += 130
+    page.insert_text((72, y), "Risk", fontsize=11, fontname="hebo")
+    page.insert_textbox(pymupdf.Rect(72, y + 10, 540, y + 110),
+                        "A label in the body font is no section title, so this text stays under Samples. " * 3,
+                        fontsize=11)
+    doc.save(path)
+    return path

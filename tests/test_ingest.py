@@ -19,7 +19,7 @@ import pytest
 
 from retrieval import db
 from tests.conftest import DEV_PDFS, run_cli
-from tests.pdfgen import LOREM, encrypted_pdf, hidden_text_pdf, image_only_pdf, long_pdf, text_pdf
+from tests.pdfgen import LOREM, encrypted_pdf, hidden_text_pdf, image_only_pdf, long_pdf, one_word_headings_pdf, text_pdf
 
 ACS = next(p for p in DEV_PDFS if "ACS" in p.name)
 RUN = uuid.uuid4().hex[:8]
@@ -131,6 +131,19 @@ def test_generated_labels_headers_and_footers(settings, tmp_path):
     assert all("ACME Flight Manual" in r["text"] and f"Page {r['page_no']}" in r["text"] for r in rows)
     assert chunks and not any("ACME Flight Manual" in c or "Page 3" in c for c in chunks)
     assert any("topic number 21" in c for c in chunks)
+
+
+def test_one_word_titles_set_larger_than_the_body_head_their_sections(settings, tmp_path):
+    """Software manuals title sections with one word; each passage carries its own section's title
+    (it is embedded with the passage and shown as its heading), not the last two-word one."""
+    pdf = one_word_headings_pdf(tmp_path / "manual.pdf")
+    assert run_cli("ingest", str(pdf), "--collection", C("t-heads")).returncode == 0
+    with db.connection(settings) as conn:
+        rows = conn.execute("SELECT text, context FROM chunks WHERE collection = %s ORDER BY char_start",
+                            (C("t-heads"),)).fetchall()
+    context = {r["context"] for r in rows if "100 points" in r["text"] and "mechanism" not in r["text"]}
+    assert context == {"Samples"}
+    assert all(r["context"] in ("Offsets", "Samples") for r in rows)  # the body-size bold "Risk" titles nothing
 
 
 def test_reingest_same_bytes_is_a_noop_and_new_version_replaces(settings, tmp_path):
