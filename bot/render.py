@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from retrieval.answer_view import named_note
 from retrieval.models import Answer, Citation, NearestPassage
 
 SECTION_LIMIT = 3000  # characters in a section block's text (Slack)
@@ -243,6 +244,8 @@ def render_answer(answer: Answer, *, turn_id: int | None, searched: Searched) ->
     note = f"{n} quote{'s' if n != 1 else ''}, each checked word for word against the PDF page."
     if answer.answerer:
         note += f" Answerer: {escape(answer.answerer)}."
+    if answer.named_documents:
+        note += " " + escape(named_note(answer))
     blocks.extend(untrusted_blocks(answer))
     blocks.append(context(note))
     return paginate(blocks, answer.answer or "Answer", tail)
@@ -251,7 +254,8 @@ def render_answer(answer: Answer, *, turn_id: int | None, searched: Searched) ->
 def render_refusal(answer: Answer, *, searched: Searched, tail: Sequence[Block] = ()) -> list[SlackMessage]:
     reason = answer.reason.strip() or "the handbooks I can search do not say."
     head = f":no_entry_sign: *I could not find a supported answer in the handbooks.*\n{escape(reason)}"
-    blocks: list[Block] = [*sections(head), *untrusted_blocks(answer), context(_searched_text(searched))]
+    searched_note = _searched_text(searched) + (f" {escape(named_note(answer))}" if answer.named_documents else "")
+    blocks: list[Block] = [*sections(head), *untrusted_blocks(answer), context(searched_note)]
     if answer.nearest:
         blocks.append(section("*Nearest passages* (not an answer; look for yourself):"))
         blocks.extend(nearest_block(n) for n in answer.nearest)

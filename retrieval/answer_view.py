@@ -26,10 +26,19 @@ def _quote_block(i: int, c: Citation) -> str:
     return f"[{i}] “{quote}”\n   — {c.document}, {page_words(c.page, c.page_label)}{link}"
 
 
+def named_note(answer: Answer) -> str:
+    """Which documents were searched first because the question names them ("" when none)."""
+    if not answer.named_documents:
+        return ""
+    return f"Searched {', '.join(answer.named_documents)} first: the question names it by its title."
+
+
 def as_text(answer: Answer) -> str:
     lines: list[str] = []
     if answer.standalone_question and answer.standalone_question != answer.question:
         lines.append(f"(understood as: {answer.standalone_question})\n")
+    if answer.named_documents:
+        lines.append(f"({named_note(answer)})\n")
     if answer.refusal:
         lines.append(answer.reason or "The documents do not support an answer to this question.")
         if answer.nearest:

@@ -299,6 +299,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
                 from retrieval.search import search as search_fn  # noqa: PLC0415
             found = search_fn(settings, standalone, k=k, collections=collections)
         result.reranker = found.reranker
+        result.named_documents = list(found.named_documents)
         result.models["reranker"] = found.reranker
         for stage, ms in found.timings_ms.items():
             clock.ms[f"search.{stage}"] = ms

@@ -42,6 +42,7 @@ class SearchResult(BaseModel):
     results: list[Passage]
     reranker: str  # which reranker actually ran ("none" when none)
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    named_documents: list[str] = Field(default_factory=list)  # named by title in the query: searched first
 
 
 class Citation(BaseModel):
@@ -90,6 +91,7 @@ class Answer(BaseModel):
     repaired: bool = False  # a repair pass ran because a proposed quote failed verification
     evidence_score: float | None = None  # the extractive answerer's best evidence score
     warnings: list[str] = Field(default_factory=list)  # e.g. Gemini failed, answered extractively
+    named_documents: list[str] = Field(default_factory=list)  # the question names them by title: searched first
     best_evidence: NearestPassage | None = None  # extractive: where its best sentence was (also when refusing)
     # matching passages set aside as text addressed to AI assistants (prompt injection); never quoted
     untrusted: list[NearestPassage] = Field(default_factory=list)

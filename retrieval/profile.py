@@ -129,6 +129,10 @@ class Profile(BaseModel):
                        "chapter paragraph item task tasks area areas no. no number far sfar amendment docket "
                        "chapters pages version release example equation eq. fig. line"),
         description='"part 61", "Table 3": a number after these is a reference, not a quantity')
+    document_words: frozenset[str] = Field(
+        default=_words("manual manuals documentation guide handbook introduction intro reference standards "
+                       "standard edition version revised chapter part section user users"),
+        description="title words that say what kind of document it is rather than which one (never name it)")
     months: frozenset[str] = _words("jan feb mar apr may jun jul aug sep sept oct nov dec january february "
                                     "march april june july august september october november december")
     followup_openers: tuple[str, ...] = Field(

@@ -35,6 +35,8 @@ from retrieval.filters import Scope
 from retrieval.fuse import RRF_K, Fused, Hit, Span, diversify, near_duplicates, rrf
 from retrieval.keyword import KeywordMethod, keyword
 from retrieval.models import Passage, SearchResult, StageScores
+from retrieval.named import named_documents, title_cues
+from retrieval.profile import profile_for
 from retrieval.rerank import Choice, SentenceReranker, choose
 from retrieval.sentence_index import rerank_text, stored_scores
 from retrieval.settings import Settings
@@ -67,6 +69,9 @@ class SearchConfig(BaseModel):
     stored_sentences: bool = Field(
         default=True, description="Sentence reranker: use the sentence vectors stored at ingest (False: embed "
         "the candidates' sentences per query, as before they were stored; kept to measure the difference).")
+    named_first: bool = Field(
+        default=True, description="Search the documents the question names by their title first "
+        "(``retrieval.named``: \"in gnuplot, …\"), then the rest.")
 
 
 PASSAGE_COLUMNS = """
@@ -278,6 +283,8 @@ def _sentence_scores(conn: psycopg.Connection, reranker: SentenceReranker, query
 
 
 def search_with(settings: Settings, query: str, k: int, scope: Scope, cfg: SearchConfig) -> SearchResult:
+    """The top ``k`` passages. When the question names some of the searched documents by their title
+    (``retrieval.named``), their passages come first and the other documents' fill the rest."""
     t0 = time.perf_counter()
     embedder = get_embedder(settings.embedding_model)
     check_model(settings, embedder)
@@ -285,13 +292,44 @@ def search_with(settings: Settings, query: str, k: int, scope: Scope, cfg: Searc
     query = query.strip()
     if not query:
         return SearchResult(query=query, results=[], reranker=choice.name)
+    named = named_in(settings, query, scope) if cfg.named_first and not scope.documents else []
+    passages, timings = _ranked(settings, embedder, choice, query, k, scope, cfg)
+    if named:
+        first, first_timings = _ranked(settings, embedder, choice, query, k,
+                                       Scope(scope.collections, tuple(named)), cfg)
+        seen = {(p.collection, p.chunk_id) for p in first}
+        passages = (first + [p for p in passages if (p.collection, p.chunk_id) not in seen])[:k]
+        timings.update({f"named.{stage}": ms for stage, ms in first_timings.items()})
+    timings["total"] = (time.perf_counter() - t0) * 1e3
+    return SearchResult(query=query, results=passages, reranker=choice.name, timings_ms=timings,
+                        named_documents=named)
+
+
+def _ranked(settings: Settings, embedder: Embedder, choice: Choice, query: str, k: int, scope: Scope,
+            cfg: SearchConfig) -> tuple[list[Passage], dict[str, float]]:
     t_legs = time.perf_counter()
     legs = run_legs(settings, embedder, query, cfg, scope)
     legs.timings_ms["legs"] = (time.perf_counter() - t_legs) * 1e3
     with pool.connection(settings) as conn:
         passages, timings = finish(settings, query, legs, k, cfg, choice, conn)
-    timings = {**legs.timings_ms, **timings, "total": (time.perf_counter() - t0) * 1e3}
-    return SearchResult(query=query, results=passages, reranker=choice.name, timings_ms=timings)
+    return passages, {**legs.timings_ms, **timings}
+
+
+def named_in(settings: Settings, query: str, scope: Scope) -> list[str]:
+    """The searched documents ``query`` names by title (``retrieval.named``); [] when it names none."""
+    with pool.connection(settings) as conn:
+        titles = {r["name"]: r["title"] or r["name"] for r in conn.execute(
+            f"SELECT d.name, d.title FROM documents d WHERE {scope.documents_sql('d')}", scope.params())}
+        cues = title_cues(query, titles, profile_for(scope.collections))
+        shares: dict[str, dict[str, float]] = {}
+        for word in cues:  # chunk counts per document kept at ingest (document_lexemes): no scan of the chunks
+            rows = conn.execute(
+                "SELECT d.name, sum(l.df) AS n FROM document_lexemes l JOIN documents d ON d.collection = l.collection "
+                f"AND d.id = l.document_id WHERE {scope.documents_sql('d')} AND l.lexeme = ANY(SELECT u.lexeme FROM "
+                "unnest(to_tsvector('english', %(word)s)) u) GROUP BY d.name", {**scope.params(), "word": word}).fetchall()
+            total = sum(r["n"] for r in rows)
+            shares[word] = {r["name"]: float(r["n"]) / float(total) for r in rows} if total else {}
+    return named_documents(cues, shares)
 
 
 def default_config(settings: Settings) -> SearchConfig:
