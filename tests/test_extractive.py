@@ -21,13 +21,14 @@ from retrieval.answerers.extractive import (
     candidates,
     choose_quotes,
     evidence_score,
+    introduces,
     passage_rank,
     title_case,
     unfamiliar_words,
     with_neighbours,
 )
 from retrieval.models import Turn
-from retrieval.verify import PageText, verify_claims
+from retrieval.verify import Claim, PageText, verify_claims
 
 # --- expected answer type ----------------------------------------------------------------------
 
@@ -497,3 +498,31 @@ def test_a_follow_up_is_answered_by_a_quote_about_what_it_adds() -> None:
     page = _page("14-CFR-91.pdf", 28, NIGHT_PAGE)
     draft = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0).answer(standalone, [page])
     assert not draft.refusal and "45 minutes" in draft.claims[0].quote, draft.claims
+
+
+# --- lead-ins ----------------------------------------------------------------------------------
+
+BORDER = ("Border\n\nThe border command draws the frame around the plot area of the graph.\n"
+          "Draw only the left and bottom borders of a plot:\n\nset border 3\n\n"
+          "The default is 31, which draws all four sides.")
+
+
+def test_a_lead_in_is_quoted_with_what_it_introduces() -> None:
+    page = PageText("manual.pdf", 3, BORDER, passage_id="P1")
+    lead = next(c for c in candidates([page], {"P1": "Border"}) if c.text.startswith("Draw only"))
+    quote = with_neighbours(page, lead, heading="Border").text
+    assert quote.rstrip().endswith("set border 3")  # the example the colon announces
+    assert verify_claims([Claim("manual.pdf", 3, quote)], [page]).citations  # still verbatim on the page
+    ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0)
+    draft = ans.answer("How do I draw only the left and bottom borders of a plot?", [page], headings={"P1": "Border"})
+    assert not draft.refusal and "set border 3" in draft.claims[0].quote
+
+
+def test_a_lead_in_whose_continuation_was_not_shown_is_never_quoted() -> None:
+    cut = PageText("regs.pdf", 18, "The lowest usable flight level is determined by the atmospheric pressure in the "
+                                   "area of operation as shown in the following table:", passage_id="P1")
+    draft = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0).answer(
+        "What is the lowest usable flight level determined by?", [cut])
+    assert draft.refusal and not draft.claims
+    assert "only introduce" in draft.reason
+    assert introduces("assuming normal cruising speed—") and not introduces("at least 45 minutes.")

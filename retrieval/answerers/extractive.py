@@ -117,10 +117,11 @@ class Scored:
     typed: bool  # states the kind of quantity the question asks for (True when it asks for none)
     on_topic: bool = True  # its passage is about the question's key terms (``keyterms.on_topic``)
     about: bool = True  # covers at least MIN_COVERAGE of the question and every name like "Class G" it asks about
+    complete: bool = True  # quoted with its neighbours, it does not stop at a lead-in ("... the following:")
 
     @property
     def eligible(self) -> bool:
-        return self.typed and self.on_topic and self.about
+        return self.typed and self.on_topic and self.about and self.complete
 
     @property
     def score(self) -> float:
@@ -327,10 +328,46 @@ def with_neighbours(page: PageText, cand: Candidate, budget: int = QUOTE_WORDS,
             end, nxt, grew = spans[nxt][1], nxt + 1, True
         if prv >= 0 and joinable(prv) and len(text[spans[prv][0]:end].split()) <= budget:
             start, prv, grew = spans[prv][0], prv - 1, True
+    end = _lead_in_continued(text, start, end, heading, 2 * budget)
     if (start, end) == (cand.start, cand.end) or not verify_claim(Claim(page.document, page.page, text[start:end]),
                                                                   [page]).ok:
         return cand
     return Candidate(cand.slice_index, start, end, text[start:end])
+
+
+_INTRODUCES = re.compile(r"[:—–]\s*$")
+_PARAGRAPH_END = re.compile(r"\n[ \t]*\n|\Z")
+
+
+def _lead_in_continued(text: str, start: int, end: int, heading: str, budget: int) -> int:
+    """Where a quote ending in a lead-in ("... as shown in the following table:", "Draw only the left
+    and bottom borders:") ends once it goes on into what it introduces: the rest of its paragraph
+    and the next one (an example line such as "set border 3", a list item), or only the first line of a
+    table that follows. Unchanged when what follows is a heading or would pass ``budget`` words."""
+    if not introduces(text[start:end]):
+        return end
+    pos = end
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    if pos >= len(text):
+        return end
+    first_line = text[pos:].split("\n", 1)[0]
+    if is_table_row(first_line):
+        stop = pos + len(first_line.rstrip())
+    else:
+        para = _PARAGRAPH_END.search(text, pos)
+        stop = para.start() if para else len(text)
+        if any(not_prose(line) or is_title(line, heading) for line in text[pos:stop].splitlines() if line.strip()):
+            return end
+    if len(text[start:stop].split()) > budget:
+        return end
+    return stop
+
+
+def introduces(quote: str) -> bool:
+    """The quote ends by introducing what follows ("the following table:", "speed—"): by itself it
+    promises an answer it does not contain."""
+    return _INTRODUCES.search(quote.rstrip()) is not None
 
 
 def candidates(shown: Sequence[PageText], headings: Mapping[str, str] | None = None,
@@ -528,6 +565,8 @@ class ExtractiveAnswerer:
         scored = score_candidates(question, shown, self._embed, self._doc_freq, headings, required, self.profile)
         if not scored:
             return Draft(refusal=True, reason="no quotable text in the retrieved passages", score=None)
+        scored = [s if not s.eligible else replace(s, complete=not introduces(
+            _widened(s, shown, headings or {}, self.profile).candidate.text)) for s in scored]
         chosen = choose_quotes(scored, shown)
         top = chosen[0] if chosen else scored[0]
         best_claim = _claim(top, shown)
@@ -536,6 +575,10 @@ class ExtractiveAnswerer:
         if absent:
             return Draft(refusal=True, score=score, best=best_claim,
                          reason="the searched documents never mention " + ", ".join(f"“{t}”" for t in absent))
+        if not chosen and any(s.typed and s.on_topic and s.about for s in scored):
+            return Draft(refusal=True, score=None, best=best_claim,
+                         reason="the best retrieved sentences only introduce a list, table or example that the "
+                                "retrieved text does not show")
         if not chosen and any(s.typed and s.on_topic for s in scored):
             names = designators(question, self.profile)
             also = f" and names {', '.join(f'“{n}”' for n in names)}" if names else ""
