@@ -30,7 +30,7 @@ from retrieval.keyword import BM25Params
 from retrieval.fuse import Hit
 from retrieval.models import Passage
 from retrieval.rerank import NONE, SENTENCES, Choice, choose
-from retrieval.search import Legs, SearchConfig, check_model, default_config, finish, run_legs
+from retrieval.search import Legs, SearchConfig, check_model, default_config, finish, named_first, named_in, run_legs
 from retrieval.settings import Settings
 
 TOP = 10
@@ -156,12 +156,18 @@ def evaluate(settings: Settings, questions_path: Path, collections: Sequence[str
     for q in answerable:
         all_legs = {m: run_legs(settings, embedder, q.question,
                                 base_cfg.model_copy(update={"keyword_method": m}), scope) for m in methods}
+        named = named_in(settings, q.question, scope) if base_cfg.named_first else []
+        named_legs = {m: run_legs(settings, embedder, q.question, base_cfg.model_copy(update={"keyword_method": m}),
+                                  Scope(scope.collections, tuple(named))) for m in methods} if named else {}
         per_q[q.id] = {}
         for v in vs:
             cfg = base_cfg.model_copy(update={"legs": v.legs, "keyword_method": v.keyword_method,
                                               "rerank_weight": v.rerank_weight, "reranker": v.reranker})
             with pool.connection(settings) as conn:
                 passages, _ = finish(settings, q.question, _legs_for(all_legs, v), TOP, cfg, choices[v.name], conn)
+                if named_legs:  # as search() does: the documents the question names by title first
+                    first, _ = finish(settings, q.question, _legs_for(named_legs, v), TOP, cfg, choices[v.name], conn)
+                    passages = named_first(first, passages, TOP)
             rank = first_hit(passages, q)
             per_q[q.id][v.name] = rank
             per_variant_ranks[v.name].append(rank)
@@ -197,6 +203,7 @@ def evaluate(settings: Settings, questions_path: Path, collections: Sequence[str
             "top": TOP,
             "collections": list(collections or []),
             "diversify": "near-duplicates dropped; top results start on distinct pages",
+            "named_first": base_cfg.named_first,
         },
         "default_configuration": default_name,
         "unavailable_rerankers": unavailable,

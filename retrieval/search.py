@@ -297,12 +297,17 @@ def search_with(settings: Settings, query: str, k: int, scope: Scope, cfg: Searc
     if named:
         first, first_timings = _ranked(settings, embedder, choice, query, k,
                                        Scope(scope.collections, tuple(named)), cfg)
-        seen = {(p.collection, p.chunk_id) for p in first}
-        passages = (first + [p for p in passages if (p.collection, p.chunk_id) not in seen])[:k]
+        passages = named_first(first, passages, k)
         timings.update({f"named.{stage}": ms for stage, ms in first_timings.items()})
     timings["total"] = (time.perf_counter() - t0) * 1e3
     return SearchResult(query=query, results=passages, reranker=choice.name, timings_ms=timings,
                         named_documents=named)
+
+
+def named_first(first: Sequence[Passage], rest: Sequence[Passage], k: int) -> list[Passage]:
+    """The named documents' passages, then the others' that are not among them; ``k`` in all."""
+    seen = {(p.collection, p.chunk_id) for p in first}
+    return (list(first) + [p for p in rest if (p.collection, p.chunk_id) not in seen])[:k]
 
 
 def _ranked(settings: Settings, embedder: Embedder, choice: Choice, query: str, k: int, scope: Scope,
