@@ -273,6 +273,7 @@ def search(
 def db_status(json_out: JsonOpt = False) -> None:
     """Where the index lives, its schema version and embedding model."""
     from retrieval import db, index  # noqa: PLC0415
+    from retrieval.embed import get_embedder  # noqa: PLC0415
     from retrieval.rerank import describe as describe_reranker  # noqa: PLC0415
 
     settings = _settings()
@@ -282,9 +283,14 @@ def db_status(json_out: JsonOpt = False) -> None:
         counts = conn.execute("SELECT (SELECT count(*) FROM documents) AS documents, "
                               "(SELECT count(*) FROM chunks) AS chunks").fetchone()
         version = conn.execute("SELECT max(migration_id) AS v FROM _yoyo_migration").fetchone()["v"]
+    try:
+        encoder = get_embedder(settings.embedding_model, load=False).query_encoder_status()
+    except ModelError as exc:
+        encoder = f"unavailable ({exc})"
     info = {"database": "external (DATABASE_URL)" if settings.database_url else f"embedded at {settings.pgdata}",
             "schema": version, "embedding_model": rec[0] if rec else None,
-            "embedding_dim": rec[1] if rec else None, **counts, "reranker": describe_reranker(settings.reranker)}
+            "embedding_dim": rec[1] if rec else None, **counts, "reranker": describe_reranker(settings.reranker),
+            "query_encoder": encoder}
     if json_out:
         _emit(info)
     else:

@@ -152,6 +152,12 @@ class Embedder:
                     log.info("query vectors from torch: %s", exc)
         return self._encoder
 
+    def query_encoder_status(self) -> str:
+        """What will embed this model's queries, without loading anything (``query_encoder.status``)."""
+        if self._query_cache is None:
+            return "torch (no query-encoder cache configured)"
+        return qe.status(self._query_cache, self._path)
+
     def _export_for_queries(self, model) -> None:
         """Write the ONNX export for the next process, unless a usable one (or the verdict that
         this model has none) is already there. Any failure is logged; queries then use torch."""

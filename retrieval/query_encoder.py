@@ -170,9 +170,10 @@ def _agreement(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.min(np.sum(a * b, axis=1)))
 
 
-def load(cache_root: Path, model_path: str) -> QueryEncoder:
-    """The export for the model's files as they are now (raises QueryEncoderError: none, another
-    model's, corrupt, or not reproducing its probe vectors)."""
+def checked_export(cache_root: Path, model_path: str) -> tuple[Path, Meta]:
+    """The export directory and its record for the model's files as they are now, when its files
+    look intact (raises QueryEncoderError: none, another model's, unsupported, truncated). Reads
+    files only; ``load`` then runs it on its probe texts."""
     key = model_key(model_path)
     if key is None:
         raise QueryEncoderError(f"{model_path} is not a local model directory")
@@ -190,6 +191,22 @@ def load(cache_root: Path, model_path: str) -> QueryEncoder:
                                 f"{meta.onnx_bytes}")
     if not meta.onnx_sha256:
         raise QueryEncoderError(f"{directory} has no checksum")
+    return directory, meta
+
+
+def status(cache_root: Path, model_path: str) -> str:
+    """What embeds queries, for ``db status``: "onnx (<directory>)", or "torch (<why not ONNX>)"."""
+    try:
+        directory, _ = checked_export(cache_root, model_path)
+    except QueryEncoderError as exc:
+        return f"torch ({exc})"
+    return f"onnx ({directory})"
+
+
+def load(cache_root: Path, model_path: str) -> QueryEncoder:
+    """The export for the model's files as they are now (raises QueryEncoderError: none, another
+    model's, corrupt, or not reproducing its probe vectors)."""
+    directory, meta = checked_export(cache_root, model_path)
     try:
         enc = QueryEncoder(directory, model_path, meta)
         got = enc.encode(PROBES[:LOAD_PROBES])

@@ -304,3 +304,16 @@ def test_cli_search_and_ask_use_the_export_and_find_the_same_passages(settings, 
     assert ask.returncode == 0, ask.stderr
     answer = json.loads(ask.stdout)
     assert not answer["refusal"] and "250" in json.dumps(answer["citations"])
+
+
+def test_db_status_says_what_embeds_queries(tmp_path: Path, exported: Path) -> None:
+    """`db status` names the ONNX export queries will use, or why they use torch, without loading either."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert qe.status(empty, MODEL_PATH).startswith("torch (no export at ")
+    assert qe.status(exported, MODEL_PATH) == f"onnx ({_export_path(exported)})"
+    broken = _copy_cache(exported, tmp_path / "broken")
+    (_export_path(broken) / "model.onnx").unlink()
+    assert qe.status(broken, MODEL_PATH).startswith("torch (") and "-1: missing" in qe.status(broken, MODEL_PATH)
+    assert Embedder(BUNDLED, query_cache=exported).query_encoder_status() == f"onnx ({_export_path(exported)})"
+    assert Embedder(BUNDLED).query_encoder_status().startswith("torch (")
