@@ -117,7 +117,8 @@ def main() -> int:
     finally:
         bot.stop()
         fake.stop()
-    out = {"command": "CHAPTERVERSE_TEST_HOME=/tmp/cv-test-bot python -m tests.test_bot_bench",
+    test_home = os.environ.get("CHAPTERVERSE_TEST_HOME")
+    out = {"command": (f"CHAPTERVERSE_TEST_HOME={test_home} " if test_home else "") + "python -m tests.test_bot_bench",
            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "commit": _commit(),
            "what": "ack = socket-mode envelope sent by the fake -> ack received; reply = envelope sent -> "
                    "placeholder replaced by the rendered answer (chat.update). Fake Slack on 127.0.0.1, "
