@@ -244,8 +244,8 @@ def render_answer(answer: Answer, *, turn_id: int | None, searched: Searched) ->
     note = f"{n} quote{'s' if n != 1 else ''}, each checked word for word against the PDF page."
     if answer.answerer:
         note += f" Answerer: {escape(answer.answerer)}."
-    if answer.named_documents:
-        note += " " + escape(named_note(answer))
+    if named := named_note(answer):
+        note += " " + escape(named)
     blocks.extend(untrusted_blocks(answer))
     blocks.append(context(note))
     return paginate(blocks, answer.answer or "Answer", tail)
@@ -254,7 +254,8 @@ def render_answer(answer: Answer, *, turn_id: int | None, searched: Searched) ->
 def render_refusal(answer: Answer, *, searched: Searched, tail: Sequence[Block] = ()) -> list[SlackMessage]:
     reason = answer.reason.strip() or "the handbooks I can search do not say."
     head = f":no_entry_sign: *I could not find a supported answer in the handbooks.*\n{escape(reason)}"
-    searched_note = _searched_text(searched) + (f" {escape(named_note(answer))}" if answer.named_documents else "")
+    named = named_note(answer)
+    searched_note = _searched_text(searched) + (f" {escape(named)}" if named else "")
     blocks: list[Block] = [*sections(head), *untrusted_blocks(answer), context(searched_note)]
     if answer.nearest:
         blocks.append(section("*Nearest passages* (not an answer; look for yourself):"))

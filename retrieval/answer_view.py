@@ -37,8 +37,8 @@ def as_text(answer: Answer) -> str:
     lines: list[str] = []
     if answer.standalone_question and answer.standalone_question != answer.question:
         lines.append(f"(understood as: {answer.standalone_question})\n")
-    if answer.named_documents:
-        lines.append(f"({named_note(answer)})\n")
+    if named := named_note(answer):
+        lines.append(f"({named})\n")
     if answer.refusal:
         lines.append(answer.reason or "The documents do not support an answer to this question.")
         if answer.nearest:

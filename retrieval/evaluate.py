@@ -164,10 +164,13 @@ def evaluate(settings: Settings, questions_path: Path, collections: Sequence[str
             cfg = base_cfg.model_copy(update={"legs": v.legs, "keyword_method": v.keyword_method,
                                               "rerank_weight": v.rerank_weight, "reranker": v.reranker})
             with pool.connection(settings) as conn:
-                passages, _ = finish(settings, q.question, _legs_for(all_legs, v), TOP, cfg, choices[v.name], conn)
+                passages: list[Passage] = []
                 if named_legs:  # as search() does: the documents the question names by title first
-                    first, _ = finish(settings, q.question, _legs_for(named_legs, v), TOP, cfg, choices[v.name], conn)
-                    passages = named_first(first, passages, TOP)
+                    passages, _ = finish(settings, q.question, _legs_for(named_legs, v), TOP, cfg, choices[v.name],
+                                         conn)
+                if len(passages) < TOP:
+                    rest, _ = finish(settings, q.question, _legs_for(all_legs, v), TOP, cfg, choices[v.name], conn)
+                    passages = named_first(passages, rest, TOP)
             rank = first_hit(passages, q)
             per_q[q.id][v.name] = rank
             per_variant_ranks[v.name].append(rank)

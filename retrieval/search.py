@@ -293,12 +293,16 @@ def search_with(settings: Settings, query: str, k: int, scope: Scope, cfg: Searc
     if not query:
         return SearchResult(query=query, results=[], reranker=choice.name)
     named = named_in(settings, query, scope) if cfg.named_first and not scope.documents else []
-    passages, timings = _ranked(settings, embedder, choice, query, k, scope, cfg)
+    passages: list[Passage] = []
+    timings: dict[str, float] = {}
     if named:
-        first, first_timings = _ranked(settings, embedder, choice, query, k,
-                                       Scope(scope.collections, tuple(named)), cfg)
-        passages = named_first(first, passages, k)
+        passages, first_timings = _ranked(settings, embedder, choice, query, k,
+                                          Scope(scope.collections, tuple(named)), cfg)
         timings.update({f"named.{stage}": ms for stage, ms in first_timings.items()})
+    if len(passages) < k:  # the other documents fill what the named ones leave (all of it when none is named)
+        rest, rest_timings = _ranked(settings, embedder, choice, query, k, scope, cfg)
+        passages = named_first(passages, rest, k)
+        timings.update(rest_timings)
     timings["total"] = (time.perf_counter() - t0) * 1e3
     return SearchResult(query=query, results=passages, reranker=choice.name, timings_ms=timings,
                         named_documents=named)

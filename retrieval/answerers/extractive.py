@@ -565,8 +565,11 @@ class ExtractiveAnswerer:
         scored = score_candidates(question, shown, self._embed, self._doc_freq, headings, required, self.profile)
         if not scored:
             return Draft(refusal=True, reason="no quotable text in the retrieved passages", score=None)
-        scored = [s if not s.eligible else replace(s, complete=not introduces(
-            _widened(s, shown, headings or {}, self.profile).candidate.text)) for s in scored]
+        # each eligible sentence as it would be quoted (with its neighbours), widened once: one that
+        # still stops at a lead-in is not eligible, and the chosen ones are quoted so
+        quoted = {s.candidate: _widened(s, shown, headings or {}, self.profile).candidate for s in scored if s.eligible}
+        scored = [replace(s, complete=not introduces(quoted[s.candidate].text)) if s.candidate in quoted else s
+                  for s in scored]
         chosen = choose_quotes(scored, shown)
         top = chosen[0] if chosen else scored[0]
         best_claim = _claim(top, shown)
@@ -597,7 +600,7 @@ class ExtractiveAnswerer:
             return Draft(refusal=True, score=top.score, best=best_claim,
                          reason=f"the best supporting sentence is too weak (evidence score {top.score:.2f} "
                                 f"< {self.threshold:.2f})")
-        chosen = [_widened(s, shown, headings or {}, self.profile) for s in chosen]
+        chosen = [replace(s, candidate=quoted[s.candidate]) for s in chosen]
         top = chosen[0]
         claims = [_claim(s, shown) for s in chosen]
         return Draft(refusal=False, answer=lead(top, shown, len(chosen) - 1, self.profile), claims=claims, score=top.score,
