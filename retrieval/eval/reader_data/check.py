@@ -77,6 +77,9 @@ def check_file(path: Path, pdf_dir: Path, pages: dict) -> tuple[list[str], list[
                 errors.append(f"{where}: answer_span has {words} words (2..40)")
             if squash(span) not in squash(text[page - 1]):
                 errors.append(f"{where}: answer_span not on PDF page {page}: {span[:60]!r}")
+            evidence = q.get("evidence", "")
+            if squash(evidence) not in squash(text[page - 1]) or squash(span) not in squash(evidence):
+                errors.append(f"{where}: evidence must be on page {page} and contain answer_span")
         else:
             near = q.get("near_page")
             if not isinstance(near, int) or not 1 <= near <= len(text):
