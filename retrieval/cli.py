@@ -504,6 +504,45 @@ def eval_answers(
     typer.echo(f"wrote {out}")
 
 
+@eval_app.command("train-reader")
+def eval_train_reader(
+    pdf_dir: Annotated[Path, typer.Argument(help="The training PDFs (retrieval/eval/reader_data/fetch.sh DIR fetches them).")],
+    out: Annotated[Path, typer.Option(help="Directory for reader.onnx, tokenizer.json and card.json.")] = Path("retrieval/reader/model"),
+    report: Annotated[Path, typer.Option(help="Where to write the training report and the data split.")] = Path("results/reader_training.json"),
+    seed: Annotated[int, typer.Option(help="Seed of the pair sampling, the split and torch.")] = 13,
+    epochs: Annotated[int, typer.Option(min=1)] = 1,
+    batch_size: Annotated[int, typer.Option(min=1)] = 32,
+    lr: Annotated[float, typer.Option(help="Peak learning rate (linear warm-up over 10%, then linear decay).")] = 4e-5,
+    max_length: Annotated[int, typer.Option(help="Word pieces per (question, sentence) pair.")] = 128,
+    valid_share: Annotated[float, typer.Option(help="Share of training questions held out to check the export.")] = 0.05,
+) -> None:
+    """Train the reader (question, sentence → states the answer) from the training questions, on the CPU."""
+    from ingest.reader_training import build_pairs, load_questions  # noqa: PLC0415
+    from retrieval.eval.reader_data import QUESTIONS, sources_table  # noqa: PLC0415
+    from retrieval.reader.train import train  # noqa: PLC0415
+
+    files = sorted(QUESTIONS.glob("*.jsonl"))
+    try:
+        questions = load_questions(files)
+        table = sources_table(pdf_dir)
+        pairs, per_document = build_pairs(questions, pdf_dir, seed=seed)
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+    settings = _settings()
+    from retrieval.embed import resolve_model_path  # noqa: PLC0415
+
+    result = train(pairs, resolve_model_path(settings.embedding_model), out, seed=seed, epochs=epochs,
+                   batch_size=batch_size, lr=lr, max_length=max_length, valid_share=valid_share)
+    command = (f"chapterverse eval train-reader {pdf_dir} --out {out} --report {report} --seed {seed} --epochs {epochs} "
+               f"--batch-size {batch_size} --lr {lr} --max-length {max_length} --valid-share {valid_share}")
+    _write_result(report, {"command": command, "documents": table, "per_document": per_document,
+                           "questions": {"answerable": sum(q.answerable for q in questions),
+                                         "unanswerable": sum(not q.answerable for q in questions),
+                                         "files": [str(f) for f in files]},
+                           "training": result})
+    typer.echo(f"reader written to {out}; report in {report}")
+
+
 @eval_app.command("calibrate")
 def eval_calibrate(
     probes: Annotated[list[Path], typer.Argument(help="Result files of `eval answers ... --calibrate` runs.")],

@@ -1,0 +1,69 @@
+"""The trained reader: shipped weights match their card, it reads, it is fast enough to load, and
+the extractive answerer lets it decide what is shown."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from retrieval import reader
+from retrieval.answerers.extractive import ExtractiveAnswerer
+from retrieval.verify import PageText
+
+
+def test_shipped_weights_match_their_card() -> None:
+    card = reader.card_of(reader.SHIPPED)
+    assert reader.sha256_of(reader.SHIPPED / card.onnx_file) == card.onnx_sha256
+    assert card.training.get("pairs", 0) > 10_000, "the card records the training run"
+    assert "int8" in card.quantized
+
+
+def test_loads_once_quickly_and_reads() -> None:
+    started = time.perf_counter()
+    r = reader.Reader(reader.SHIPPED)
+    assert time.perf_counter() - started < 5.0  # ≤ 1 s on a quiet machine; generous under CI load
+    assert reader.load_reader(reader.SHIPPED) is reader.load_reader(reader.SHIPPED)
+    q = "What is the default number of commands kept in the shell's history list?"
+    answer = "History: The value of HISTSIZE is the number of commands kept in the history list; the default is 500."
+    near_miss = "History: HISTFILE names the file in which the command history is saved when the shell exits."
+    p = r.score(q, [answer, near_miss])
+    assert p[0] > p[1]
+    q2 = "How long must the applicant keep the knowledge test report before the practical test expires?"
+    unrelated = "Colors: The xcolor package provides a large set of predefined color names."
+    assert r.score(q2, [unrelated])[0] < 0.5
+
+
+class FixedReader:
+    """A stand-in reader that believes whatever sentence contains one marker phrase."""
+
+    name = "fixed"
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def score(self, question: str, texts: Sequence[str]) -> np.ndarray:
+        return np.array([0.9 if self.marker in t else 0.1 for t in texts], dtype=np.float32)
+
+
+def _embed(texts: Sequence[str]) -> np.ndarray:
+    v = np.ones((len(texts), 4), dtype=np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+PAGE = PageText(document="manual.pdf", page=7, page_label="7", passage_id="P1", text=(
+    "The shell keeps a list of the commands you typed earlier in this session. "
+    "When the shell exits, the list is written to the history file for the next session.\n\n"
+    "Nothing is saved when the variable holding the file name is unset or empty, and the list is lost."))
+
+
+def test_the_reader_picks_the_first_quote_and_refuses_below_its_threshold() -> None:
+    q = "What happens to my command list if no history file name is configured?"
+    picked = ExtractiveAnswerer(_embed, model="m", reader=FixedReader("Nothing is saved")).answer(q, [PAGE])
+    assert not picked.refusal
+    assert "Nothing is saved" in picked.claims[0].quote
+    unsure = ExtractiveAnswerer(_embed, model="m", reader=FixedReader("no such words")).answer(q, [PAGE])
+    assert unsure.refusal and unsure.score == pytest.approx(0.1)
+    assert "score" not in (unsure.reason or ""), "no internal scores in what users read"
