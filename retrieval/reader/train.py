@@ -84,7 +84,8 @@ def ranking_figures(pairs: Sequence, scores: np.ndarray) -> dict:
 
 
 def train(pairs: Sequence, base: str, out_dir: Path, *, seed: int = 13, epochs: int = 1, batch_size: int = 32,
-          lr: float = 4e-5, max_length: int = 128, valid_share: float = 0.05, threads: int = 2) -> dict:
+          lr: float = 4e-5, max_length: int = 128, valid_share: float = 0.05, threads: int = 2,
+          freeze_embeddings: bool = True) -> dict:
     """Fine-tune, export to int8 ONNX in ``out_dir``; returns the training report (also in the card)."""
     import torch  # noqa: PLC0415
     from tokenizers import Tokenizer  # noqa: PLC0415
@@ -102,7 +103,9 @@ def train(pairs: Sequence, base: str, out_dir: Path, *, seed: int = 13, epochs: 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    if freeze_embeddings:  # the word-piece table is 12M of the 23M weights: half the step time, less overfitting
+        model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.01)
     plan = [_batches(encs, labels, batch_size, rng) for _ in range(epochs)]
     steps = sum(len(p) for p in plan)
     warm = max(1, steps // 10)
@@ -134,7 +137,7 @@ def train(pairs: Sequence, base: str, out_dir: Path, *, seed: int = 13, epochs: 
     model.eval()
     torch_valid = _torch_scores(model, tok, valid)
     report = {
-        "seed": seed, "epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length,
+        "seed": seed, "epochs": epochs, "freeze_embeddings": freeze_embeddings, "batch_size": batch_size, "lr": lr, "max_length": max_length,
         "pairs": len(pairs), "fit_pairs": len(fit), "valid_pairs": len(valid),
         "fit_questions": len({p.question_id for p in fit}), "valid_questions": len({p.question_id for p in valid}),
         "positives": sum(p.label for p in pairs), "train_seconds": round(train_seconds, 1),
