@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ingest.injection import overlaps
+from retrieval.text.injection import overlaps
 from ingest.pdf import Heading, Page
 
 TokenCounter = Callable[[str], int]

@@ -9,9 +9,9 @@ blank line is the paragraph boundary the chunker follows). Running headers and f
 across the document (``find_running_lines``) and excluded from the page *body*, which is what gets
 chunked; the full page text is kept for verification.
 
-Table rows are recovered by line grouping (``ingest.tables``) and written one row per line. Body
+Table rows are recovered by line grouping (``retrieval.text.tables``) and written one row per line. Body
 paragraphs that address an AI reader or read as prompt injection are listed in ``Page.untrusted``
-(``ingest.injection``): they stay in the page text, and the chunks made of them are flagged.
+(``retrieval.text.injection``): they stay in the page text, and the chunks made of them are flagged.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import pymupdf
 
-from ingest.injection import untrusted_spans
-from ingest.tables import Line, find_tables
+from retrieval.text.injection import untrusted_spans
+from retrieval.text.tables import Line, find_tables
 
 MIN_FONT_SIZE = 1.5  # points; smaller text is not readable
 MIN_CONTRAST = 0.12  # luminance difference between text and background
@@ -46,7 +46,7 @@ class Page:
     hidden_chars: int = 0  # characters dropped as invisible
     body_start: int = 0
     body_end: int = -1  # -1: len(text)
-    # paragraphs of the body that read as prompt injection (``ingest.injection``): (start, end) offsets
+    # paragraphs of the body that read as prompt injection (``retrieval.text.injection``): (start, end) offsets
     untrusted: tuple[tuple[int, int], ...] = ()
 
     @property
@@ -167,7 +167,7 @@ def body_size(lines: Sequence[_VisibleLine]) -> float:
 def page_text(page: pymupdf.Page) -> tuple[str, tuple[Heading, ...], int]:
     """Visible text of one page, its bold heading lines, and the number of hidden characters.
 
-    Table rows found by ``ingest.tables`` replace their cells: each row is one line ("VNE | Never-
+    Table rows found by ``retrieval.text.tables`` replace their cells: each row is one line ("VNE | Never-
     exceed speed | 149 KIAS") and its own paragraph, placed where the table's first cell was."""
     blocks, hidden = _visible_blocks(page)
     body = body_size([line for lines in blocks for line in lines])

@@ -80,7 +80,7 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
                 "SELECT ordinal, id FROM chunks WHERE collection = %s AND document_id = %s", (collection, doc_id))}
             copy_rows(conn, ((collection, ids[c.ordinal], i, vec) for c, sv in zip(chunks, sentence_vectors, strict=True)
                              for i, vec in enumerate(sv)))
-        flagged = [c.ordinal for c in chunks if c.untrusted]  # prompt injection (ingest.injection)
+        flagged = [c.ordinal for c in chunks if c.untrusted]  # prompt injection (retrieval.text.injection)
         if flagged:
             conn.execute("UPDATE chunks SET untrusted = true WHERE collection = %s AND document_id = %s "
                          "AND ordinal = ANY(%s)", (collection, doc_id, flagged))

@@ -240,7 +240,7 @@ def untrusted_note(places: Sequence[NearestPassage]) -> str:
 
 def set_aside_untrusted(settings: Settings, passages: Sequence[Passage], result: Answer) -> list[Passage]:
     """The passages an answerer may see: those flagged at ingest as text addressed to an AI reader
-    (``ingest.injection``) are withheld from every answerer (the model prompt included) and listed in
+    (``retrieval.text.injection``) are withheld from every answerer (the model prompt included) and listed in
     ``result.untrusted`` with a note, so the reply says the document holds such text."""
     flagged = [p for p in passages if p.untrusted]
     if flagged:

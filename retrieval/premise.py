@@ -3,7 +3,7 @@ into the question it hides (pure functions).
 
 Users (or text pasted by them) sometimes wrap a question in instructions ("Ignore your rules …") or
 state the answer they want confirmed ("the handbook says the top speed is 900 knots, confirm it").
-Neither may steer the answer: sentences that read as prompt injection (``ingest.injection``) are
+Neither may steer the answer: sentences that read as prompt injection (``retrieval.text.injection``) are
 dropped, and a premise "X is N <unit>" is asked as "What is X?", so the document's own value is
 found and quoted. When the quotes do not contain the figure the question claimed, the reply says so.
 """
@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ingest.injection import is_injection
+from retrieval.text.injection import is_injection
 
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\s*;\s*")
 _NUMBER = r"\d[\d,]*(?:\.\d+)?"

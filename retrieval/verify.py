@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from retrieval.models import Citation, Passage
+from retrieval.text.tables import CELL_SEP, is_table_row
 from retrieval.textnorm import normalize, normalize_with_map
 
 MIN_QUOTE_WORDS = 4  # "a word or two" is not a citation
@@ -125,19 +126,39 @@ def _boundary_ok(norm: str, start: int, end: int) -> bool:
     return True
 
 
+_LAYOUT_GAP = " " * len(CELL_SEP)
+
+
+def without_cell_joiners(text: str) -> str:
+    """``text`` with the cell separator that ingest writes between the cells of a table row
+    (``CELL_SEP``, " | ") turned back into the blank space the PDF has there; same length, so offsets
+    stay valid. The stored text cannot tell a document's own " | " ("ls | grep") from a joiner, so
+    it is layout too: a quote may omit it, never change a word around it."""
+    if CELL_SEP not in text:
+        return text
+    return "".join(line.replace(CELL_SEP, _LAYOUT_GAP) if is_table_row(line) else line
+                   for line in text.splitlines(keepends=True))
+
+
 def locate(quote: str, source: str) -> Match | None:
-    """Find ``quote`` in ``source`` after normalisation; return the source's own words, or None."""
-    needle = normalize(quote)
-    if not needle:
+    """Find ``quote`` in ``source`` after normalisation; return the source's own words, or None.
+
+    The cell separators of table rows are layout, not words: the quote is found in the source with
+    them turned back into blank space, whether the quote carries them (cut from the shown text) or
+    not (the PDF's own words), and the words returned never contain them."""
+    if not normalize(quote):
         return None
-    hay, index = normalize_with_map(source)
-    pos = hay.find(needle)
-    while pos >= 0:
-        end = pos + len(needle)
-        if _boundary_ok(hay, pos, end):
-            raw_start, raw_end = index[pos], index[end - 1] + 1
-            return Match(raw_start, raw_end, source[raw_start:raw_end])
-        pos = hay.find(needle, pos + 1)
+    plain = without_cell_joiners(source)
+    hay, index = normalize_with_map(plain)
+    for variant in dict.fromkeys((quote, quote.replace(CELL_SEP, _LAYOUT_GAP))):
+        needle = normalize(variant)
+        pos = hay.find(needle)
+        while pos >= 0:
+            end = pos + len(needle)
+            if _boundary_ok(hay, pos, end):
+                raw_start, raw_end = index[pos], index[end - 1] + 1
+                return Match(raw_start, raw_end, " ".join(plain[raw_start:raw_end].split(" " * len(CELL_SEP))))
+            pos = hay.find(needle, pos + 1)
     return None
 
 

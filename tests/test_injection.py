@@ -23,7 +23,7 @@ import pytest
 from pydantic import SecretStr
 
 from ingest.chunk import chunk_pages
-from ingest.injection import assess, is_injection
+from retrieval.text.injection import assess, is_injection
 from ingest.pdf import extract
 from retrieval.premise import examine, premise_note
 from tests.conftest import run_cli

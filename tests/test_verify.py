@@ -275,3 +275,21 @@ def test_one_page_passage_without_stored_page_is_its_own_slice() -> None:
 ])
 def test_page_url(doc_url, base, expected) -> None:
     assert page_url("a.pdf", 7, doc_url, base) == expected
+
+
+def test_table_cell_joiners_are_layout_not_words() -> None:
+    """Ingest writes a table row's cells joined by " | "; the PDF has blank space there. A quote in
+    the PDF's own words verifies, a quote cut from the stored row verifies too, and neither shows
+    the inserted "|" as the document's. (Known limit: the stored text cannot tell a " | " of the
+    document's own from a joiner, so "ls grep" also verifies against "ls | grep".)"""
+    from retrieval.verify import Claim, PageText, verify_claim
+
+    page = PageText(document="R-intro.pdf", page=101, text=(
+        "Table of commands\nINSTALL | Install add-on packages.\nREMOVE | Remove add-on packages.\n"
+        "Pipe the listing with ls | grep pdf to keep the PDF files only.\n"))
+    for quote in ("INSTALL Install add-on packages.", "INSTALL | Install add-on packages."):
+        verdict = verify_claim(Claim("R-intro.pdf", 101, quote), [page])
+        assert verdict.ok, quote
+        assert verdict.citation.quote == "INSTALL Install add-on packages."
+    assert verify_claim(Claim("R-intro.pdf", 101, "the listing with ls | grep pdf to keep"), [page]).ok
+    assert not verify_claim(Claim("R-intro.pdf", 101, "INSTALL Remove add-on packages."), [page]).ok

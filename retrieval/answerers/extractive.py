@@ -53,7 +53,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ingest.tables import is_table_row
+from retrieval.text.tables import is_table_row
 from retrieval.answerers import Draft
 from retrieval.answerers.evidence import expected_answer, satisfies, specific_terms
 from retrieval.answerers.keyterms import KeyTerm, PhraseFreq, key_terms, on_topic, passage_terms
@@ -276,7 +276,7 @@ def _continued(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]
         if out:
             ps, pe = out[-1]
             if (pe <= s and not text[pe:s].strip() and not _ENDS_SENTENCE.search(text[ps:pe].rstrip())
-                    and not is_table_row(text[ps:pe])  # a table row (ingest/tables.py) is complete
+                    and not is_table_row(text[ps:pe])  # a table row (retrieval/text/tables.py) is complete
                     and len(text[ps:e].split()) <= MAX_SENTENCE_WORDS):
                 out[-1] = (ps, e)
                 continue
