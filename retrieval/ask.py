@@ -35,7 +35,16 @@ from retrieval.models import Answer, Citation, NearestPassage, Passage, SearchRe
 from retrieval.premise import examine, premise_note
 from retrieval.profile import profile_for
 from retrieval.settings import Settings
-from retrieval.verify import PageText, SourcePage, Verification, page_url, shown_slices, verify_claims
+from retrieval.verify import (
+    PageText,
+    SourcePage,
+    Support,
+    Verification,
+    page_url,
+    shown_slices,
+    support_checked,
+    verify_claims,
+)
 
 log = logging.getLogger(__name__)
 
@@ -333,7 +342,8 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
         return _refusal(result, _no_support(f"no passages were found{where}"))
 
     headings = {f"P{rank}": p.context for rank, p in enumerate(trusted, 1)}
-    draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result, headings)
+    support = sentence_reader(settings) if name != EXTRACTIVE else None
+    draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result, headings, support)
     if (name != EXTRACTIVE and draft is not None and verification is not None and not draft.refusal
             and verification.citations):
         problems = unsupported(draft.answer, [c.quote for c in verification.citations], profile_for(collections))
@@ -368,7 +378,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
 
 def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageText], clock: _Clock,
                        result: Answer, headings: dict[str, str] | None = None,
-                       ) -> tuple[Draft | None, Verification | None]:
+                       support: Support | None = None) -> tuple[Draft | None, Verification | None]:
     """Draft, verify, and repair once. (None, None) when the answerer failed.
 
     A model answerer is repaired when ANY of its quotes failed; the extractive answerer (verbatim by
@@ -376,7 +386,9 @@ def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageTe
     least one of its quotes verified, else the first draft when one of its quotes did; failed quotes
     are dropped either way. A model's own refusal reason is logged and replaced by ours (empty: the
     caller says the documents do not support an answer). ``headings`` (section heading by shown
-    passage id) goes to the extractive answerer, which scores sentences under their headings."""
+    passage id) goes to the extractive answerer, which scores sentences under their headings.
+    ``support`` (the reader) checks a model's verified quotes: one that states nothing towards the
+    question is dropped like an unverified one (``verify.support_checked``)."""
     is_model = answerer.name != EXTRACTIVE
     try:
         with clock.stage("answer"):
@@ -394,7 +406,7 @@ def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageTe
         result.best_evidence = NearestPassage(document=draft.best.document, page=draft.best.page,
                                               snippet=" ".join(draft.best.quote.split())[:240])
     with clock.stage("verify"):
-        verification = verify_claims(draft.claims, shown)
+        verification = support_checked(verify_claims(draft.claims, shown), question, support if is_model else None)
     result.dropped_citations += len(verification.failures)
     result.proposed_citations += len(draft.claims)
     if draft.refusal:
@@ -415,7 +427,7 @@ def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageTe
     if is_model:
         repaired = _own_reason(answerer.name, repaired, result)
     with clock.stage("verify"):
-        second = verify_claims(repaired.claims, shown)
+        second = support_checked(verify_claims(repaired.claims, shown), question, support if is_model else None)
     result.dropped_citations += len(second.failures)
     result.proposed_citations += len(repaired.claims)
     if not repaired.refusal and not second.citations and verification.citations:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from retrieval.models import Citation, Passage
 from retrieval.text.tables import CELL_SEP, is_table_row
@@ -93,6 +94,32 @@ class Verification:
     @property
     def failures(self) -> list[Verdict]:
         return [v for v in self.verdicts if not v.ok]
+
+
+class Support(Protocol):
+    """Scores (question, quote) → probability that the quote states the answer (``retrieval.reader``)."""
+
+    def score(self, question: str, texts: Sequence[str]) -> Any: ...
+
+
+SUPPORT_MIN = 0.05  # a model's verified quote the reader rates below this does not support the answer
+
+
+def support_checked(verification: Verification, question: str, reader: Support | None,
+                    minimum: float = SUPPORT_MIN) -> Verification:
+    """Verified quotes that the reader finds say nothing towards the question become failures,
+    dropped like unverified ones (the repair pass is told why). Without a reader: unchanged.
+    The bar is low on purpose: a model may cite context beside the sentence that answers."""
+    ok = [i for i, v in enumerate(verification.verdicts) if v.citation is not None]
+    if reader is None or not ok:
+        return verification
+    probs = reader.score(question, [" ".join(verification.verdicts[i].citation.quote.split()) for i in ok])
+    verdicts = list(verification.verdicts)
+    for i, p in zip(ok, probs, strict=True):
+        if float(p) < minimum:
+            verdicts[i] = Verdict(verdicts[i].claim, None, "the quote is on the page but does not state anything "
+                                                          "that answers the question")
+    return Verification(verdicts)
 
 
 def reader_words(text: str) -> int:

@@ -293,3 +293,27 @@ def test_table_cell_joiners_are_layout_not_words() -> None:
         assert verdict.citation.quote == "INSTALL Install add-on packages."
     assert verify_claim(Claim("R-intro.pdf", 101, "the listing with ls | grep pdf to keep"), [page]).ok
     assert not verify_claim(Claim("R-intro.pdf", 101, "INSTALL Remove add-on packages."), [page]).ok
+
+
+def test_a_verified_quote_that_says_nothing_towards_the_question_is_dropped() -> None:
+    """The support check of the model path: a quote found word for word on its page, but that the
+    reader rates as stating nothing towards the question, fails like an unverified one."""
+    import numpy as np
+
+    from retrieval.verify import Claim, PageText, support_checked, verify_claims
+
+    class Reader:
+        def score(self, question, texts):
+            return np.array([0.9 if "500" in t else 0.01 for t in texts])
+
+    page = PageText(document="bash.pdf", page=3, text=(
+        "HISTSIZE is the number of commands remembered in the history list; the default value is 500. "
+        "The shell sets BASH_VERSION to the version of this instance of Bash at startup."))
+    claims = [Claim("bash.pdf", 3, "the number of commands remembered in the history list; the default value is 500"),
+              Claim("bash.pdf", 3, "The shell sets BASH_VERSION to the version of this instance of Bash")]
+    plain = verify_claims(claims, [page])
+    assert len(plain.citations) == 2
+    checked = support_checked(plain, "What is the default HISTSIZE?", Reader())
+    assert [c.quote[-3:] for c in checked.citations] == ["500"]
+    assert "does not state" in checked.failures[0].reason
+    assert support_checked(plain, "What is the default HISTSIZE?", None) is plain

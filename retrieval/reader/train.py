@@ -128,7 +128,7 @@ def train(pairs: Sequence, base: str, out_dir: Path, *, seed: int = 13, epochs: 
             sched.step()
             opt.zero_grad()
             step += 1
-            running = 0.98 * running + 0.02 * float(loss) if step > 1 else float(loss)
+            running = 0.98 * running + 0.02 * loss.item() if step > 1 else loss.item()
             if step % 50 == 0 or step == steps:
                 rate = step / (time.perf_counter() - started)
                 log.info("step %d/%d epoch %d loss %.4f (%.2f steps/s, ~%.0f s left)", step, steps, epoch + 1,
