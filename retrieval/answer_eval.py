@@ -134,7 +134,7 @@ def judge(q: dict[str, Any], a: Answer, page_texts: PageTexts) -> dict[str, Any]
             "evidence_score": a.evidence_score, "proposed_citations": a.proposed_citations,
             "dropped_citations": a.dropped_citations, "repaired": a.repaired, "answerer": a.answerer,
             "best_sentence_page": a.best_evidence.page if a.best_evidence else None,
-            "reranker": a.reranker, "warnings": a.warnings, "timings_ms": {k: round(v, 1) for k, v in a.timings_ms.items()}}
+            "reranker": a.reranker, "sentence_scorer": a.models.get("sentence_scorer", ""), "warnings": a.warnings, "timings_ms": {k: round(v, 1) for k, v in a.timings_ms.items()}}
 
 
 def _rate(n: int, d: int) -> float | None:
@@ -232,9 +232,22 @@ def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, 
     if "extractive" in answerer_ran:
         from retrieval.answerers import extractive  # noqa: PLC0415
 
-        out["config"]["extractive"] = {"threshold": extractive.DEFAULT_THRESHOLD, "lex_weight": extractive.LEX_WEIGHT,
-                                       "cos_weight": extractive.COS_WEIGHT, "rank_penalty": extractive.RANK_PENALTY,
-                                       "quote_margin": extractive.QUOTE_MARGIN, "max_quotes": extractive.MAX_QUOTES}
+        scorers = sorted({r["sentence_scorer"] for r in rows if r.get("sentence_scorer")})
+        reader_ran = any(s != "evidence" for s in scorers)
+        out["config"]["extractive"] = {
+            "sentence_scorer": scorers, "answer_scorer_configured": settings.answer_scorer,
+            "threshold": extractive.READER_THRESHOLD if reader_ran else extractive.DEFAULT_THRESHOLD,
+            "quote_margin": extractive.READER_MARGIN if reader_ran else extractive.QUOTE_MARGIN,
+            "max_quotes": extractive.MAX_QUOTES}
+        if reader_ran:
+            from retrieval import reader  # noqa: PLC0415
+
+            card = reader.card_of()
+            out["config"]["extractive"] |= {"max_read": extractive.MAX_READ, "read_by_terms": extractive.READ_BY_TERMS,
+                                            "reader": card.name, "reader_sha256": card.onnx_sha256}
+        else:
+            out["config"]["extractive"] |= {"lex_weight": extractive.LEX_WEIGHT, "cos_weight": extractive.COS_WEIGHT,
+                                            "rank_penalty": extractive.RANK_PENALTY}
     if calibrate_threshold and "extractive" in answerer_ran:
         probe = []
         for q in questions:
