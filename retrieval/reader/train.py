@@ -204,10 +204,52 @@ def export(model, tok, base: str, out_dir: Path, max_length: int, report: dict,
                 report["int8_vs_fp32_pearson"] = round(float(np.corrcoef(int8, torch_valid)[0, 1]), 4)
             card = card.model_copy(update={"training": report})
             (tmp / "card.json").write_text(card.model_dump_json(indent=2) + "\n")
-        for name in ("reader.onnx", "tokenizer.json", "card.json"):
+        (tmp / "MODEL_CARD.md").write_text(model_card(card))
+        for name in ("reader.onnx", "tokenizer.json", "card.json", "MODEL_CARD.md"):
             shutil.move(str(tmp / name), out_dir / name)
     log.info("reader written to %s: %s", out_dir, json.dumps(report))
     return card
+
+
+def model_card(card: Card, figures: dict | None = None) -> str:
+    """``MODEL_CARD.md`` from the card (and measured figures, when given)."""
+    t = card.training
+    lines = [
+        f"# {card.name}", "",
+        "A cross-encoder that reads a question and one sentence of a manual (under its section heading) and "
+        "gives the probability that the sentence states the answer. Chapter & Verse's extractive answerer "
+        "uses it to pick the first quote and to refuse; the model path uses it to drop quotes that say "
+        "nothing towards the question.", "",
+        f"- **Base**: {card.base}.",
+        f"- **Head**: one logit on the pooled [CLS] output (BertForSequenceClassification), binary cross-entropy.",
+        f"- **Input**: `[CLS] question [SEP] heading: sentence [SEP]`, at most {card.max_length} word pieces.",
+        f"- **Weights**: `{card.onnx_file}`, {card.quantized}; sha256 `{card.onnx_sha256}`.",
+        f"- **Licence**: {card.licence}.",
+        "- **Training data**: the questions in `retrieval/eval/reader_data/questions/` "
+        f"({t.get('positives', '?')} answerable questions with their answer sentence, plus near-miss "
+        "unanswerable questions), written from 14 public documents that no evaluation set uses "
+        "(`retrieval/eval/reader_data/SOURCES.md`, sha256 per file): two FAA airman-certification "
+        "documents and twelve Debian documentation PDFs. Negatives are the other sentences of the "
+        "answer's page that share most words with the question and the best-sharing sentences of the "
+        "pages a BM25 search ranks next; near misses contribute negatives only.",
+        f"- **Training run**: {t.get('pairs', '?')} pairs ({t.get('fit_pairs', '?')} fitted, "
+        f"{t.get('valid_pairs', '?')} held out by question), {t.get('epochs', '?')} epoch(s), batch "
+        f"{t.get('batch_size', '?')}, peak lr {t.get('lr', '?')}, seed {t.get('seed', '?')}, word-piece table "
+        f"{'frozen' if t.get('freeze_embeddings') else 'trained'}; {t.get('train_seconds', '?')} s on 2 CPU cores.",
+        f"- **Held-out training questions** (documents seen in training, questions not): positive ranked first "
+        f"{(t.get('valid_torch_fp32') or {}).get('top1_share', '?')} (fp32) / "
+        f"{(t.get('valid_onnx_int8') or {}).get('top1_share', '?')} (int8); int8 vs fp32 logit correlation "
+        f"{t.get('int8_vs_fp32_pearson', '?')}.",
+        "- **Reproduce**: `retrieval/eval/reader_data/fetch.sh DIR && chapterverse eval train-reader DIR` "
+        "(`results/reader_training.json` records the command, the data split and each document's sha256).",
+    ]
+    if figures:
+        lines += ["", "## Measured", ""] + [f"- {k}: {v}" for k, v in figures.items()]
+    lines += ["", "## Limits", "",
+              "English technical prose only; trained on 14 documents, so unfamiliar layouts (forms, dense "
+              "tables) are read worse. It judges one sentence at a time: an answer spread over several "
+              "sentences is found only through the neighbours the answerer quotes with it."]
+    return "\n".join(lines) + "\n"
 
 
 def _reader_scores(reader: Reader, pairs: Sequence) -> np.ndarray:
