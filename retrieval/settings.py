@@ -10,7 +10,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -126,6 +126,17 @@ class Settings(BaseSettings):
         default=None, ge=1, description="Pooled database connections per process (retrieval.pool); unset: 4, "
         "and for the bot 2 per answer worker + 6 (each search runs two queries at once).")
 
+
+    @field_validator("gemini_api_key", "slack_bot_token", "slack_app_token", "slack_client_secret",
+                     "database_url", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        """``GEMINI_API_KEY=`` (set but empty, as a template .env leaves it) means not set."""
+        if isinstance(value, str) and not value.strip():
+            return None
+        if isinstance(value, SecretStr) and not value.get_secret_value().strip():
+            return None
+        return value
 
     @property
     def max_file_bytes(self) -> int:
