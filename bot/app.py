@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt import Ack, App, BoltContext, Respond
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.errors import SlackApiError
 
 from bot import render, slack, urls
@@ -62,12 +63,23 @@ def refusal_for_outsiders(settings: Settings) -> str:
             "Please ask one of them; you can still ask me anything about the documents.")
 
 
+class _NotNews(logging.Filter):
+    """Bolt reads SLACK_BOT_TOKEN from the environment itself and warns that it goes unused because a
+    client is given; that client carries the same token, so the warning is noise at every start."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
 def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) -> App:
     """``auth``: extra ``App`` arguments for multi-workspace mode (installation store, OAuth
     settings); without them the app uses the single bot token's client."""
     client = make_client(bot.settings, None) if auth else bot.clients.for_team("")
+    logger = logger or logging.getLogger("slack_bolt")
+    if not any(isinstance(f, _NotNews) for f in logger.filters):
+        logger.addFilter(_NotNews())
     app = App(client=client, process_before_response=False, ignoring_self_events_enabled=True,
-              logger=logger or logging.getLogger("slack_bolt"), **auth)
+              logger=logger, **auth)
 
     def question(event: dict[str, Any], context: BoltContext) -> Question:
         ts = str(event["ts"])
