@@ -229,6 +229,11 @@ def run(settings: Settings) -> None:
 
     store = Store(settings)
     prepare_database(store)
+    if me.get("team_id") and me.get("url"):
+        try:
+            store.remember_workspace(str(me["team_id"]), str(me.get("team") or ""), str(me["url"]))
+        except DatabaseError as exc:
+            log.info("workspace address not recorded (%s); digest links will open the channel", exc)
     installations = PostgresInstallationStore(store) if bot_token is None else None
     clients = Clients(settings, token=bot_token, installations=installations)
     queue = JobQueue(store, settings.job_queue_limit)

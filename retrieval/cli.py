@@ -339,6 +339,35 @@ def search(
     typer.echo(f"reranker: {res.reranker} · {res.timings_ms.get('total', 0):.0f} ms")
 
 
+@app.command()
+def digest(
+    since: Annotated[str, typer.Option(help="How far back: a duration (7d, 12h, 2w, 90m) or a date (2026-12-01).")] = "7d",
+    collection: Annotated[str | None, typer.Option(help="Only questions that searched this collection.")] = None,
+    workspace: Annotated[str | None, typer.Option(help="Only this Slack workspace (team id).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """What readers could not get answered in Slack: refused questions and 👎-voted answers, grouped by
+    the nearest document, with counts and links to the threads."""
+    from bot.digest import BadSince, as_text, digest as build_digest, parse_since  # noqa: PLC0415
+    from retrieval import db  # noqa: PLC0415
+
+    try:
+        start = parse_since(since)
+    except BadSince as exc:
+        _bad_input(str(exc))
+    settings = _settings()
+    _ready(settings)
+    try:
+        with db.connection(settings) as conn:
+            result = build_digest(conn, start, collection=collection, workspace=workspace)
+    except DatabaseError as exc:
+        _fail(str(exc))
+    if json_out:
+        _emit(result)
+    else:
+        typer.echo(as_text(result))
+
+
 @db_app.command("status")
 def db_status(json_out: JsonOpt = False) -> None:
     """Where the index lives, its schema version and embedding model."""
