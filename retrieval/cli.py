@@ -10,7 +10,7 @@ import resource
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -198,13 +198,16 @@ def ingest(
     inputs: Annotated[list[str], typer.Argument(help="PDF files, directories of PDFs, or http(s) URLs.")],
     collection: Annotated[str | None, typer.Option(help="Collection to add to (default: CHAPTERVERSE_DEFAULT_COLLECTION).")] = None,
     json_out: JsonOpt = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or progress lines.")] = False,
 ) -> None:
     """Add PDFs to the index. Same bytes again: no-op. Same name, new bytes: replaces atomically.
 
     One bad input does not stop the others; the exit status is 1 if any input failed.
+    On a terminal progress bars show how far it is; otherwise (a pipe, a log) a line on stderr every
+    CHAPTERVERSE_PROGRESS_INTERVAL_S seconds (30) names the document, pages read and the step.
     """
     from ingest.pipeline import ingest_source  # noqa: PLC0415  (loads PyMuPDF)
+    from ingest.progress import ProgressLog  # noqa: PLC0415
     from retrieval.embed import get_embedder  # noqa: PLC0415
 
     settings = _settings()
@@ -217,10 +220,16 @@ def ingest(
     limit = settings.max_file_bytes
     results: list[dict] = []
     failed = 0
+    lines = not quiet and not sys.stderr.isatty()  # progress lines where no bar can be seen
     for arg in expand(inputs):
         try:
-            src = load(arg, limit, settings.download_timeout_s)
-            res = ingest_source(settings, embedder, src, coll, quiet=quiet or json_out)
+            with ProgressLog(arg, settings.progress_interval_s) if lines else nullcontext() as progress:
+                if progress:
+                    progress.begin("downloading" if arg.startswith(("http://", "https://")) else "opening")
+                src = load(arg, limit, settings.download_timeout_s)
+                if progress:
+                    progress.document(src.name)
+                res = ingest_source(settings, embedder, src, coll, quiet=quiet or json_out, progress=progress)
             results.append(res.as_dict())
             if not json_out:
                 if res.status == "unchanged":

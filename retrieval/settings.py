@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     chunk_tokens: int = Field(default=200, ge=32, description="Word-piece budget per chunk.")
     chunk_overlap_tokens: int = Field(default=40, ge=0)
     default_collection: str = "default"
+    progress_interval_s: float = Field(
+        default=30.0, gt=0, description="Off a terminal, `chapterverse ingest` writes where it is to stderr this "
+        "often (seconds).")
     file_base_url: str | None = Field(
         default=None,
         description="Base URL under which ingested files are served; citations link to "
