@@ -14,12 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt import Ack, App, BoltContext, Respond
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.errors import SlackApiError
 
 from bot import render, slack, urls
 from bot.slack import make_client
 from bot.answer import Answering, Question, strip_mentions
 from bot.clients import Clients
+from bot.digest import BadSince, parse_since
+from bot.digest import as_mrkdwn as digest_mrkdwn
+from bot.digest import digest as build_digest
 from bot.jobs import Jobs, Requester, ephemeral_reporter
 from bot.scope import admins, may_change_documents, scope_for
 from bot.store import Store
@@ -62,12 +66,37 @@ def refusal_for_outsiders(settings: Settings) -> str:
             "Please ask one of them; you can still ask me anything about the documents.")
 
 
+class _NotNews(logging.Filter):
+    """Bolt reads SLACK_BOT_TOKEN from the environment itself and warns that it goes unused because a
+    client is given; that client carries the same token, so the warning is noise at every start."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+def digest_refusal(settings: Settings, user_id: str) -> str | None:
+    """The digest shows questions from every channel of the workspace, private channels and DMs
+    included: only the admins listed in CHAPTERVERSE_SLACK_ADMINS may see it (none listed: nobody)."""
+    allowed = admins(settings)
+    if not allowed:
+        return ("The digest lists questions from every channel, DMs included, so only admins may see it, and "
+                "none are set: list their Slack user ids in CHAPTERVERSE_SLACK_ADMINS (or run "
+                "`chapterverse digest` on the server).")
+    if user_id not in allowed:
+        return (f"Sorry, only the admins ({', '.join(f'<@{u}>' for u in sorted(allowed))}) can see the digest: it "
+                "lists questions from every channel, DMs included.")
+    return None
+
+
 def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) -> App:
     """``auth``: extra ``App`` arguments for multi-workspace mode (installation store, OAuth
     settings); without them the app uses the single bot token's client."""
     client = make_client(bot.settings, None) if auth else bot.clients.for_team("")
+    logger = logger or logging.getLogger("slack_bolt")
+    if not any(isinstance(f, _NotNews) for f in logger.filters):
+        logger.addFilter(_NotNews())
     app = App(client=client, process_before_response=False, ignoring_self_events_enabled=True,
-              logger=logger or logging.getLogger("slack_bolt"), **auth)
+              logger=logger, **auth)
 
     def question(event: dict[str, Any], context: BoltContext) -> Question:
         ts = str(event["ts"])
@@ -177,10 +206,30 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
         elif verb == "list":
             ack()
             bot.quick.submit(bot.jobs.list_documents, who, report)
+        elif verb == "digest":
+            why = digest_refusal(bot.settings, who.user)
+            if why:
+                ack(why)
+                return
+            try:
+                start = parse_since(arg or "7d")
+            except BadSince as exc:
+                ack(f"{exc}. Usage: `/chapterverse digest [7d]`.")
+                return
+            ack()
+            bot.quick.submit(send_digest, who, start, report)
         elif verb == "help":
             ack(render.HELP)
         else:
             ack(f"I don't know `{verb}`.\n{render.HELP}")
+
+    def send_digest(who: Requester, start: Any, report: Any) -> None:
+        try:
+            found = bot.store.run(lambda conn: build_digest(conn, start, workspace=who.team))
+        except DatabaseError as exc:
+            report(f":x: Could not build the digest: {exc}. Please try again later.")
+            return
+        report(digest_mrkdwn(found))
 
     def on_feedback(ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext) -> None:
         ack()

@@ -8,17 +8,22 @@ atexit hook on the way out).
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.error import URLError
 
 from slack_bolt import App
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.error import BoltError
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 
 from bot.answer import Answering, default_ask
 from bot.app import Bot, build_app
@@ -30,6 +35,7 @@ from bot.queue import JobQueue
 from bot.runner import JobRunner
 from bot.slack import RedactTokens
 from bot.store import Store
+from bot.urls import shown
 from bot.workers import WorkerPool
 from retrieval.db import DatabaseError
 from retrieval.logs import quiet_libraries
@@ -82,6 +88,55 @@ def tokens(settings: Settings) -> tuple[str | None, str]:
     return (None if multi else bot_token), app_token
 
 
+CHECK_TIMEOUT_S = 10  # how long the start-up check waits for Slack
+# Slack's answers that mean "this token is not (or no longer) good": the operator must fix it
+TOKEN_REJECTED = {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired",
+                  "not_allowed_token_type", "invalid_token", "no_permission", "missing_scope", "team_access_not_granted",
+                  "ekm_access_denied", "org_login_required"}
+
+
+def unreachable(settings: Settings, exc: BaseException) -> ConfigError:
+    """ "could not reach Slack at <url> (<reason>)": the reason as the OS or server put it, no traceback."""
+    reason: object = exc.reason if isinstance(exc, URLError) else exc
+    if isinstance(reason, OSError) and reason.strerror:
+        text = reason.strerror
+    else:
+        text = str(reason).splitlines()[0] if str(reason) else type(reason).__name__
+    return ConfigError(f"could not reach Slack at {shown(settings.slack_api_url)} ({text})")
+
+
+def check_slack(settings: Settings, bot_token: str | None) -> dict[str, Any]:
+    """Before anything else starts (database, models): can Slack be reached at SLACK_API_URL, and does it
+    accept SLACK_BOT_TOKEN? One call (``auth.test``; ``api.test`` in multi-workspace mode, which has no
+    bot token of its own), no retries, the SDK's own error logging silenced: a problem is one
+    ConfigError line ("could not reach Slack at …", "Slack rejected SLACK_BOT_TOKEN (invalid_auth)").
+    Returns auth.test's answer (team id, workspace URL) or {}."""
+    quiet = logging.getLogger("bot.slack_check")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    base = settings.slack_api_url if settings.slack_api_url.endswith("/") else settings.slack_api_url + "/"
+    client = WebClient(token=bot_token, base_url=base, timeout=CHECK_TIMEOUT_S, logger=quiet, retry_handlers=[])
+    try:
+        resp = client.auth_test() if bot_token else client.api_test()
+    except SlackApiError as exc:
+        data = exc.response.data
+        # Slack's error codes are identifiers ("invalid_auth"); the SDK puts "Received a response in a
+        # non-JSON format: <the page>" there when the server is some other web server
+        if not isinstance(data, dict) or not re.fullmatch(r"[a-z0-9_.]+", str(data.get("error") or "")):
+            raise ConfigError(f"could not reach Slack at {shown(settings.slack_api_url)} (HTTP "
+                              f"{exc.response.status_code}, not a Slack Web API answer; check SLACK_API_URL)") from None
+        code = str(data["error"])
+        if bot_token and code in TOKEN_REJECTED:
+            raise ConfigError(f"Slack rejected SLACK_BOT_TOKEN ({code})") from None
+        raise ConfigError(f"Slack at {shown(settings.slack_api_url)} answered with an error ({code})") from None
+    except (URLError, OSError) as exc:
+        raise unreachable(settings, exc) from None
+    except Exception as exc:  # noqa: BLE001  (not JSON: the URL is not a Slack Web API)
+        raise ConfigError(f"could not reach Slack at {shown(settings.slack_api_url)} (the answer is not from the "
+                          f"Slack Web API: {type(exc).__name__}); check SLACK_API_URL") from None
+    return dict(resp.data) if isinstance(resp.data, dict) else {}
+
+
 def prepare_database(store: Store) -> None:
     try:
         store.ensure_ready()
@@ -90,26 +145,54 @@ def prepare_database(store: Store) -> None:
 
 
 def build_bolt(bot: Bot, stop: threading.Event, auth: dict[str, Any]) -> App | None:
-    """Bolt checks the token with auth.test on start; keep trying while Slack is unreachable."""
+    """Bolt checks the token with auth.test on start (``check_slack`` just did, so a failure here is
+    Slack going away in between); keep trying while Slack is unreachable."""
     delay = 1.0
     while not stop.is_set():
         try:
             return build_app(bot, **auth)
-        except BoltError as exc:
-            log.error("cannot start the Slack app (%s); retrying in %.0f s", exc, delay)
+        except (BoltError, URLError, OSError) as exc:
+            log.error("cannot start the Slack app (%s); retrying in %.0f s", str(exc).splitlines()[0], delay)
             stop.wait(delay)
             delay = min(delay * 2, 30.0)
     return None
 
 
+class _WssUrlFailure(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Failed to retrieve WSS URL")
+
+
+@contextmanager
+def _said_by_us(logger: logging.Logger) -> Iterator[None]:
+    """While ``connect`` opens the first connection, the Socket Mode client's own multi-line error for a
+    failed ``apps.connections.open`` is left out: ``connect`` reports it in one line (or exits)."""
+    quiet = _WssUrlFailure()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 def connect(handler: SocketModeHandler, stop: threading.Event) -> None:
-    """First connection; later reconnects are the Socket Mode client's own (ping/pong watchdog)."""
+    """First connection; later reconnects are the Socket Mode client's own (ping/pong watchdog). An
+    app-level token Slack rejects is a ConfigError (exit 2), not something to retry."""
     delay = 1.0
     while not stop.is_set():
         try:
-            handler.connect()
+            with _said_by_us(handler.client.logger):
+                handler.connect()
             return
-        except Exception as exc:  # noqa: BLE001  (SlackApiError, connection refused, ...)
+        except SlackApiError as exc:
+            code = str(exc.response.get("error") or "")
+            if code in TOKEN_REJECTED:
+                raise ConfigError(f"Slack rejected SLACK_APP_TOKEN ({code}); it must be an app-level token "
+                                  "with connections:write, and Socket Mode must be on") from None
+            log.error("cannot open the Socket Mode connection (%s); retrying in %.0f s", code, delay)
+            stop.wait(delay)
+            delay = min(delay * 2, 30.0)
+        except Exception as exc:  # noqa: BLE001  (connection refused, ...)
             log.error("cannot open the Socket Mode connection (%s); retrying in %.0f s", type(exc).__name__, delay)
             stop.wait(delay)
             delay = min(delay * 2, 30.0)
@@ -133,12 +216,24 @@ def warm_up(settings: Settings) -> None:
 
 def run(settings: Settings) -> None:
     bot_token, app_token = tokens(settings)
+    me = check_slack(settings, bot_token)
+    if me.get("team_id"):
+        from bot.scope import workspace_collection  # noqa: PLC0415
+
+        log.info("Slack accepted the bot token: workspace %s (%s), bot user %s; questions search the collection "
+                 "%r", me.get("team") or "?", me["team_id"], me.get("user") or me.get("user_id") or "?",
+                 workspace_collection(settings, str(me["team_id"])))
     if settings.db_pool_size is None:  # one pool for searches and bot state, sized to the workers
         settings = settings.model_copy(update={"db_pool_size": 2 * settings.slack_workers + 6})
     stop = stop_on_signals()
 
     store = Store(settings)
     prepare_database(store)
+    if me.get("team_id") and me.get("url"):
+        try:
+            store.remember_workspace(str(me["team_id"]), str(me.get("team") or ""), str(me["url"]))
+        except DatabaseError as exc:
+            log.info("workspace address not recorded (%s); digest links will open the channel", exc)
     installations = PostgresInstallationStore(store) if bot_token is None else None
     clients = Clients(settings, token=bot_token, installations=installations)
     queue = JobQueue(store, settings.job_queue_limit)
@@ -158,10 +253,10 @@ def run(settings: Settings) -> None:
     handler = SocketModeHandler(app, app_token=app_token, ping_interval=settings.slack_ping_interval_s)
     warming = threading.Thread(target=warm_up, args=(settings,), name="warm-up", daemon=True)
     warming.start()
-    connect(handler, stop)
-    log.info("connected to Slack over Socket Mode (%s); waiting for mentions",
-             "multi-workspace" if installations else "one workspace")
     try:
+        connect(handler, stop)
+        log.info("connected to Slack over Socket Mode (%s); waiting for mentions",
+                 "multi-workspace" if installations else "one workspace")
         while not stop.wait(1.0):
             pass
     finally:

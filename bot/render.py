@@ -297,5 +297,6 @@ HELP = (
     "• `/chapterverse ingest <url>` — add a PDF from a link (or share a PDF with me in a mention)\n"
     "• `/chapterverse list` — documents this channel searches\n"
     "• `/chapterverse remove <name>` — remove a document\n"
+    "• `/chapterverse digest [7d]` — (admins) questions I could not answer and 👎 answers, by document\n"
     "• `/chapterverse help` — this message"
 )

@@ -123,6 +123,13 @@ class Store:
             conn.execute("UPDATE bot_turns SET reply_ts = %s WHERE workspace = %s AND id = %s",
                          (reply_ts, workspace, turn_id))
 
+    def remember_workspace(self, workspace: str, name: str, url: str) -> None:
+        """The workspace's web address (auth.test's ``url``), for links in ``bot.digest``."""
+        with self._conn() as conn:
+            conn.execute("INSERT INTO bot_workspaces (workspace, name, url) VALUES (%s, %s, %s) "
+                         "ON CONFLICT (workspace) DO UPDATE SET name = EXCLUDED.name, url = EXCLUDED.url, "
+                         "seen_at = now()", (workspace, name, url))
+
     # ------------------------------------------------------------------ feedback
     def record_feedback(self, workspace: str, turn_id: int, user_id: str, rating: int) -> bool:
         """Record (or change) a person's vote on an answer; False if the answer is unknown."""

@@ -18,7 +18,7 @@ import threading
 from bot.clients import Clients
 from bot.installations import PostgresInstallationStore
 from bot.jobs import Jobs
-from bot.main import ConfigError, exit_status, prepare_database, setup_logging, stop_on_signals
+from bot.main import ConfigError, check_slack, exit_status, prepare_database, setup_logging, stop_on_signals
 from bot.oauth import multi_workspace
 from bot.queue import JobQueue
 from bot.runner import JobRunner
@@ -34,6 +34,7 @@ def run(settings: Settings, stop: threading.Event) -> None:
     if not token and not multi:
         raise ConfigError("SLACK_BOT_TOKEN must be set (the worker reports progress in Slack and downloads "
                           "shared files), or SLACK_CLIENT_ID/SLACK_CLIENT_SECRET for several workspaces")
+    check_slack(settings, None if multi else token)  # "could not reach Slack …", "Slack rejected …": exit 2
     store = Store(settings)
     prepare_database(store)
     if multi:

@@ -13,6 +13,7 @@ from tqdm import tqdm
 from ingest import store
 from ingest.chunk import Chunk, chunk_pages
 from ingest.pdf import Page, document_title, extract
+from ingest.progress import ProgressLog
 from ingest.sources import InputError, Source
 from retrieval import db, index
 from retrieval.embed import Embedder
@@ -56,11 +57,11 @@ def open_pdf(src: Source) -> pymupdf.Document:
     return doc
 
 
-def extract_pages(src: Source, doc: pymupdf.Document, quiet: bool) -> list[Page]:
+def extract_pages(src: Source, doc: pymupdf.Document, quiet: bool, progress: ProgressLog | None = None) -> list[Page]:
     bar = tqdm(range(doc.page_count), desc=f"{src.name}: pages", unit="page", disable=None if not quiet else True,
                leave=False)
     try:
-        pages = extract(doc, bar)
+        pages = extract(doc, progress.pages(doc.page_count, bar) if progress else bar)
     except Exception as exc:  # noqa: BLE001
         raise InputError(f"{src.origin}: corrupt or unreadable PDF ({str(exc).splitlines()[0]})") from exc
     finally:
@@ -84,9 +85,17 @@ def indexed_text(chunk: Chunk, title: str, embedder: Embedder) -> str:
     raise AssertionError("unreachable")
 
 
+def _counting(bar: tqdm, progress: ProgressLog | None) -> Callable[[int], object]:
+    if progress is None:
+        return bar.update
+    return lambda n: (bar.update(n), progress.advance(n))
+
+
 def ingest_source(settings: Settings, embedder: Embedder, src: Source, collection: str,
-                  quiet: bool = False, on_progress: Callable[[str], None] | None = None) -> IngestResult:
-    """Ingest one PDF. Raises InputError (bad input, nothing stored) or db errors."""
+                  quiet: bool = False, on_progress: Callable[[str], None] | None = None,
+                  progress: ProgressLog | None = None) -> IngestResult:
+    """Ingest one PDF. Raises InputError (bad input, nothing stored) or db errors. ``progress``: where
+    the work is, for the lines a ``ProgressLog`` writes off a terminal."""
     t0 = time.perf_counter()
     with db.connection(settings) as conn:
         index.ensure_model(conn, embedder.name, embedder.dim)
@@ -97,29 +106,39 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
                             seconds=time.perf_counter() - t0)
     doc = open_pdf(src)
     try:
-        pages = extract_pages(src, doc, quiet)
+        pages = extract_pages(src, doc, quiet, progress)
         title = document_title(doc, src.name)
     finally:
         doc.close()
     if on_progress:
         on_progress(f"{src.name}: {len(pages)} pages extracted")
+    if progress:
+        progress.begin("splitting into passages")
     chunks = chunk_pages(pages, embedder.count_tokens, settings.chunk_tokens, settings.chunk_overlap_tokens)
     texts = [indexed_text(c, title, embedder) for c in chunks]
     bar = tqdm(total=len(texts), desc=f"{src.name}: embedding", unit="chunk",
                disable=None if not quiet else True, leave=False)
+    if progress:
+        progress.begin("embedding passages", len(texts))
     try:
-        vectors = embedder.embed(texts, on_batch=bar.update)
+        vectors = embedder.embed(texts, on_batch=_counting(bar, progress))
     finally:
         bar.close()
     windows = [windows_of(c.context, c.text) for c in chunks]
-    bar = tqdm(total=len({w for ws in windows for w in ws}), desc=f"{src.name}: sentences", unit="sentence",
+    distinct = len({w for ws in windows for w in ws})
+    bar = tqdm(total=distinct, desc=f"{src.name}: sentences", unit="sentence",
                disable=None if not quiet else True, leave=False)
+    if progress:
+        progress.begin("embedding sentences", distinct)
     try:
-        sentence_vectors = embed_windows(windows, lambda ws: embedder.embed(ws, batch_size=64, on_batch=bar.update))
+        sentence_vectors = embed_windows(windows, lambda ws: embedder.embed(ws, batch_size=64,
+                                                                           on_batch=_counting(bar, progress)))
     finally:
         bar.close()
     if on_progress:
         on_progress(f"{src.name}: {len(chunks)} chunks embedded")
+    if progress:
+        progress.begin(f"writing {len(chunks):,} passages to the database")
     with db.connection(settings) as conn:
         _, replaced = store.write_document(
             conn, collection=collection, name=src.name, sha256=src.sha256, source=src.origin, url=src.url,

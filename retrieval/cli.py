@@ -10,7 +10,7 @@ import resource
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +20,7 @@ sys.modules.setdefault("pymupdf.layout", None)  # type: ignore[arg-type]
 os.environ.setdefault("PYMUPDF_SUGGEST_LAYOUT_ANALYZER", "0")
 
 import typer  # noqa: E402
+from typer.core import TyperGroup  # noqa: E402
 
 from ingest.sources import InputError, expand, load  # noqa: E402
 from retrieval.db import DatabaseError  # noqa: E402
@@ -27,9 +28,42 @@ from retrieval.embed import ModelError  # noqa: E402
 from retrieval.logs import quiet_libraries  # noqa: E402
 from retrieval.settings import Settings, get_settings  # noqa: E402
 
+EXIT_OK, EXIT_BAD_INPUT, EXIT_CONFIG = 0, 1, 2
+EXIT_STATUSES = (
+    "Exit status: 0 answered or refused (a refusal is an answer; also when the index cannot be reached, "
+    "which the reason says); 1 bad input (an empty question or query, a missing argument, a bad option); "
+    "2 misconfiguration (--answerer gemini without GEMINI_API_KEY, a --collection that does not exist, an "
+    "embedding model that cannot load or does not match the index). Errors are one line on stderr; "
+    "nothing is printed on stdout then, not even with --json.")
+
+
+# click's UsageError (typer vendors click, so it is found through typer's own BadParameter)
+_UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+class _Commands(TyperGroup):
+    """Usage errors (missing argument, unknown option, bad value) exit 1, "bad input", not click's 2:
+    exit status 2 means misconfiguration here (``EXIT_STATUSES``)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except _UsageError as exc:
+            exc.exit_code = EXIT_BAD_INPUT
+            raise
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _UsageError as exc:
+            exc.exit_code = EXIT_BAD_INPUT
+            raise
+
+
 app = typer.Typer(
+    cls=_Commands,
     help="Chapter & Verse: answers from your handbooks with verified, page-linked quotes.",
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+    epilog=EXIT_STATUSES, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 db_app = typer.Typer(help="Database housekeeping.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 eval_app = typer.Typer(help="Evaluations and benchmarks that write results/*.json.", no_args_is_help=True)
@@ -97,6 +131,50 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _bad_input(message: str) -> None:
+    _fail(message, EXIT_BAD_INPUT)
+
+
+def _check_collections(settings: Settings, wanted: list[str] | None) -> None:
+    """Exit 2 when a named collection holds no documents: "no collection 'nosuch'; collections: dev, mine"."""
+    if not wanted:
+        return
+    from retrieval import db  # noqa: PLC0415
+
+    try:
+        with db.connection(settings) as conn:
+            known = [r["collection"] for r in conn.execute(
+                "SELECT DISTINCT collection FROM documents ORDER BY collection").fetchall()]
+    except DatabaseError as exc:
+        _fail(str(exc))
+    missing = [c for c in dict.fromkeys(wanted) if c not in known]
+    if missing:
+        have = ", ".join(known) if known else "none yet (add documents with `chapterverse ingest`)"
+        _fail(f"no collection {', '.join(repr(c) for c in missing)}; collections: {have}")
+
+
+def _check_answerer(settings: Settings, name: str | None) -> None:
+    """An unknown answerer is bad input (exit 1); Gemini asked for without a key is misconfiguration (2)."""
+    if name is None:
+        return
+    if name not in ("gemini", "extractive"):
+        _bad_input(f"unknown answerer {name!r}; use gemini or extractive")
+    if name == "gemini" and settings.gemini_api_key is None:
+        _fail("--answerer gemini needs GEMINI_API_KEY (or leave --answerer out to use the extractive answerer)")
+
+
+def _require_model(settings: Settings) -> None:
+    """Load the embedding model and check it is the one the index was built with; exit 2 if not."""
+    from retrieval.embed import get_embedder  # noqa: PLC0415
+    from retrieval.search import check_model  # noqa: PLC0415
+
+    with _timed("model_load"):
+        try:
+            check_model(settings, get_embedder(settings.embedding_model))
+        except (ModelError, DatabaseError) as exc:
+            _fail(str(exc))
+
+
 def _settings() -> Settings:
     try:
         return get_settings()
@@ -115,29 +193,21 @@ def _ready(settings: Settings) -> None:
         _fail(str(exc))
 
 
-def _load_model(settings: Settings) -> None:
-    """Load the embedding model now (timed on its own); a failure is reported by the command."""
-    from retrieval.embed import get_embedder  # noqa: PLC0415
-
-    with _timed("model_load"):
-        try:
-            get_embedder(settings.embedding_model)
-        except ModelError:
-            pass
-
-
 @app.command()
 def ingest(
     inputs: Annotated[list[str], typer.Argument(help="PDF files, directories of PDFs, or http(s) URLs.")],
     collection: Annotated[str | None, typer.Option(help="Collection to add to (default: CHAPTERVERSE_DEFAULT_COLLECTION).")] = None,
     json_out: JsonOpt = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or progress lines.")] = False,
 ) -> None:
     """Add PDFs to the index. Same bytes again: no-op. Same name, new bytes: replaces atomically.
 
     One bad input does not stop the others; the exit status is 1 if any input failed.
+    On a terminal progress bars show how far it is; otherwise (a pipe, a log) a line on stderr every
+    CHAPTERVERSE_PROGRESS_INTERVAL_S seconds (30) names the document, pages read and the step.
     """
     from ingest.pipeline import ingest_source  # noqa: PLC0415  (loads PyMuPDF)
+    from ingest.progress import ProgressLog  # noqa: PLC0415
     from retrieval.embed import get_embedder  # noqa: PLC0415
 
     settings = _settings()
@@ -150,10 +220,16 @@ def ingest(
     limit = settings.max_file_bytes
     results: list[dict] = []
     failed = 0
+    lines = not quiet and not sys.stderr.isatty()  # progress lines where no bar can be seen
     for arg in expand(inputs):
         try:
-            src = load(arg, limit, settings.download_timeout_s)
-            res = ingest_source(settings, embedder, src, coll, quiet=quiet or json_out)
+            with ProgressLog(arg, settings.progress_interval_s) if lines else nullcontext() as progress:
+                if progress:
+                    progress.begin("downloading" if arg.startswith(("http://", "https://")) else "opening")
+                src = load(arg, limit, settings.download_timeout_s)
+                if progress:
+                    progress.document(src.name)
+                res = ingest_source(settings, embedder, src, coll, quiet=quiet or json_out, progress=progress)
             results.append(res.as_dict())
             if not json_out:
                 if res.status == "unchanged":
@@ -230,7 +306,7 @@ def remove(
     typer.echo(f"removed {name} from {', '.join(repr(c) for c in removed)}")
 
 
-@app.command()
+@app.command(epilog=EXIT_STATUSES)
 def search(
     query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
     k: Annotated[int, typer.Option("--k", min=1, max=100, help="How many passages.")] = 5,
@@ -242,9 +318,12 @@ def search(
     with _timed("imports"):
         from retrieval.search import search as run_search  # noqa: PLC0415
 
+    if not query.strip():
+        _bad_input("the query is empty; say what to look for")
     settings = _settings()
     _ready(settings)
-    _load_model(settings)
+    _check_collections(settings, collection)
+    _require_model(settings)
     try:
         with _timed("search"):
             res = run_search(settings, query, k=k, collections=collection, documents=document)
@@ -267,6 +346,35 @@ def search(
         snippet = " ".join(p.text.split())
         typer.echo(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}\n")
     typer.echo(f"reranker: {res.reranker} · {res.timings_ms.get('total', 0):.0f} ms")
+
+
+@app.command()
+def digest(
+    since: Annotated[str, typer.Option(help="How far back: a duration (7d, 12h, 2w, 90m) or a date (2026-12-01).")] = "7d",
+    collection: Annotated[str | None, typer.Option(help="Only questions that searched this collection.")] = None,
+    workspace: Annotated[str | None, typer.Option(help="Only this Slack workspace (team id).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """What readers could not get answered in Slack: refused questions and 👎-voted answers, grouped by
+    the nearest document, with counts and links to the threads."""
+    from bot.digest import BadSince, as_text, digest as build_digest, parse_since  # noqa: PLC0415
+    from retrieval import db  # noqa: PLC0415
+
+    try:
+        start = parse_since(since)
+    except BadSince as exc:
+        _bad_input(str(exc))
+    settings = _settings()
+    _ready(settings)
+    try:
+        with db.connection(settings) as conn:
+            result = build_digest(conn, start, collection=collection, workspace=workspace)
+    except DatabaseError as exc:
+        _fail(str(exc))
+    if json_out:
+        _emit(result)
+    else:
+        typer.echo(as_text(result))
 
 
 @db_app.command("status")
@@ -405,7 +513,7 @@ def eval_latency(
     typer.echo(f"wrote {out}")
 
 
-@app.command()
+@app.command(epilog=EXIT_STATUSES)
 def ask(
     question: Annotated[str, typer.Argument(help="A question about the indexed documents.")],
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
@@ -414,23 +522,26 @@ def ask(
 ) -> None:
     """Answer QUESTION with verified, page-linked quotes, or refuse when the documents do not say.
 
-    A refusal is an answer, not an error: it is printed (as JSON with --json) and the exit status is 0,
-    also when the index is unavailable (the database is down or unreachable); the reason says so.
-    Exit status 2 is left for bad configuration."""
+    A refusal is an answer, not an error: it is printed (as JSON with --json) with exit status 0, also
+    when the index cannot be reached (the database is down); the reason says so."""
     from retrieval import db  # noqa: PLC0415
     with _timed("imports"):
         from retrieval.answer_view import as_json, as_text  # noqa: PLC0415
         from retrieval.ask import ask as run_ask  # noqa: PLC0415
         from retrieval.ask import index_unavailable  # noqa: PLC0415
 
+    if not question.strip():
+        _bad_input("the question is empty; ask something, e.g. chapterverse ask \"What is the maximum airspeed below 10,000 feet?\"")
     settings = _settings()
+    _check_answerer(settings, answerer)
     try:
         with _timed("db_start"):
             db.ready(settings)
     except DatabaseError as exc:
         result = index_unavailable(question, exc)
     else:
-        _load_model(settings)
+        _check_collections(settings, collection)
+        _require_model(settings)
         with _timed("ask"):
             result = run_ask(settings, question, collections=collection, answerer=answerer)
         _stage_ms["ask.search"] = result.timings_ms.get("search", 0.0)

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     chunk_tokens: int = Field(default=200, ge=32, description="Word-piece budget per chunk.")
     chunk_overlap_tokens: int = Field(default=40, ge=0)
     default_collection: str = "default"
+    progress_interval_s: float = Field(
+        default=30.0, gt=0, description="Off a terminal, `chapterverse ingest` writes where it is to stderr this "
+        "often (seconds).")
     file_base_url: str | None = Field(
         default=None,
         description="Base URL under which ingested files are served; citations link to "
@@ -133,6 +136,17 @@ class Settings(BaseSettings):
         default=None, ge=1, description="Pooled database connections per process (retrieval.pool); unset: 4, "
         "and for the bot 2 per answer worker + 6 (each search runs two queries at once).")
 
+
+    @field_validator("gemini_api_key", "slack_bot_token", "slack_app_token", "slack_client_secret",
+                     "database_url", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        """``GEMINI_API_KEY=`` (set but empty, as a template .env leaves it) means not set."""
+        if isinstance(value, str) and not value.strip():
+            return None
+        if isinstance(value, SecretStr) and not value.get_secret_value().strip():
+            return None
+        return value
 
     @property
     def max_file_bytes(self) -> int:

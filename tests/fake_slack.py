@@ -187,6 +187,8 @@ class FakeSlack:
             self.calls.append(Call(method, params, time.time(), team=self.tokens.get(token)))
         if method == "apps.connections.open":
             authorized = token == APP_TOKEN
+        elif method == "api.test":
+            authorized = True  # Slack's api.test needs no token
         else:
             authorized = token in self.tokens or method == "oauth.v2.access"  # that one uses the client secret
         if not authorized:
@@ -224,6 +226,9 @@ class FakeSlack:
         return {"ok": True, "app_id": "A0FAKE", "authed_user": {"id": "U0INSTALLER"}, "scope": "chat:write",
                 "token_type": "bot", "access_token": token, "bot_user_id": self.bot_user_id,
                 "team": {"id": team, "name": f"Team {team}"}, "enterprise": None, "is_enterprise_install": False}
+
+    def _m_api_test(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "args": {k: v for k, v in p.items() if k != "token"}}
 
     def _m_auth_test(self, p: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "url": "https://fake.slack.test/", "team": "Fake", "user": "chapterverse",

@@ -26,7 +26,8 @@ from retrieval.settings import Settings
 from tests.conftest import scratch_database
 
 BY_COLLECTION = {"documents", "pages", "chunks", "chunk_sentences", "document_lexemes"}
-BY_WORKSPACE = {"bot_threads", "bot_turns", "bot_feedback", "bot_events", "bot_jobs", "slack_installations"}
+BY_WORKSPACE = {"bot_threads", "bot_turns", "bot_feedback", "bot_events", "bot_jobs", "slack_installations",
+                "bot_workspaces"}
 REFERENCE = {"embedding_model"}
 MIGRATION_BOOKKEEPING = {"_yoyo_log", "_yoyo_migration", "_yoyo_version", "yoyo_lock"}
 

@@ -1,0 +1,236 @@
+"""What readers could not get answered: refused questions and 👎-voted answers from Slack, grouped by
+the document that came nearest, with counts and links to the threads (`chapterverse digest`,
+`/chapterverse digest`).
+
+Read from what the bot already stores (``bot.store``): ``bot_turns`` (every question, its answer or
+refusal, the full ``Answer`` as JSON) and ``bot_feedback`` (one vote per person per answer).
+
+- A **refused** question counts when it was asked inside the window. Its document is where the
+  answerer found its best, not good enough, evidence (``best_evidence``), else the first of the
+  nearest passages listed with the refusal; a refusal that listed nothing goes under "no document".
+- A **👎 answer** is an answer (not a refusal) whose current votes include a 👎 cast inside the
+  window (a vote changed back to 👍 no longer counts). Its document is its first quote's.
+- Refusals caused by a failure (the index unavailable, an error while answering) say nothing about
+  the documents: they are counted apart, under ``errors``.
+
+Links: with the workspace's address known (``bot_workspaces``, recorded by the bot at start), each
+item links to the question's message in its thread (``https://acme.slack.com/archives/C…/p…``);
+otherwise to the channel (``https://slack.com/app_redirect?team=…&channel=…``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+# How ask() words a refusal that is a failure, not an answer (retrieval/ask.py)
+ERROR_REASONS = ("The index is unavailable", "Something went wrong while answering", "The answerer is unavailable",
+                 "The search model is unavailable", "The question is empty")
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(m|min|h|d|w)\s*", re.IGNORECASE)
+_UNITS = {"m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+SLACK_CHANNEL_LINK = "https://slack.com/app_redirect?team={team}&channel={channel}"
+
+QUERY = """
+SELECT t.workspace, t.id, t.channel, t.thread_ts, t.message_ts, t.user_id, t.question, t.answer, t.refusal,
+       t.collections, t.created_at, t.result, w.url AS workspace_url,
+       coalesce(v.down, 0) AS downvotes, coalesce(v.up, 0) AS upvotes, v.last_down
+FROM bot_turns t
+LEFT JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE f.rating < 0) AS down, count(*) FILTER (WHERE f.rating > 0) AS up,
+           max(f.updated_at) FILTER (WHERE f.rating < 0) AS last_down
+    FROM bot_feedback f WHERE f.workspace = t.workspace AND f.turn_id = t.id) v ON true
+LEFT JOIN bot_workspaces w ON w.workspace = t.workspace
+WHERE ((t.refusal AND t.created_at >= %(since)s) OR (NOT t.refusal AND v.last_down >= %(since)s))
+  AND (%(collection)s::text IS NULL OR %(collection)s = ANY(t.collections))
+  AND (%(workspace)s::text IS NULL OR t.workspace = %(workspace)s)
+ORDER BY t.created_at, t.id
+"""
+
+
+class BadSince(ValueError):
+    """--since that is neither a duration (7d, 12h, 2w, 30m) nor a date."""
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """"7d", "12h", "2w", "90m" back from now, or an ISO date/time ("2026-12-01", UTC unless it says)."""
+    now = now or datetime.now(UTC)
+    m = _DURATION.fullmatch(text)
+    if m:
+        return now - timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2).lower()])
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise BadSince(f"--since {text!r}: use a duration (7d, 12h, 2w, 90m) or a date (2026-12-01)") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def thread_link(team: str, channel: str, thread_ts: str, message_ts: str, workspace_url: str | None) -> tuple[str, str]:
+    """(link, what it opens: "thread" or "channel")."""
+    if workspace_url:
+        base = workspace_url if workspace_url.endswith("/") else workspace_url + "/"
+        link = f"{base}archives/{channel}/p{message_ts.replace('.', '')}"
+        if message_ts != thread_ts:
+            link += f"?thread_ts={thread_ts}&cid={channel}"
+        return link, "thread"
+    return SLACK_CHANNEL_LINK.format(team=team, channel=channel), "channel"
+
+
+def _nearest(result: dict[str, Any], refusal: bool) -> dict[str, Any] | None:
+    """{document, page, page_label} the item is grouped under, or None."""
+    if refusal:
+        best = result.get("best_evidence")
+        if best and best.get("document"):
+            label = next((n.get("page_label") for n in result.get("nearest") or []
+                          if n.get("document") == best["document"] and n.get("page") == best.get("page")), None)
+            return {"document": best["document"], "page": best.get("page"), "page_label": label}
+        near = result.get("nearest") or []
+        return ({"document": near[0]["document"], "page": near[0].get("page"), "page_label": near[0].get("page_label")}
+                if near else None)
+    cites = result.get("citations") or []
+    return ({"document": cites[0]["document"], "page": cites[0].get("page"), "page_label": cites[0].get("page_label")}
+            if cites else None)
+
+
+@dataclass
+class Group:
+    document: str | None
+    title: str | None = None
+    refused: int = 0
+    downvoted: int = 0
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"document": self.document, "title": self.title, "refused": self.refused,
+                "downvoted": self.downvoted, "items": self.items}
+
+
+def _titles(conn: psycopg.Connection, names: Sequence[str]) -> dict[str, str]:
+    rows = conn.execute("SELECT DISTINCT ON (name) name, title FROM documents WHERE name = ANY(%s) "
+                        "ORDER BY name, ingested_at DESC", [list(names)]).fetchall()
+    return {r["name"]: r["title"] for r in rows if r["title"]}
+
+
+def digest(conn: psycopg.Connection, since: datetime, *, collection: str | None = None,
+           workspace: str | None = None, now: datetime | None = None) -> dict[str, Any]:
+    """The digest as one JSON-ready dict: totals, documents (most items first), errors."""
+    now = now or datetime.now(UTC)
+    rows = conn.execute(QUERY, {"since": since, "collection": collection, "workspace": workspace}).fetchall()
+    groups: dict[str | None, Group] = {}
+    errors: list[dict[str, Any]] = []
+    for r in rows:
+        result = r["result"] or {}
+        link, opens = thread_link(r["workspace"], r["channel"], r["thread_ts"], r["message_ts"], r["workspace_url"])
+        reason = str(result.get("reason") or (r["answer"] if r["refusal"] else ""))
+        near = _nearest(result, r["refusal"])
+        item = {"kind": "refused" if r["refusal"] else "downvoted", "question": r["question"],
+                "asked_at": r["created_at"].astimezone(UTC).isoformat(timespec="seconds"),
+                "workspace": r["workspace"], "channel": r["channel"], "thread_ts": r["thread_ts"],
+                "message_ts": r["message_ts"], "user": r["user_id"], "collections": list(r["collections"]),
+                "reason": reason if r["refusal"] else "", "answer": "" if r["refusal"] else r["answer"],
+                "page": near["page"] if near else None, "page_label": near["page_label"] if near else None,
+                "downvotes": int(r["downvotes"]), "upvotes": int(r["upvotes"]), "link": link, "link_opens": opens}
+        if r["refusal"] and reason.startswith(ERROR_REASONS):
+            item["kind"] = "error"
+            errors.append(item)
+            continue
+        key = near["document"] if near else None
+        group = groups.setdefault(key, Group(key))
+        group.items.append(item)
+        if r["refusal"]:
+            group.refused += 1
+        else:
+            group.downvoted += 1
+    titles = _titles(conn, [k for k in groups if k]) if groups else {}
+    for key, group in groups.items():
+        group.title = titles.get(key) if key else None
+    ordered = sorted(groups.values(), key=lambda g: (-(g.refused + g.downvoted), g.document is None, g.document or ""))
+    return {"since": since.astimezone(UTC).isoformat(timespec="seconds"),
+            "until": now.astimezone(UTC).isoformat(timespec="seconds"),
+            "collection": collection, "workspace": workspace,
+            "totals": {"refused": sum(g.refused for g in ordered), "downvoted": sum(g.downvoted for g in ordered),
+                       "errors": len(errors), "documents": sum(1 for g in ordered if g.document)},
+            "documents": [g.as_dict() for g in ordered], "errors": errors}
+
+
+# ------------------------------------------------------------------------------------------ text
+def _when(iso: str) -> str:
+    return iso.replace("T", " ")[:16]
+
+
+def _page(item: dict[str, Any]) -> str:
+    if item["page"] is None:
+        return ""
+    label = item["page_label"]
+    return f"p. {label} (PDF p. {item['page']})" if label and label != str(item["page"]) else f"p. {item['page']}"
+
+
+def _counts(refused: int, downvoted: int) -> str:
+    parts = [f"{refused} refused"] if refused else []
+    if downvoted:
+        parts.append(f"{downvoted} 👎")
+    return ", ".join(parts)
+
+
+def _heading(d: dict[str, Any]) -> str:
+    span = f"since {_when(d['since'])} UTC"
+    scope = f" in collection {d['collection']!r}" if d["collection"] else ""
+    t = d["totals"]
+    return (f"Not answered{scope} {span}: {t['refused']} refused question{'s' if t['refused'] != 1 else ''}, "
+            f"{t['downvoted']} 👎 answer{'s' if t['downvoted'] != 1 else ''}"
+            + (f", {t['errors']} failed" if t["errors"] else ""))
+
+
+def as_text(d: dict[str, Any]) -> str:
+    """The digest for a terminal: one block per document, the items under it with their links."""
+    lines = [_heading(d)]
+    if not d["documents"] and not d["errors"]:
+        lines.append("Nothing: every question in this period was answered and no answer got a 👎.")
+    for g in d["documents"]:
+        name = (f"{g['title']} ({g['document']})" if g["title"] and g["title"] != g["document"]
+                else g["document"] or "No document came close")
+        lines.append(f"\n{name}: {_counts(g['refused'], g['downvoted'])}")
+        for it in g["items"]:
+            mark = "refused" if it["kind"] == "refused" else f"👎 ×{it['downvotes']}"
+            where = f" · {'nearest' if it['kind'] == 'refused' else 'quoted'} {_page(it)}" if _page(it) else ""
+            lines.append(f"  {_when(it['asked_at'])}  {mark}  “{_one_line(it['question'])}”{where}")
+            lines.append(f"      {it['link']}")
+    if d["errors"]:
+        lines.append(f"\nNot answered because something failed (not about the documents): {len(d['errors'])}")
+        for it in d["errors"]:
+            lines.append(f"  {_when(it['asked_at'])}  “{_one_line(it['question'])}”: {_one_line(it['reason'], 100)}")
+            lines.append(f"      {it['link']}")
+    return "\n".join(lines)
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def as_mrkdwn(d: dict[str, Any], *, max_documents: int = 10, max_items: int = 3) -> str:
+    """The digest for Slack (an ephemeral reply): the top documents and a few items each, linked."""
+    from bot.render import escape  # noqa: PLC0415
+
+    lines = [f"*{escape(_heading(d))}*"]
+    if not d["documents"] and not d["errors"]:
+        lines.append("Nothing: every question in this period was answered and no answer got a 👎.")
+    for g in d["documents"][:max_documents]:
+        name = g["title"] or g["document"] or "No document came close"
+        lines.append(f"\n*{escape(name)}*: {_counts(g['refused'], g['downvoted'])}")
+        for it in g["items"][:max_items]:
+            mark = "refused" if it["kind"] == "refused" else "👎"
+            page = f" · {_page(it)}" if _page(it) else ""
+            lines.append(f"• <{it['link']}|{escape(_one_line(it['question'], 120)).replace('|', '¦')}> {mark}{page}")
+        if len(g["items"]) > max_items:
+            lines.append(f"  … and {len(g['items']) - max_items} more")
+    if len(d["documents"]) > max_documents:
+        lines.append(f"\n… and {len(d['documents']) - max_documents} more documents: `chapterverse digest` lists all.")
+    if d["errors"]:
+        lines.append(f"\n{len(d['errors'])} question(s) were not answered because something failed "
+                     "(not about the documents).")
+    return "\n".join(lines)

@@ -1,0 +1,121 @@
+"""Progress of an ingest when nobody watches a terminal: one line on stderr every few seconds.
+
+On a terminal the tqdm bars show progress; off a terminal (a pipe, a log file, CI, a container)
+they are off, and a 16-minute document used to print nothing until it finished. ``ProgressLog``
+runs a small thread that writes, every ``CHAPTERVERSE_PROGRESS_INTERVAL_S`` seconds (30 by default),
+where the current input is:
+
+    ingest: manual.pdf: pages 120/447 read · 35 s
+    ingest: manual.pdf: pages 447/447 read; embedding passages 300/1,100 (27%, about 6 min left for this step) · 2m10s
+    ingest: manual.pdf: pages 447/447 read; embedding sentences 2,000/7,000 (29%, …) · 5m02s
+    ingest: manual.pdf: pages 447/447 read; writing 1,100 passages to the database · 8m40s
+
+The line is written whatever the stage, so a stage that reports nothing for a while (loading the
+model, a slow download, the database write) still shows the process is alive. Nothing is written for
+an input that finishes within one interval.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+
+def shown_name(origin: str) -> str:
+    """A URL without its query string, fragment or credentials; a path as it is."""
+    if not origin.startswith(("http://", "https://")):
+        return origin
+    try:
+        p = urlsplit(origin)
+        return urlunsplit((p.scheme, p.netloc.rsplit("@", 1)[-1], p.path, "", ""))
+    except ValueError:
+        return origin.split("?", 1)[0].split("#", 1)[0]
+
+
+def _elapsed(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m{s:02d}s"
+
+
+def _left(seconds: float) -> str:
+    return f"about {max(1, round(seconds / 60))} min" if seconds >= 60 else f"about {max(1, round(seconds))} s"
+
+
+class ProgressLog:
+    """Where one input's ingest is; a background thread writes it to ``stream`` every ``interval_s``."""
+
+    def __init__(self, name: str, interval_s: float, stream: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = shown_name(name)
+        self.interval_s = interval_s
+        self.stream = stream or sys.stderr
+        self.clock = clock
+        self.started = clock()
+        self.pages_total: int | None = None
+        self.pages_done = 0
+        self.step = "opening"  # what is going on besides reading pages
+        self.done = 0
+        self.total: int | None = None
+        self.step_started = self.started
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ingest-progress", daemon=True)
+
+    # -------------------------------------------------------------- what the pipeline reports
+    def document(self, name: str) -> None:
+        self.name = shown_name(name)
+
+    def pages(self, total: int, iterable: Iterable[int]) -> Iterator[int]:
+        """Wraps the page loop: counts pages as they are read."""
+        self.pages_total, self.pages_done = total, 0
+        self.begin("reading pages")
+        for i in iterable:
+            yield i
+            self.pages_done += 1
+
+    def begin(self, step: str, total: int | None = None) -> None:
+        self.done, self.step_started = 0, self.clock()
+        self.total = total
+        self.step = step
+
+    def advance(self, n: int) -> None:
+        self.done += n
+
+    # -------------------------------------------------------------- the line
+    def line(self) -> str:
+        now = self.clock()
+        parts: list[str] = []
+        if self.pages_total is not None:
+            parts.append(f"pages {self.pages_done:,}/{self.pages_total:,} read")
+        if self.step != "reading pages" or self.pages_total is None:
+            step = self.step
+            if self.total:
+                pct = 100 * self.done / self.total
+                step += f" {self.done:,}/{self.total:,} ({pct:.0f}%"
+                if 0 < self.done < self.total:
+                    rate = self.done / max(now - self.step_started, 1e-6)
+                    step += f", {_left((self.total - self.done) / rate)} left for this step"
+                step += ")"
+            parts.append(step)
+        return f"ingest: {self.name}: {'; '.join(parts)} · {_elapsed(now - self.started)}"
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.stream.write(self.line() + "\n")
+                self.stream.flush()
+            except (OSError, ValueError):  # stderr closed: nothing to tell anyone
+                return
+
+    def __enter__(self) -> ProgressLog:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
