@@ -1,4 +1,12 @@
-"""The ``chapterverse`` command (Typer). Read commands take --json and print one JSON document."""
+"""The ``chapterverse`` command (Typer): a thin front door. Read commands take --json and print one
+JSON document.
+
+This module holds the app, the shared helpers (settings, exit statuses, one-line errors, JSON output)
+and the commands of the shared core (``search``, ``ask``, ``db``, the retrieval and answer
+evaluations). Every other command group registers itself through the entry-point group
+``chapterverse.commands`` (pyproject.toml): ``ingest``/``docs``/``remove``/``eval ingest``/``eval
+train-reader`` from ``ingest.cli``, ``bot``/``worker``/``digest`` from ``bot.cli``. Each entry point is
+a function ``register(app, eval_app)``; the core never imports the intake or the bot."""
 
 from __future__ import annotations
 
@@ -6,11 +14,10 @@ import atexit
 import json
 import logging
 import os
-import resource
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,7 +29,6 @@ os.environ.setdefault("PYMUPDF_SUGGEST_LAYOUT_ANALYZER", "0")
 import typer  # noqa: E402
 from typer.core import TyperGroup  # noqa: E402
 
-from ingest.sources import InputError, expand, load  # noqa: E402
 from retrieval.db import DatabaseError  # noqa: E402
 from retrieval.embed import ModelError  # noqa: E402
 from retrieval.logs import quiet_libraries  # noqa: E402
@@ -86,7 +92,7 @@ def _process_age_s() -> float | None:
 
 
 @contextmanager
-def _timed(stage: str) -> Iterator[None]:
+def timed(stage: str) -> Iterator[None]:
     t0 = time.perf_counter()
     try:
         yield
@@ -101,7 +107,7 @@ def _report_timings() -> None:
     sys.stderr.write(f"timings {json.dumps(out)}\n")
 
 
-def _setup_logging(verbose: bool) -> None:
+def setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     quiet_libraries()
@@ -109,33 +115,33 @@ def _setup_logging(verbose: bool) -> None:
 
 @app.callback()
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress to stderr.")] = False) -> None:
-    _setup_logging(verbose)
+    setup_logging(verbose)
     if os.environ.get(TIMINGS_ENV):
         age = _process_age_s()
         _stage_ms["startup"] = age * 1e3 if age is not None else 0.0  # interpreter + module imports
         atexit.register(_report_timings)
 
 
-def _emit(obj: Any) -> None:
+def emit(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, default=str, ensure_ascii=False, indent=2) + "\n")
 
 
-def _write_result(out: Path, result: dict) -> None:
+def save_result(out: Path, result: dict) -> None:
     from retrieval.results import write_result  # noqa: PLC0415  (one writer: adds the git commit it ran at)
 
     write_result(out, result)
 
 
-def _fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
 
-def _bad_input(message: str) -> None:
-    _fail(message, EXIT_BAD_INPUT)
+def bad_input(message: str) -> None:
+    fail(message, EXIT_BAD_INPUT)
 
 
-def _check_collections(settings: Settings, wanted: list[str] | None) -> None:
+def check_collections(settings: Settings, wanted: list[str] | None) -> None:
     """Exit 2 when a named collection holds no documents: "no collection 'nosuch'; collections: dev, mine"."""
     if not wanted:
         return
@@ -146,164 +152,57 @@ def _check_collections(settings: Settings, wanted: list[str] | None) -> None:
             known = [r["collection"] for r in conn.execute(
                 "SELECT DISTINCT collection FROM documents ORDER BY collection").fetchall()]
     except DatabaseError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     missing = [c for c in dict.fromkeys(wanted) if c not in known]
     if missing:
         have = ", ".join(known) if known else "none yet (add documents with `chapterverse ingest`)"
-        _fail(f"no collection {', '.join(repr(c) for c in missing)}; collections: {have}")
+        fail(f"no collection {', '.join(repr(c) for c in missing)}; collections: {have}")
 
 
-def _check_answerer(settings: Settings, name: str | None) -> None:
+def check_answerer(settings: Settings, name: str | None) -> None:
     """An unknown answerer is bad input (exit 1); Gemini asked for without a key is misconfiguration (2)."""
     if name is None:
         return
     if name not in ("gemini", "extractive"):
-        _bad_input(f"unknown answerer {name!r}; use gemini or extractive")
+        bad_input(f"unknown answerer {name!r}; use gemini or extractive")
     if name == "gemini" and settings.gemini_api_key is None:
-        _fail("--answerer gemini needs GEMINI_API_KEY (or leave --answerer out to use the extractive answerer)")
+        fail("--answerer gemini needs GEMINI_API_KEY (or leave --answerer out to use the extractive answerer)")
 
 
-def _require_model(settings: Settings) -> None:
+def require_model(settings: Settings) -> None:
     """Load the embedding model and check it is the one the index was built with; exit 2 if not."""
     from retrieval.embed import get_embedder  # noqa: PLC0415
     from retrieval.search import check_model  # noqa: PLC0415
 
-    with _timed("model_load"):
+    with timed("model_load"):
         try:
             check_model(settings, get_embedder(settings.embedding_model))
         except (ModelError, DatabaseError) as exc:
-            _fail(str(exc))
+            fail(str(exc))
 
 
-def _settings() -> Settings:
+def load_settings() -> Settings:
     try:
         return get_settings()
     except Exception as exc:  # noqa: BLE001  (pydantic validation errors)
-        _fail(f"bad configuration: {exc}")
+        fail(f"bad configuration: {exc}")
         raise
 
 
-def _ready(settings: Settings) -> None:
+def ready(settings: Settings) -> None:
     from retrieval import db  # noqa: PLC0415
 
     try:
-        with _timed("db_start"):
+        with timed("db_start"):
             db.ready(settings)
     except DatabaseError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
-@app.command()
-def ingest(
-    inputs: Annotated[list[str], typer.Argument(help="PDF files, directories of PDFs, or http(s) URLs.")],
-    collection: Annotated[str | None, typer.Option(help="Collection to add to (default: CHAPTERVERSE_DEFAULT_COLLECTION).")] = None,
-    json_out: JsonOpt = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or progress lines.")] = False,
-) -> None:
-    """Add PDFs to the index. Same bytes again: no-op. Same name, new bytes: replaces atomically.
-
-    One bad input does not stop the others; the exit status is 1 if any input failed.
-    On a terminal progress bars show how far it is; otherwise (a pipe, a log) a line on stderr every
-    CHAPTERVERSE_PROGRESS_INTERVAL_S seconds (30) names the document, pages read and the step.
-    """
-    from ingest.pipeline import ingest_source  # noqa: PLC0415  (loads PyMuPDF)
-    from ingest.progress import ProgressLog  # noqa: PLC0415
-    from retrieval.embed import get_embedder  # noqa: PLC0415
-
-    settings = _settings()
-    _ready(settings)
-    coll = collection or settings.default_collection
-    try:
-        embedder = get_embedder(settings.embedding_model, load=False)  # loads when a document needs it
-    except ModelError as exc:
-        _fail(str(exc))
-    limit = settings.max_file_bytes
-    results: list[dict] = []
-    failed = 0
-    lines = not quiet and not sys.stderr.isatty()  # progress lines where no bar can be seen
-    for arg in expand(inputs):
-        try:
-            with ProgressLog(arg, settings.progress_interval_s) if lines else nullcontext() as progress:
-                if progress:
-                    progress.begin("downloading" if arg.startswith(("http://", "https://")) else "opening")
-                src = load(arg, limit, settings.download_timeout_s)
-                if progress:
-                    progress.document(src.name)
-                res = ingest_source(settings, embedder, src, coll, quiet=quiet or json_out, progress=progress)
-            results.append(res.as_dict())
-            if not json_out:
-                if res.status == "unchanged":
-                    typer.echo(f"{res.name}: unchanged ({res.message}); nothing to do")
-                else:
-                    rate = res.pages / res.seconds if res.seconds else 0.0
-                    typer.echo(f"{res.name}: {res.status} into {coll!r}: {res.pages} pages, {res.chunks} chunks "
-                               f"in {res.seconds:.1f} s ({rate:.1f} pages/s)")
-        except InputError as exc:
-            failed += 1
-            results.append({"origin": arg, "status": "failed", "message": str(exc)})
-            typer.echo(f"error: {exc}", err=True)
-        except ModelError as exc:  # no document can be embedded: stop here
-            _fail(str(exc))
-        except DatabaseError as exc:
-            failed += 1
-            results.append({"origin": arg, "status": "failed", "message": str(exc)})
-            typer.echo(f"error: {arg}: {exc}", err=True)
-        except Exception as exc:  # noqa: BLE001  (one input's surprise must not stop the batch)
-            failed += 1
-            logging.getLogger(__name__).debug("ingest of %s failed", arg, exc_info=True)
-            message = f"{arg}: unexpected error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            results.append({"origin": arg, "status": "failed", "message": message})
-            typer.echo(f"error: {message}", err=True)
-    if json_out:
-        _emit({"collection": coll, "results": results,
-               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
-    if failed:
-        raise typer.Exit(1)
 
 
-@app.command()
-def docs(
-    collection: Annotated[str | None, typer.Option(help="Only this collection.")] = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """List ingested documents."""
-    from ingest.store import list_documents  # noqa: PLC0415
-    from retrieval import db  # noqa: PLC0415
-
-    settings = _settings()
-    _ready(settings)
-    with db.connection(settings) as conn:
-        rows = list_documents(conn, collection)
-    if json_out:
-        _emit({"documents": rows})
-        return
-    if not rows:
-        typer.echo("no documents yet; add some with: chapterverse ingest FILE.pdf")
-        return
-    for r in rows:
-        typer.echo(f"{r['name']}  [{r['collection']}]  {r['pages']} pages, {r['chunks']} chunks, "
-                   f"ingested {r['ingested_at']:%Y-%m-%d %H:%M}")
 
 
-@app.command()
-def remove(
-    name: Annotated[str, typer.Argument(help="Document name as shown by `chapterverse docs`.")],
-    collection: Annotated[str | None, typer.Option(help="Only from this collection.")] = None,
-) -> None:
-    """Remove a document (its pages and chunks) from the index."""
-    from ingest.store import AmbiguousName, remove_document  # noqa: PLC0415
-    from retrieval import db  # noqa: PLC0415
-
-    settings = _settings()
-    _ready(settings)
-    try:
-        with db.connection(settings) as conn:
-            removed = remove_document(conn, name, collection)
-    except (AmbiguousName, DatabaseError) as exc:
-        _fail(str(exc))
-    if not removed:
-        _fail(f"no document named {name!r}{f' in {collection!r}' if collection else ''}", code=1)
-    typer.echo(f"removed {name} from {', '.join(repr(c) for c in removed)}")
 
 
 @app.command(epilog=EXIT_STATUSES)
@@ -315,25 +214,25 @@ def search(
     json_out: JsonOpt = False,
 ) -> None:
     """Find the passages that best match QUERY."""
-    with _timed("imports"):
+    with timed("imports"):
         from retrieval.search import search as run_search  # noqa: PLC0415
 
     if not query.strip():
-        _bad_input("the query is empty; say what to look for")
-    settings = _settings()
-    _ready(settings)
-    _check_collections(settings, collection)
-    _require_model(settings)
+        bad_input("the query is empty; say what to look for")
+    settings = load_settings()
+    ready(settings)
+    check_collections(settings, collection)
+    require_model(settings)
     try:
-        with _timed("search"):
+        with timed("search"):
             res = run_search(settings, query, k=k, collections=collection, documents=document)
     except (DatabaseError, ModelError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if json_out:
         out = res.model_dump()
         for i, p in enumerate(out["results"]):
             p["rank"] = i + 1
-        _emit(out)
+        emit(out)
         return
     if not res.results:
         typer.echo("no passages found")
@@ -348,33 +247,6 @@ def search(
     typer.echo(f"reranker: {res.reranker} · {res.timings_ms.get('total', 0):.0f} ms")
 
 
-@app.command()
-def digest(
-    since: Annotated[str, typer.Option(help="How far back: a duration (7d, 12h, 2w, 90m) or a date (2026-12-01).")] = "7d",
-    collection: Annotated[str | None, typer.Option(help="Only questions that searched this collection.")] = None,
-    workspace: Annotated[str | None, typer.Option(help="Only this Slack workspace (team id).")] = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """What readers could not get answered in Slack: refused questions and 👎-voted answers, grouped by
-    the nearest document, with counts and links to the threads."""
-    from bot.digest import BadSince, as_text, digest as build_digest, parse_since  # noqa: PLC0415
-    from retrieval import db  # noqa: PLC0415
-
-    try:
-        start = parse_since(since)
-    except BadSince as exc:
-        _bad_input(str(exc))
-    settings = _settings()
-    _ready(settings)
-    try:
-        with db.connection(settings) as conn:
-            result = build_digest(conn, start, collection=collection, workspace=workspace)
-    except DatabaseError as exc:
-        _fail(str(exc))
-    if json_out:
-        _emit(result)
-    else:
-        typer.echo(as_text(result))
 
 
 @db_app.command("status")
@@ -384,8 +256,8 @@ def db_status(json_out: JsonOpt = False) -> None:
     from retrieval.embed import get_embedder  # noqa: PLC0415
     from retrieval.rerank import describe as describe_reranker  # noqa: PLC0415
 
-    settings = _settings()
-    _ready(settings)
+    settings = load_settings()
+    ready(settings)
     with db.connection(settings) as conn:
         rec = index.recorded_model(conn)
         counts = conn.execute("SELECT (SELECT count(*) FROM documents) AS documents, "
@@ -400,7 +272,7 @@ def db_status(json_out: JsonOpt = False) -> None:
             "embedding_dim": rec[1] if rec else None, **counts, "reranker": describe_reranker(settings.reranker),
             "query_encoder": encoder}
     if json_out:
-        _emit(info)
+        emit(info)
     else:
         for key, val in info.items():
             typer.echo(f"{key}: {val}")
@@ -412,56 +284,22 @@ def db_reembed() -> None:
     from retrieval import db, index  # noqa: PLC0415
     from retrieval.embed import get_embedder  # noqa: PLC0415
 
-    settings = _settings()
-    _ready(settings)
+    settings = load_settings()
+    ready(settings)
     try:
         emb = get_embedder(settings.embedding_model)
     except ModelError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     t0 = time.perf_counter()
     with db.connection(settings) as conn:
         n = index.reembed(conn, emb.name, emb.dim, emb.embed)
     typer.echo(f"re-embedded {n} chunks with {emb.name} ({emb.dim} dims) in {time.perf_counter() - t0:.1f} s")
 
 
-@app.command()
-def bot(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log each step to stderr.")] = False) -> None:
-    """Run the Slack bot (Socket Mode; needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN). Ctrl-C stops it."""
-    from bot.main import main as run_bot  # noqa: PLC0415  (Slack SDK only when needed)
-
-    code = run_bot(verbose=verbose or logging.getLogger().level <= logging.INFO)
-    if code:
-        raise typer.Exit(code)
 
 
-@app.command()
-def worker(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log each step to stderr.")] = False) -> None:
-    """Run queued ingestion jobs from Slack (beside one or more bots on the same database). Ctrl-C stops it."""
-    from bot.worker import main as run_worker  # noqa: PLC0415  (Slack SDK only when needed)
-
-    code = run_worker(verbose=verbose or logging.getLogger().level <= logging.INFO)
-    if code:
-        raise typer.Exit(code)
 
 
-@eval_app.command("ingest")
-def eval_ingest(
-    pdfs: Annotated[list[Path], typer.Argument(help="PDFs to ingest (each in a fresh process).")],
-    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/ingest_dev.json"),
-) -> None:
-    """Measure ingestion per document: pages, chunks, seconds, pages/s, peak memory."""
-    from ingest.bench import run as run_bench  # noqa: PLC0415
-
-    settings = _settings()
-    _ready(settings)
-    command = "chapterverse eval ingest " + " ".join(str(p) for p in pdfs) + f" --out {out}"
-    result = run_bench(settings, [p for arg in pdfs for p in (sorted(arg.glob("*.pdf")) if arg.is_dir() else [arg])],
-                       command)
-    _write_result(out, result)
-    for r in result["documents"]:
-        typer.echo(f"{r['document']}: {r['pages']} pages, {r['chunks']} chunks, {r['seconds']} s, "
-                   f"{r['pages_per_s']} pages/s, peak {r['peak_rss_mb']} MB")
-    typer.echo(f"wrote {out}")
 
 
 @eval_app.command("retrieval")
@@ -473,14 +311,14 @@ def eval_retrieval(
     """Recall@1/@5, MRR@10, nDCG@5 of keyword, dense, RRF and RRF + each available reranker."""
     from retrieval.evaluate import evaluate  # noqa: PLC0415
 
-    settings = _settings()
-    _ready(settings)
+    settings = load_settings()
+    ready(settings)
     command = f"chapterverse eval retrieval {questions} --out {out}" + "".join(f" --collection {c}" for c in collection or [])
     try:
         result = evaluate(settings, questions, collection, command)
     except (DatabaseError, ModelError, ValueError, OSError) as exc:
-        _fail(str(exc))
-    _write_result(out, result)
+        fail(str(exc))
+    save_result(out, result)
     for name, r in result["results"].items():
         mark = " (default)" if name == result["default_configuration"] else ""
         typer.echo(f"{name}{mark}: recall@1 {r['recall_at_1']:.2f}  recall@5 {r['recall_at_5']:.2f}  "
@@ -498,15 +336,15 @@ def eval_latency(
     """Search latency p50/p95 per stage (embed query, keyword, vector, fuse, rerank, total)."""
     from retrieval.bench import run as run_bench  # noqa: PLC0415
 
-    settings = _settings()
-    _ready(settings)
+    settings = load_settings()
+    ready(settings)
     command = (f"chapterverse eval latency {questions} --out {out} --rounds {rounds}"
                + "".join(f" --collection {c}" for c in collection or []))
     try:
         result = run_bench(settings, questions, collection, rounds, command=command)
     except (DatabaseError, ModelError, ValueError, OSError) as exc:
-        _fail(str(exc))
-    _write_result(out, result)
+        fail(str(exc))
+    save_result(out, result)
     for name, r in result["setups"].items():
         stages = "  ".join(f"{s} {v['p50']:.0f}/{v['p95']:.0f}" for s, v in r["stages_ms"].items())
         typer.echo(f"{name} [{r['reranker_ran']}] p50/p95 ms: {stages}")
@@ -525,28 +363,28 @@ def ask(
     A refusal is an answer, not an error: it is printed (as JSON with --json) with exit status 0, also
     when the index cannot be reached (the database is down); the reason says so."""
     from retrieval import db  # noqa: PLC0415
-    with _timed("imports"):
+    with timed("imports"):
         from retrieval.answer_view import as_json, as_text  # noqa: PLC0415
         from retrieval.ask import ask as run_ask  # noqa: PLC0415
         from retrieval.ask import index_unavailable  # noqa: PLC0415
 
     if not question.strip():
-        _bad_input("the question is empty; ask something, e.g. chapterverse ask \"What is the maximum airspeed below 10,000 feet?\"")
-    settings = _settings()
-    _check_answerer(settings, answerer)
+        bad_input("the question is empty; ask something, e.g. chapterverse ask \"What is the maximum airspeed below 10,000 feet?\"")
+    settings = load_settings()
+    check_answerer(settings, answerer)
     try:
-        with _timed("db_start"):
+        with timed("db_start"):
             db.ready(settings)
     except DatabaseError as exc:
         result = index_unavailable(question, exc)
     else:
-        _check_collections(settings, collection)
-        _require_model(settings)
-        with _timed("ask"):
+        check_collections(settings, collection)
+        require_model(settings)
+        with timed("ask"):
             result = run_ask(settings, question, collections=collection, answerer=answerer)
         _stage_ms["ask.search"] = result.timings_ms.get("search", 0.0)
     if json_out:
-        _emit(as_json(result))
+        emit(as_json(result))
     else:
         typer.echo(as_text(result))
 
@@ -563,16 +401,16 @@ def eval_scale(
     """Search p50/p95 and index size on synthetic collections of 10k, 100k, 1M chunks (scratch databases)."""
     from retrieval.scale import SIZES, run as run_scale  # noqa: PLC0415
 
-    settings = _settings()
-    _ready(settings)
+    settings = load_settings()
+    ready(settings)
     sizes = size or list(SIZES)
     command = (f"chapterverse eval scale {questions} --source {source} --out {out} --rounds {rounds}"
                + "".join(f" --size {n}" for n in sizes) + (" --keyword-only" if keyword_only else ""))
     try:
         result = run_scale(settings, questions, source, sizes, rounds, command=command, keyword_only=keyword_only)
     except (DatabaseError, ModelError, ValueError, OSError) as exc:
-        _fail(str(exc))
-    _write_result(out, result)
+        fail(str(exc))
+    save_result(out, result)
     for n, r in result["sizes"].items():
         total = {name: st["total"] for name, st in r.get("search_ms", {}).items()}
         total.update(r["keyword_leg"]["ms"])
@@ -593,16 +431,16 @@ def eval_answers(
     """Answered-correctly rate, refusal precision/recall, false refusals, citations dropped by verification."""
     from retrieval.answer_eval import evaluate as run_eval  # noqa: PLC0415
 
-    settings = _settings()
-    _ready(settings)
+    settings = load_settings()
+    ready(settings)
     command = (f"chapterverse eval answers {questions} --out {out}" + (f" --answerer {answerer}" if answerer else "")
                + "".join(f" --collection {c}" for c in collection or []) + (" --calibrate" if calibrate else ""))
     try:
         result = run_eval(settings, questions, answerer=answerer, collections=collection, command=command,
                           calibrate_threshold=calibrate)
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
-    _write_result(out, result)
+        fail(str(exc))
+    save_result(out, result)
     s = result["summary"]
     typer.echo(f"right evidence first {s['answered_correctly']}/{s['answerable']}  "
                f"unanswerable refused {s['unanswerable_refused']}/{s['unanswerable']}  "
@@ -615,43 +453,6 @@ def eval_answers(
     typer.echo(f"wrote {out}")
 
 
-@eval_app.command("train-reader")
-def eval_train_reader(
-    pdf_dir: Annotated[Path, typer.Argument(help="The training PDFs (retrieval/eval/reader_data/fetch.sh DIR fetches them).")],
-    out: Annotated[Path, typer.Option(help="Directory for reader.onnx, tokenizer.json and card.json.")] = Path("retrieval/reader/model"),
-    report: Annotated[Path, typer.Option(help="Where to write the training report and the data split.")] = Path("results/reader_training.json"),
-    seed: Annotated[int, typer.Option(help="Seed of the pair sampling, the split and torch.")] = 13,
-    epochs: Annotated[int, typer.Option(min=1)] = 1,
-    batch_size: Annotated[int, typer.Option(min=1)] = 32,
-    lr: Annotated[float, typer.Option(help="Peak learning rate (linear warm-up over 10%, then linear decay).")] = 4e-5,
-    max_length: Annotated[int, typer.Option(help="Word pieces per (question, sentence) pair.")] = 128,
-    valid_share: Annotated[float, typer.Option(help="Share of training questions held out to check the export.")] = 0.05,
-) -> None:
-    """Train the reader (question, sentence → states the answer) from the training questions, on the CPU."""
-    from ingest.reader_training import build_pairs, load_questions  # noqa: PLC0415
-    from retrieval.eval.reader_data import QUESTIONS, sources_table  # noqa: PLC0415
-    from retrieval.reader.train import train  # noqa: PLC0415
-
-    files = sorted(QUESTIONS.glob("*.jsonl"))
-    try:
-        questions = load_questions(files)
-        table = sources_table(pdf_dir)
-        pairs, per_document = build_pairs(questions, pdf_dir, seed=seed)
-    except (ValueError, OSError) as exc:
-        _fail(str(exc))
-    settings = _settings()
-    from retrieval.embed import resolve_model_path  # noqa: PLC0415
-
-    result = train(pairs, resolve_model_path(settings.embedding_model), out, seed=seed, epochs=epochs,
-                   batch_size=batch_size, lr=lr, max_length=max_length, valid_share=valid_share)
-    command = (f"chapterverse eval train-reader {pdf_dir} --out {out} --report {report} --seed {seed} --epochs {epochs} "
-               f"--batch-size {batch_size} --lr {lr} --max-length {max_length} --valid-share {valid_share}")
-    _write_result(report, {"command": command, "documents": table, "per_document": per_document,
-                           "questions": {"answerable": sum(q.answerable for q in questions),
-                                         "unanswerable": sum(not q.answerable for q in questions),
-                                         "files": [str(f) for f in files]},
-                           "training": result})
-    typer.echo(f"reader written to {out}; report in {report}")
 
 
 @eval_app.command("calibrate")
@@ -672,10 +473,10 @@ def eval_calibrate(
                 raise ValueError(f"{path} holds no probe run: run `chapterverse eval answers ... --calibrate` first")
             rows += [{**r, "id": f"{path.stem}:{r['id']}"} for r in data["calibration"]["per_question"]]
     except (ValueError, OSError, KeyError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     result = {"command": "chapterverse eval calibrate " + " ".join(map(str, probes)) + f" --out {out}",
               "probes": [str(p) for p in probes], "calibration": fit(rows)}
-    _write_result(out, result)
+    save_result(out, result)
     cal = result["calibration"]
     typer.echo(f"threshold {cal['threshold']}: {cal.get('correct_decisions')}/{cal.get('of')} answers decided "
                f"right (margins {cal.get('margin_below')} below, {cal.get('margin_above')} above)")
@@ -704,17 +505,36 @@ def eval_report(
         if check:
             current = readme.read_text()
             if table not in current:
-                _fail(f"{readme}: the answer-results table is out of date; run `chapterverse eval report`", 1)
+                fail(f"{readme}: the answer-results table is out of date; run `chapterverse eval report`", 1)
             typer.echo(f"{readme} is current")
             return
         changed = update_readme(readme, table)
     except (ValueError, OSError, KeyError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     typer.echo(table)
     typer.echo(f"{'updated' if changed else 'unchanged'}: {readme}")
 
 
+PLUGIN_GROUP = "chapterverse.commands"
+
+
+_registered: list[str] = []
+
+
+def register_plugins() -> list[str]:
+    """Add the command groups that packages register under ``PLUGIN_GROUP`` (once); returns their
+    names. Called by ``main``, not on import: the plugins import this module's helpers."""
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
+    if not _registered:
+        for ep in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+            ep.load()(app, eval_app)
+            _registered.append(ep.name)
+    return list(_registered)
+
+
 def main() -> None:
+    register_plugins()
     app()
 
 

@@ -221,7 +221,7 @@ def model_card(card: Card, figures: dict | None = None) -> str:
         "uses it to pick the first quote and to refuse; the model path uses it to drop quotes that say "
         "nothing towards the question.", "",
         f"- **Base**: {card.base}.",
-        f"- **Head**: one logit on the pooled [CLS] output (BertForSequenceClassification), binary cross-entropy.",
+        "- **Head**: one logit on the pooled [CLS] output (BertForSequenceClassification), binary cross-entropy.",
         f"- **Input**: `[CLS] question [SEP] heading: sentence [SEP]`, at most {card.max_length} word pieces.",
         f"- **Weights**: `{card.onnx_file}`, {card.quantized}; sha256 `{card.onnx_sha256}`.",
         f"- **Licence**: {card.licence}.",

@@ -1,0 +1,200 @@
+"""The intake's commands: ``ingest``, ``docs``, ``remove``, ``eval ingest`` and ``eval train-reader``,
+registered into the ``chapterverse`` app through the ``chapterverse.commands`` entry point."""
+
+from __future__ import annotations
+
+import logging
+import resource
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ingest.sources import InputError, expand, load
+from retrieval.cli import (
+    JsonOpt,
+    emit,
+    fail,
+    load_settings,
+    ready,
+    save_result,
+)
+from retrieval.db import DatabaseError
+from retrieval.embed import ModelError
+
+
+def ingest(
+    inputs: Annotated[list[str], typer.Argument(help="PDF files, directories of PDFs, or http(s) URLs.")],
+    collection: Annotated[str | None, typer.Option(help="Collection to add to (default: CHAPTERVERSE_DEFAULT_COLLECTION).")] = None,
+    json_out: JsonOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or progress lines.")] = False,
+) -> None:
+    """Add PDFs to the index. Same bytes again: no-op. Same name, new bytes: replaces atomically.
+
+    One bad input does not stop the others; the exit status is 1 if any input failed.
+    On a terminal progress bars show how far it is; otherwise (a pipe, a log) a line on stderr every
+    CHAPTERVERSE_PROGRESS_INTERVAL_S seconds (30) names the document, pages read and the step.
+    """
+    from ingest.pipeline import ingest_source  # noqa: PLC0415  (loads PyMuPDF)
+    from ingest.progress import ProgressLog  # noqa: PLC0415
+    from retrieval.embed import get_embedder  # noqa: PLC0415
+
+    settings = load_settings()
+    ready(settings)
+    coll = collection or settings.default_collection
+    try:
+        embedder = get_embedder(settings.embedding_model, load=False)  # loads when a document needs it
+    except ModelError as exc:
+        fail(str(exc))
+    limit = settings.max_file_bytes
+    results: list[dict] = []
+    failed = 0
+    lines = not quiet and not sys.stderr.isatty()  # progress lines where no bar can be seen
+    for arg in expand(inputs):
+        try:
+            with ProgressLog(arg, settings.progress_interval_s) if lines else nullcontext() as progress:
+                if progress:
+                    progress.begin("downloading" if arg.startswith(("http://", "https://")) else "opening")
+                src = load(arg, limit, settings.download_timeout_s)
+                if progress:
+                    progress.document(src.name)
+                res = ingest_source(settings, embedder, src, coll, quiet=quiet or json_out, progress=progress)
+            results.append(res.as_dict())
+            if not json_out:
+                if res.status == "unchanged":
+                    typer.echo(f"{res.name}: unchanged ({res.message}); nothing to do")
+                else:
+                    rate = res.pages / res.seconds if res.seconds else 0.0
+                    typer.echo(f"{res.name}: {res.status} into {coll!r}: {res.pages} pages, {res.chunks} chunks "
+                               f"in {res.seconds:.1f} s ({rate:.1f} pages/s)")
+        except InputError as exc:
+            failed += 1
+            results.append({"origin": arg, "status": "failed", "message": str(exc)})
+            typer.echo(f"error: {exc}", err=True)
+        except ModelError as exc:  # no document can be embedded: stop here
+            fail(str(exc))
+        except DatabaseError as exc:
+            failed += 1
+            results.append({"origin": arg, "status": "failed", "message": str(exc)})
+            typer.echo(f"error: {arg}: {exc}", err=True)
+        except Exception as exc:  # noqa: BLE001  (one input's surprise must not stop the batch)
+            failed += 1
+            logging.getLogger(__name__).debug("ingest of %s failed", arg, exc_info=True)
+            message = f"{arg}: unexpected error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            results.append({"origin": arg, "status": "failed", "message": message})
+            typer.echo(f"error: {message}", err=True)
+    if json_out:
+        emit({"collection": coll, "results": results,
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    if failed:
+        raise typer.Exit(1)
+
+
+def docs(
+    collection: Annotated[str | None, typer.Option(help="Only this collection.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List ingested documents."""
+    from ingest.store import list_documents  # noqa: PLC0415
+    from retrieval import db  # noqa: PLC0415
+
+    settings = load_settings()
+    ready(settings)
+    with db.connection(settings) as conn:
+        rows = list_documents(conn, collection)
+    if json_out:
+        emit({"documents": rows})
+        return
+    if not rows:
+        typer.echo("no documents yet; add some with: chapterverse ingest FILE.pdf")
+        return
+    for r in rows:
+        typer.echo(f"{r['name']}  [{r['collection']}]  {r['pages']} pages, {r['chunks']} chunks, "
+                   f"ingested {r['ingested_at']:%Y-%m-%d %H:%M}")
+
+
+def remove(
+    name: Annotated[str, typer.Argument(help="Document name as shown by `chapterverse docs`.")],
+    collection: Annotated[str | None, typer.Option(help="Only from this collection.")] = None,
+) -> None:
+    """Remove a document (its pages and chunks) from the index."""
+    from ingest.store import AmbiguousName, remove_document  # noqa: PLC0415
+    from retrieval import db  # noqa: PLC0415
+
+    settings = load_settings()
+    ready(settings)
+    try:
+        with db.connection(settings) as conn:
+            removed = remove_document(conn, name, collection)
+    except (AmbiguousName, DatabaseError) as exc:
+        fail(str(exc))
+    if not removed:
+        fail(f"no document named {name!r}{f' in {collection!r}' if collection else ''}", code=1)
+    typer.echo(f"removed {name} from {', '.join(repr(c) for c in removed)}")
+
+
+def eval_ingest(
+    pdfs: Annotated[list[Path], typer.Argument(help="PDFs to ingest (each in a fresh process).")],
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/ingest_dev.json"),
+) -> None:
+    """Measure ingestion per document: pages, chunks, seconds, pages/s, peak memory."""
+    from ingest.bench import run as run_bench  # noqa: PLC0415
+
+    settings = load_settings()
+    ready(settings)
+    command = "chapterverse eval ingest " + " ".join(str(p) for p in pdfs) + f" --out {out}"
+    result = run_bench(settings, [p for arg in pdfs for p in (sorted(arg.glob("*.pdf")) if arg.is_dir() else [arg])],
+                       command)
+    save_result(out, result)
+    for r in result["documents"]:
+        typer.echo(f"{r['document']}: {r['pages']} pages, {r['chunks']} chunks, {r['seconds']} s, "
+                   f"{r['pages_per_s']} pages/s, peak {r['peak_rss_mb']} MB")
+    typer.echo(f"wrote {out}")
+
+
+def eval_train_reader(
+    pdf_dir: Annotated[Path, typer.Argument(help="The training PDFs (retrieval/eval/reader_data/fetch.sh DIR fetches them).")],
+    out: Annotated[Path, typer.Option(help="Directory for reader.onnx, tokenizer.json and card.json.")] = Path("retrieval/reader/model"),
+    report: Annotated[Path, typer.Option(help="Where to write the training report and the data split.")] = Path("results/reader_training.json"),
+    seed: Annotated[int, typer.Option(help="Seed of the pair sampling, the split and torch.")] = 13,
+    epochs: Annotated[int, typer.Option(min=1)] = 1,
+    batch_size: Annotated[int, typer.Option(min=1)] = 32,
+    lr: Annotated[float, typer.Option(help="Peak learning rate (linear warm-up over 10%, then linear decay).")] = 4e-5,
+    max_length: Annotated[int, typer.Option(help="Word pieces per (question, sentence) pair.")] = 128,
+    valid_share: Annotated[float, typer.Option(help="Share of training questions held out to check the export.")] = 0.05,
+) -> None:
+    """Train the reader (question, sentence → states the answer) from the training questions, on the CPU."""
+    from ingest.reader_training import build_pairs, load_questions  # noqa: PLC0415
+    from retrieval.eval.reader_data import QUESTIONS, sources_table  # noqa: PLC0415
+    from retrieval.reader.train import train  # noqa: PLC0415
+
+    files = sorted(QUESTIONS.glob("*.jsonl"))
+    try:
+        questions = load_questions(files)
+        table = sources_table(pdf_dir)
+        pairs, per_document = build_pairs(questions, pdf_dir, seed=seed)
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+    settings = load_settings()
+    from retrieval.embed import resolve_model_path  # noqa: PLC0415
+
+    result = train(pairs, resolve_model_path(settings.embedding_model), out, seed=seed, epochs=epochs,
+                   batch_size=batch_size, lr=lr, max_length=max_length, valid_share=valid_share)
+    command = (f"chapterverse eval train-reader {pdf_dir} --out {out} --report {report} --seed {seed} --epochs {epochs} "
+               f"--batch-size {batch_size} --lr {lr} --max-length {max_length} --valid-share {valid_share}")
+    save_result(report, {"command": command, "documents": table, "per_document": per_document,
+                           "questions": {"answerable": sum(q.answerable for q in questions),
+                                         "unanswerable": sum(not q.answerable for q in questions),
+                                         "files": [str(f) for f in files]},
+                           "training": result})
+    typer.echo(f"reader written to {out}; report in {report}")
+
+
+def register(app: typer.Typer, eval_app: typer.Typer) -> None:
+    app.command()(ingest)
+    app.command()(docs)
+    app.command()(remove)
+    eval_app.command("ingest")(eval_ingest)
+    eval_app.command("train-reader")(eval_train_reader)
