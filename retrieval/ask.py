@@ -129,33 +129,46 @@ def phrase_freq(settings: Settings, phrases: Sequence[str], words: Sequence[str]
                     f"ON d.collection = c.collection AND d.id = c.document_id WHERE {cond} {{}} GROUP BY d.name")
     by_doc: dict[str, dict[str, float]] = {}
     phrase_df: dict[str, int] = {}
-    with pool.connection(settings) as conn:
+    with pool.connection(settings) as conn:  # three statements, whatever the number of phrases and words
         sizes = {r["name"]: r["n"] for r in conn.execute(per_document.format(""), extra).fetchall()}
         total = sum(sizes.values())
-        for phrase in phrases:  # only chunks using the phrase are counted, through the GIN index
-            hits = {r["name"]: r["n"] for r in conn.execute(
-                per_document.format("AND c.tsv @@ phraseto_tsquery('english', %s)"), [*extra, phrase]).fetchall()}
-            phrase_df[phrase] = sum(hits.values())
-            by_doc[phrase] = {name: n / sizes[name] for name, n in hits.items()}
-        word_df = {w: conn.execute(f"SELECT count(*) AS n FROM chunks c WHERE {cond} AND "
-                                   "c.tsv @@ plainto_tsquery('english', %s)", [*extra, w]).fetchone()["n"]
-                   for w in words}
+        if phrases:  # only chunks using a phrase are counted, through the GIN index
+            for r in conn.execute(
+                    "SELECT ph.phrase, d.name, count(*) AS n FROM unnest(%s::text[]) AS ph(phrase) "
+                    "JOIN chunks c ON c.tsv @@ phraseto_tsquery('english', ph.phrase) "
+                    "JOIN documents d ON d.collection = c.collection AND d.id = c.document_id "
+                    f"WHERE {cond} GROUP BY ph.phrase, d.name", [list(phrases), *extra]).fetchall():
+                by_doc.setdefault(r["phrase"], {})[r["name"]] = r["n"] / sizes[r["name"]]
+                phrase_df[r["phrase"]] = phrase_df.get(r["phrase"], 0) + r["n"]
+        phrase_df = {ph: phrase_df.get(ph, 0) for ph in phrases}  # in the order asked
+        by_doc = {ph: by_doc.get(ph, {}) for ph in phrases}
+        word_df: dict[str, int] = {}
+        if words:
+            word_df = {r["w"]: r["n"] for r in conn.execute(
+                f"SELECT w.w, (SELECT count(*) FROM chunks c WHERE {cond} AND "
+                "c.tsv @@ plainto_tsquery('english', w.w)) AS n FROM unnest(%s::text[]) AS w(w)",
+                [*extra, list(words)]).fetchall()}
     return PhraseStats(int(total), phrase_df, word_df, by_doc)
 
 
 def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[str, str], dict[int, SourcePage]]:
     """The stored text and label of every page the passages touch, keyed by (collection, document)."""
     out: dict[tuple[str, str], dict[int, SourcePage]] = {}
-    with pool.connection(settings) as conn:
-        for p in passages:
-            rows = conn.execute(
-                "SELECT pg.page_no, pg.text, pg.label FROM pages pg JOIN documents d "
-                "ON d.collection = pg.collection AND d.id = pg.document_id "
-                "WHERE pg.collection = %s AND d.name = %s AND pg.page_no BETWEEN %s AND %s",
-                (p.collection, p.document, p.page, p.page_end)).fetchall()
-            pages = out.setdefault((p.collection, p.document), {})
-            for r in rows:
-                pages[r["page_no"]] = SourcePage(r["text"], r["label"])
+    if not passages:
+        return out
+    with pool.connection(settings) as conn:  # one statement for every passage
+        rows = conn.execute(
+            "SELECT q.collection, q.name, pg.page_no, pg.text, pg.label "
+            "FROM unnest(%s::text[], %s::text[], %s::int[], %s::int[]) AS q(collection, name, first, last) "
+            "JOIN documents d ON d.collection = q.collection AND d.name = q.name "
+            "JOIN pages pg ON pg.collection = d.collection AND pg.document_id = d.id "
+            "AND pg.page_no BETWEEN q.first AND q.last",
+            ([p.collection for p in passages], [p.document for p in passages], [p.page for p in passages],
+             [p.page_end for p in passages])).fetchall()
+    for p in passages:
+        out.setdefault((p.collection, p.document), {})
+    for r in rows:
+        out[(r["collection"], r["name"])][r["page_no"]] = SourcePage(r["text"], r["label"])
     return out
 
 
