@@ -22,14 +22,14 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 from retrieval import pool
 from retrieval.answerers import Answerer, AnswererError, Draft
 from retrieval.answerers.followup import standalone_without_model
 from retrieval.answerers.keyterms import PhraseStats
 from retrieval.answerers.support import unsupported
-from retrieval.db import DatabaseError
+from retrieval.db import DatabaseError, IndexUnavailable
 from retrieval.embed import ModelError
 from retrieval.models import Answer, Citation, NearestPassage, Passage, SearchResult, Turn
 from retrieval.premise import examine, premise_note
@@ -287,8 +287,13 @@ def ask(settings: Settings, question: str, *, history: Sequence[Turn] = (),
     ``extractive_threshold`` overrides the extractive answerer's refusal threshold (for calibration)."""
     result = Answer(question=question, refusal=True)
     try:
-        return _ask(settings, question, history, collections, answerer, k, search_fn, result,
-                    extractive_threshold)
+        with ExitStack() as held:
+            try:  # one connection for every step of the question (retrieval.pool)
+                held.enter_context(pool.connection(settings))
+            except (IndexUnavailable, DatabaseError):
+                pass  # each step meets the outage itself and the answer says so
+            return _ask(settings, question, history, collections, answerer, k, search_fn, result,
+                        extractive_threshold)
     except Exception as exc:  # noqa: BLE001  (the contract: a refusal, never an exception)
         log.exception("ask failed")
         return _refusal(result, f"Something went wrong while answering ({type(exc).__name__}); "

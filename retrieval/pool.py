@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextvars import ContextVar
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -48,12 +49,28 @@ def _pool(settings: Settings) -> ConnectionPool:
     return pool
 
 
+# The connection this context (thread, task) already holds, by pool key: a question checks out one
+# connection and every step of it (named documents, both legs, fetch, sentence scores, pages, term
+# statistics) runs on it, instead of one checkout (and one liveness check) per step.
+_held: ContextVar[dict[str, psycopg.Connection] | None] = ContextVar("chapterverse_held_connection", default=None)
+
+
 @contextmanager
 def connection(settings: Settings) -> Iterator[psycopg.Connection]:
-    """An autocommit connection (dict rows, pgvector registered) from the pool."""
+    """An autocommit connection (dict rows, pgvector registered) from the pool; inside another
+    ``connection`` block of the same context, that block's connection (one checkout per question)."""
+    key = db.conninfo(settings)
+    held = _held.get() or {}
+    if key in held:
+        yield held[key]
+        return
     try:
         with _pool(settings).connection() as conn:
-            yield conn
+            token = _held.set({**held, key: conn})
+            try:
+                yield conn
+            finally:
+                _held.reset(token)
     except PoolTimeout as exc:
         raise db.IndexUnavailable(f"the index database is unavailable: {exc}") from exc
     except psycopg.OperationalError as exc:  # the server went away mid-query
