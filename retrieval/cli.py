@@ -21,7 +21,7 @@ os.environ.setdefault("PYMUPDF_SUGGEST_LAYOUT_ANALYZER", "0")
 
 import typer  # noqa: E402
 
-from ingest.sources import InputError, expand, load  # noqa: E402
+from ingest.sources import InputError, expand, load, redact_urls  # noqa: E402
 from retrieval.db import DatabaseError  # noqa: E402
 from retrieval.embed import ModelError  # noqa: E402
 from retrieval.logs import quiet_libraries  # noqa: E402
@@ -150,9 +150,10 @@ def ingest(
     limit = settings.max_file_bytes
     results: list[dict] = []
     failed = 0
-    for arg in expand(inputs):
+    for given in expand(inputs):
+        arg = redact_urls(given)  # a URL's query string (a signed URL's signature) is never printed or stored
         try:
-            src = load(arg, limit, settings.download_timeout_s)
+            src = load(given, limit, settings.download_timeout_s)
             res = ingest_source(settings, embedder, src, coll, quiet=quiet or json_out)
             results.append(res.as_dict())
             if not json_out:
