@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,11 +21,12 @@ from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk.errors import SlackApiError
 
 from bot import render, slack, urls
-from bot.slack import make_client
 from bot.answer import Answering, Question, strip_mentions
+from bot.authz import Authorizer
 from bot.clients import Clients
 from bot.jobs import Jobs, Requester, ephemeral_reporter
-from bot.scope import admins, may_change_documents, scope_for
+from bot.scope import scope_for
+from bot.slack import make_client
 from bot.store import Store
 from bot.workers import WorkerPool
 from retrieval.db import DatabaseError
@@ -31,6 +36,7 @@ log = logging.getLogger(__name__)
 
 FOLLOWUP_SUBTYPES = (None, "thread_broadcast", "file_share")
 MAX_THREAD_SCAN = 200  # replies fetched to see whether the bot is in a thread when the database is down
+ACK_BUDGET_S = 2.5  # a slash ingest/remove is checked and queued before its acknowledgement, within this
 
 
 @dataclass
@@ -44,6 +50,7 @@ class Bot:
     jobs: Jobs
     answers: WorkerPool  # questions
     quick: WorkerPool  # thread checks, feedback, listing
+    authz: Authorizer | None = None  # who may add and remove documents (default: bot.authz over ``clients``)
 
 
 def is_pdf(file: dict[str, Any]) -> bool:
@@ -56,16 +63,36 @@ def unwrap_url(text: str) -> str:
     return m.group(1) if m else text.strip()
 
 
-def refusal_for_outsiders(settings: Settings) -> str:
-    names = ", ".join(f"<@{u}>" for u in sorted(admins(settings)))
-    return (f"Sorry, only a few people can add or remove documents here ({names}). "
-            "Please ask one of them; you can still ask me anything about the documents.")
+def within(budget_s: float, work: Callable[[], str], late: Callable[[str], None], name: str) -> str | None:
+    """Run ``work`` on its own thread; its text if it finishes within ``budget_s``, else None, and
+    ``late`` gets the text when it does finish (Slack's acknowledgement cannot wait longer)."""
+    fut: Future[str] = Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(work())
+        except Exception as exc:  # noqa: BLE001
+            log.exception("%s failed", name)
+            fut.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    try:
+        return fut.result(timeout=budget_s)
+    except FutureTimeout:
+        def done(f: Future[str]) -> None:
+            late(f.result() if f.exception() is None else
+                 ":x: Something went wrong on my side; nothing was changed. Please try again.")
+        fut.add_done_callback(done)
+        return None
+    except Exception:  # noqa: BLE001
+        return ":x: Something went wrong on my side; nothing was changed. Please try again."
 
 
 def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) -> App:
     """``auth``: extra ``App`` arguments for multi-workspace mode (installation store, OAuth
     settings); without them the app uses the single bot token's client."""
     client = make_client(bot.settings, None) if auth else bot.clients.for_team("")
+    authz = bot.authz or Authorizer(bot.settings, bot.clients)
     app = App(client=client, process_before_response=False, ignoring_self_events_enabled=True,
               logger=logger or logging.getLogger("slack_bolt"), **auth)
 
@@ -124,17 +151,20 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
         return any(m.get("user") == me for m in resp.get("messages", []))
 
     def share_files(q: Question, files: list[dict[str, Any]]) -> None:
-        try:
-            if not bot.store.claim_event(q.team, q.key):
-                return
-        except DatabaseError:
-            pass  # the job itself will report the database problem
         who = Requester(q.team, q.channel, q.user)
-        if not may_change_documents(bot.settings, q.user):
-            ephemeral_reporter(bot.clients(q.team), who, thread_ts=q.thread_ts)(refusal_for_outsiders(bot.settings))
+        decision = authz.check(q.team, q.user)
+        if not decision.allowed:
+            try:
+                if not bot.store.claim_event(q.team, q.key):
+                    return
+            except DatabaseError:
+                pass
+            ephemeral_reporter(bot.clients(q.team), who, thread_ts=q.thread_ts)(decision.why)
+            log.info("refused a shared PDF from %s in %s: not allowed to change documents", q.user, q.team)
             return
-        for f in files:
-            bot.jobs.ingest_file(who, str(f["id"]), str(f.get("name") or f["id"]), q.thread_ts)
+        # the message is claimed and its jobs queued in one transaction
+        bot.jobs.ingest_files(who, [(str(f["id"]), str(f.get("name") or f["id"])) for f in files], q.thread_ts,
+                              claim=q.key)
 
     def reply_problem(q: Question, text: str) -> None:
         slack.post(bot.clients(q.team), q.channel, render.render_problem(text), q.thread_ts)
@@ -150,30 +180,36 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
         arg = words[1].strip() if len(words) > 1 else ""
         who = Requester(str(context.team_id or command.get("team_id")), str(command["channel_id"]),
                         str(command["user_id"]))
-        if verb in ("ingest", "remove") and not may_change_documents(bot.settings, who.user):
-            ack(refusal_for_outsiders(bot.settings))
-            return
         report = ephemeral_reporter(bot.clients(who.team), who, respond)
         response_url = command.get("response_url")
-        coll = scope_for(bot.settings, who.team, who.channel).write
-        if verb == "ingest":
-            url = unwrap_url(arg)
-            if not url.startswith(("http://", "https://")):
-                ack("Usage: `/chapterverse ingest <https://…/handbook.pdf>` (or share a PDF with me in a mention).")
-                return
-            why = urls.refusal(bot.settings, url)  # a name's addresses are checked when the job connects
-            if why:
-                ack(why)
-                return
-            ack(f":inbox_tray: Ingesting {urls.shown(url)} into `{coll}`. I'll tell you how it goes "
-                "(only you see this).")
-            bot.quick.submit(bot.jobs.ingest_url, who, url, report, response_url)
-        elif verb == "remove":
-            if not arg:
+        if verb in ("ingest", "remove"):
+            if verb == "ingest":
+                url = unwrap_url(arg)
+                if not url.startswith(("http://", "https://")):
+                    ack("Usage: `/chapterverse ingest <https://…/handbook.pdf>` (or share a PDF with me in a mention).")
+                    return
+                why = urls.refusal(bot.settings, url)  # a name's addresses are checked when the job connects
+                if why:
+                    ack(why)
+                    return
+            elif not arg:
                 ack("Usage: `/chapterverse remove <document name>` (`/chapterverse list` shows the names).")
                 return
-            ack(f":wastebasket: Removing `{arg}` from `{coll}`…")
-            bot.quick.submit(bot.jobs.remove, who, arg, report, response_url)
+
+            def change() -> str:
+                """Who may, then the job's row in Postgres: both before the acknowledgement."""
+                decision = authz.check(who.team, who.user)
+                if not decision.allowed:
+                    log.info("refused %s by %s in %s: not allowed to change documents", verb, who.user, who.team)
+                    return decision.why
+                if verb == "ingest":
+                    return bot.jobs.ingest_url(who, url, response_url).text
+                return bot.jobs.remove(who, arg, response_url).text
+
+            text = within(ACK_BUDGET_S, change, report, f"slash-{verb}")
+            ack(text if text is not None else
+                f":hourglass_flowing_sand: Checking and queueing your {verb}; I'll tell you here in a moment "
+                "(only you see this).")
         elif verb == "list":
             ack()
             bot.quick.submit(bot.jobs.list_documents, who, report)

@@ -50,6 +50,7 @@ class Job:
     spec: JobSpec
     source: str  # as shown to people
     attempts: int
+    requested_by: str = ""  # the Slack user who asked
 
 
 class QueueFull(Exception):
@@ -65,26 +66,50 @@ class JobQueue:
     def __init__(self, store: Store, limit: int) -> None:
         self.store, self.limit = store, limit
 
-    def enqueue(self, workspace: str, requested_by: str, source: str, spec: JobSpec) -> tuple[int, int]:
+    def enqueue(self, workspace: str, requested_by: str, source: str, spec: JobSpec,
+                claim: str | None = None) -> tuple[int | None, int]:
         """Queue a job; (its id, how many unfinished jobs of the workspace are ahead of it).
-        Raises ``QueueFull`` when the workspace has ``limit`` unfinished jobs already."""
+        Raises ``QueueFull`` when the workspace has ``limit`` unfinished jobs already. With ``claim``
+        (an event key, ``Store.claim_event``) the event is claimed in the same transaction; the id is
+        None when it was claimed before (nothing queued)."""
+        ids, ahead = self._enqueue(workspace, requested_by, [(source, spec)], claim)
+        return (ids[0] if ids else None), ahead
 
-        def run(conn) -> tuple[int, int]:  # noqa: ANN001
+    def enqueue_all(self, workspace: str, requested_by: str, jobs: list[tuple[str, JobSpec]],
+                    claim: str | None = None) -> list[int] | None:
+        """Queue several jobs (source, spec) in one transaction, all or none; their ids, or None when
+        ``claim`` was claimed before."""
+        ids, _ = self._enqueue(workspace, requested_by, jobs, claim)
+        return ids
+
+    def _enqueue(self, workspace: str, requested_by: str, jobs: list[tuple[str, JobSpec]],
+                 claim: str | None) -> tuple[list[int] | None, int]:
+        def run(conn) -> tuple[list[int] | None, int]:  # noqa: ANN001
             with conn.transaction():
+                if claim is not None and conn.execute(
+                        "INSERT INTO bot_events (workspace, event_key) VALUES (%s, %s) ON CONFLICT DO NOTHING "
+                        "RETURNING event_key", (workspace, claim)).fetchone() is None:
+                    return None, 0
                 # one enqueuer per workspace at a time, so the count below cannot be raced past the limit
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext('bot_jobs:' || %s))", (workspace,))
                 ahead = conn.execute("SELECT count(*) AS n FROM bot_jobs WHERE workspace = %s "
                                      "AND status IN ('queued', 'running')", (workspace,)).fetchone()["n"]
-                if ahead >= self.limit:
+                if ahead + len(jobs) > self.limit:
                     raise QueueFull(self.limit)
-                row = conn.execute(
+                ids = [int(conn.execute(
                     "INSERT INTO bot_jobs (workspace, kind, requested_by, channel, collection, source, payload) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
                     (workspace, spec.kind, requested_by, spec.report.channel, spec.collection, source,
-                     Jsonb(spec.model_dump(mode="json")))).fetchone()
-            return int(row["id"]), int(ahead)
+                     Jsonb(spec.model_dump(mode="json")))).fetchone()["id"]) for source, spec in jobs]
+            return ids, int(ahead)
 
         return self.store.run(run)
+
+    def set_status_ts(self, workspace: str, job_id: int, status_ts: str) -> bool:
+        """Record the thread message a queued job should update; False if a worker has it already."""
+        return self.store.run(lambda conn: conn.execute(
+            "UPDATE bot_jobs SET payload = jsonb_set(payload, '{report,status_ts}', to_jsonb(%s::text)) "
+            "WHERE workspace = %s AND id = %s AND status = 'queued'", (status_ts, workspace, job_id)).rowcount == 1)
 
     def claim(self) -> Job | None:
         """The oldest queued job, now running and owned by this process; None when the queue is empty."""
@@ -95,7 +120,7 @@ class JobQueue:
             "  SELECT workspace, id FROM bot_jobs WHERE status = 'queued' ORDER BY created_at, id "
             "  LIMIT 1 FOR UPDATE SKIP LOCKED) q "
             "WHERE j.workspace = q.workspace AND j.id = q.id "
-            "RETURNING j.workspace, j.id, j.payload, j.source, j.attempts", (host, pid)).fetchone())
+            "RETURNING j.workspace, j.id, j.payload, j.source, j.attempts, j.requested_by", (host, pid)).fetchone())
         if row is None:
             return None
         try:
@@ -105,7 +130,7 @@ class JobQueue:
             self.finish(job, ok=False, message="cannot run: recorded by an older version of the bot")
             return self.claim()
         return Job(workspace=row["workspace"], id=int(row["id"]), spec=spec, source=row["source"],
-                   attempts=int(row["attempts"]))
+                   attempts=int(row["attempts"]), requested_by=row["requested_by"])
 
     def heartbeat(self, job: Job) -> None:
         self.store.run(lambda conn: conn.execute(

@@ -137,18 +137,20 @@ def refusal(settings: Settings, url: str) -> str | None:
         return f"Sorry, `{shown(url)}` is not a URL I can read."
     if not host:
         return f"Sorry, `{shown(url)}` has no host name."
-    if port is not None and port not in WEB_PORTS:
-        return (f"Sorry, I only download from the standard web ports (80 and 443), and `{shown(url)}` uses "
-                f"port {port}. Share the PDF with me in a mention instead.")
     host = host.rstrip(".").lower()
     if host in _LOCAL_NAMES or host.endswith((".localhost", ".local", ".internal")):
         return _polite(host)
     try:
         ip = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
-        return None  # a name: its addresses are checked when connecting
-    why = non_public(ip)
-    return _polite(host, why) if why else None
+        ip = None  # a name: its addresses are checked when connecting
+    why = non_public(ip) if ip is not None else None
+    if why:
+        return _polite(host, why)
+    if port is not None and port not in WEB_PORTS:
+        return (f"Sorry, I only download from the standard web ports (80 and 443), and `{shown(url)}` uses "
+                f"port {port}. Share the PDF with me in a mention instead.")
+    return None
 
 
 def address_refusal(settings: Settings, host: str, address: str) -> str | None:
