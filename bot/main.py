@@ -140,6 +140,11 @@ def run(settings: Settings) -> None:
     store = Store(settings)
     prepare_database(store)
     installations = PostgresInstallationStore(store) if bot_token is None else None
+    if installations is not None:
+        try:  # tokens stored in plain text (or under an older key) are encrypted with the current key
+            installations.seal_stored()
+        except DatabaseError as exc:
+            log.warning("could not check the stored installations' encryption: %s", exc)
     clients = Clients(settings, token=bot_token, installations=installations)
     queue = JobQueue(store, settings.job_queue_limit)
     answers, quick = WorkerPool("answer", settings.slack_workers), WorkerPool("quick", 4)

@@ -278,10 +278,11 @@ def test_outsiders_cannot_ingest_or_remove(fake: FakeSlack, bot: BotProcess, set
     docs = channel()
     for text in ("ingest https://example.invalid/a.pdf", "remove 14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf"):
         ack = fake.wait_ack(fake.slash(text, user=OUTSIDER, channel=docs))
-        assert "Sorry, only a few people" in ack.payload["text"] and f"<@{ADMIN}>" in ack.payload["text"]
+        assert "only this workspace's admins and owners and" in ack.payload["text"]
+        assert f"<@{ADMIN}>" in ack.payload["text"]
     fid = fake.add_file("evil.pdf", handbook_pdf("Nothing."), user=OUTSIDER)
     fake.mention(docs, OUTSIDER, "please add this", files=[fid])
-    wait_for(lambda: any(e["user"] == OUTSIDER and "Sorry, only a few people" in e["text"] for e in fake.ephemerals),
+    wait_for(lambda: any(e["user"] == OUTSIDER and "admins and owners" in e["text"] for e in fake.ephemerals),
              20, "the polite refusal")
     assert fake.files[fid].downloads == []
     assert not db_rows(settings, "SELECT 1 FROM bot_jobs WHERE requested_by = %s", OUTSIDER)
