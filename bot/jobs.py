@@ -18,7 +18,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot import slack, urls
-from bot.queue import Job, JobQueue, JobSpec, QueueFull, ReportTo
+from bot.queue import Job, JobLost, JobQueue, JobSpec, QueueFull, ReportTo
 from bot.render import render_documents
 from bot.scope import scope_for
 from bot.store import Store
@@ -221,6 +221,12 @@ class Jobs:
         report(render_documents(rows, read))
 
     # ---------------------------------------------------------------- running a claimed job (job runner)
+    def on_lost(self, job: Job, why: str) -> None:
+        """The runner's heartbeat found the job is no longer this worker's (``bot.runner``)."""
+        if why == "expired":
+            report = _redacting(reporter_for(self.clients(job.workspace), job.spec.report))
+            report(f":x: Job #{job.id} {self.queue.deadline_message()}.")
+
     def run(self, job: Job) -> None:
         client = self.clients(job.workspace)
         report = _redacting(reporter_for(client, job.spec.report))
@@ -252,7 +258,7 @@ class Jobs:
             raise InputError(f"{name}: Slack gave no download link")
         src = fetch_url(str(url), self.limit, self.settings.download_timeout_s,
                         headers={"Authorization": f"Bearer {client.token}"})
-        return dataclasses.replace(src, name=name, origin=name, url=str(info.get("url_private") or url))
+        return dataclasses.replace(src, name=name, origin=name, url=urls.shown(str(info.get("url_private") or url)))
 
     def _ingest(self, job: Job, load: Callable[[], Source], report: Reporter) -> None:
         """``job.source`` is what people are shown (no query string); every report is redacted too,
@@ -261,14 +267,22 @@ class Jobs:
         from retrieval.embed import get_embedder  # noqa: PLC0415
 
         collection = job.spec.collection
-        report(f":hourglass_flowing_sand: Job #{job.id}: downloading {job.source}…")
+
+        def progress(text: str) -> None:
+            """Report, unless the job stopped being ours: then stop before anything is written."""
+            if job.lost.is_set():
+                raise JobLost(job.id)
+            report(f":hourglass_flowing_sand: Job #{job.id}: {text}…")
+
+        progress(f"downloading {job.source}")
         try:
             src = load()
-            report(f":hourglass_flowing_sand: Job #{job.id}: reading {src.name} ({len(src.data) / 1e6:.1f} MB)…")
+            progress(f"reading {src.name} ({len(src.data) / 1e6:.1f} MB)")
             embedder = get_embedder(self.settings.embedding_model)
-            res = ingest_source(self.settings, embedder, src, collection, quiet=True,
-                                on_progress=lambda m: report(f":hourglass_flowing_sand: Job #{job.id}: {m}…"),
+            res = ingest_source(self.settings, embedder, src, collection, quiet=True, on_progress=progress,
                                 actor=_actor(job))
+        except JobLost:
+            raise
         except (InputError, DatabaseError, ModelError) as exc:
             self._finish(job, ok=False, message=urls.redact(str(exc)))
             report(f":x: Job #{job.id} failed: {exc}")
@@ -290,6 +304,8 @@ class Jobs:
         from ingest.store import remove_document  # noqa: PLC0415
 
         name, collection = job.spec.name or "", job.spec.collection
+        if job.lost.is_set():
+            raise JobLost(job.id)
         try:
             removed = self.store.run(lambda conn: remove_document(conn, name, collection, actor=_actor(job)))
         except DatabaseError as exc:
@@ -305,6 +321,8 @@ class Jobs:
 
     def _finish(self, job: Job, **kw: object) -> None:
         try:
-            self.queue.finish(job, **kw)  # type: ignore[arg-type]
+            if not self.queue.finish(job, **kw):  # type: ignore[arg-type]
+                log.warning("job %s:%s ended but is no longer this worker's (deadline, or claimed elsewhere); "
+                            "its end was not recorded", job.workspace, job.id)
         except DatabaseError as exc:
             log.warning("could not record the end of job %s: %s", job.id, exc)

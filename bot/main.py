@@ -152,7 +152,7 @@ def run(settings: Settings) -> None:
     runner: JobRunner | None = None
     jobs = Jobs(settings, clients, store, queue, wake=lambda: runner.wake() if runner else None)
     if settings.bot_runs_jobs:
-        runner = JobRunner(queue, jobs.run).start()
+        runner = JobRunner(queue, jobs.run, on_lost=jobs.on_lost).start()
     bot = Bot(settings=settings, clients=clients, store=store, answering=Answering(settings, clients, store, io=slack_io),
               jobs=jobs, answers=answers, quick=quick)
     app = build_bolt(bot, stop, app_auth(settings, installations) if installations else {})

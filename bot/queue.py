@@ -10,7 +10,8 @@ with a message saying so. The queue is bounded per workspace: ``enqueue`` refuse
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Literal
 
 from psycopg.types.json import Jsonb
@@ -49,8 +50,16 @@ class Job:
     id: int
     spec: JobSpec
     source: str  # as shown to people
-    attempts: int
+    attempts: int  # with the owner, identifies this claim: heartbeat and finish act only on it
     requested_by: str = ""  # the Slack user who asked
+    owner: tuple[str, int] = ("", 0)  # (host, pid) of the process that claimed it
+    lost: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    """Set when the job is no longer this claim's (its deadline passed, or it was given to another
+    worker): the work stops at its next check and records nothing."""
+
+
+class JobLost(Exception):
+    """The job is no longer this worker's (``Job.lost``): stop without recording anything."""
 
 
 class QueueFull(Exception):
@@ -63,8 +72,10 @@ class QueueFull(Exception):
 
 
 class JobQueue:
-    def __init__(self, store: Store, limit: int) -> None:
+    def __init__(self, store: Store, limit: int, deadline_s: float | None = None) -> None:
+        """``deadline_s``: how long a job may run (default ``CHAPTERVERSE_JOB_DEADLINE_S``)."""
         self.store, self.limit = store, limit
+        self.deadline_s = deadline_s if deadline_s is not None else store.settings.job_deadline_s
 
     def enqueue(self, workspace: str, requested_by: str, source: str, spec: JobSpec,
                 claim: str | None = None) -> tuple[int | None, int]:
@@ -130,23 +141,62 @@ class JobQueue:
             self.finish(job, ok=False, message="cannot run: recorded by an older version of the bot")
             return self.claim()
         return Job(workspace=row["workspace"], id=int(row["id"]), spec=spec, source=row["source"],
-                   attempts=int(row["attempts"]), requested_by=row["requested_by"])
+                   attempts=int(row["attempts"]), requested_by=row["requested_by"], owner=(host, pid))
 
-    def heartbeat(self, job: Job) -> None:
-        self.store.run(lambda conn: conn.execute(
-            "UPDATE bot_jobs SET heartbeat_at = now() WHERE workspace = %s AND id = %s AND status = 'running'",
-            (job.workspace, job.id)))
+    _MINE = ("workspace = %(ws)s AND id = %(id)s AND status = 'running' AND owner_host = %(host)s "
+             "AND owner_pid = %(pid)s AND attempts = %(attempts)s")
+
+    def _mine(self, job: Job) -> dict[str, object]:
+        return {"ws": job.workspace, "id": job.id, "host": job.owner[0], "pid": job.owner[1],
+                "attempts": job.attempts}
+
+    def heartbeat(self, job: Job) -> Literal["ok", "expired", "lost"]:
+        """Refresh the job's heartbeat: "ok"; "expired" when this claim ran past its deadline (the job
+        is failed here, by its own worker); "lost" when it is no longer this claim's (failed for its
+        deadline by another worker, or requeued and claimed elsewhere). ``job.lost`` is set unless "ok"."""
+        args = {**self._mine(job), "deadline": self.deadline_s, "message": self.deadline_message()}
+
+        def run(conn) -> Literal["ok", "expired", "lost"]:  # noqa: ANN001
+            with conn.transaction():
+                expired = conn.execute(
+                    f"UPDATE bot_jobs SET status = 'failed', finished_at = now(), payload = payload - 'url', "  # noqa: S608
+                    f"message = %(message)s WHERE {self._MINE} "
+                    f"AND started_at < now() - make_interval(secs => %(deadline)s) RETURNING id", args).fetchone()
+                if expired:
+                    return "expired"
+                beat = conn.execute(f"UPDATE bot_jobs SET heartbeat_at = now() WHERE {self._MINE}",  # noqa: S608
+                                    args).rowcount
+                return "ok" if beat == 1 else "lost"
+
+        state = self.store.run(run)
+        if state != "ok":
+            job.lost.set()
+        return state
+
+    def deadline_message(self) -> str:
+        return (f"stopped: it ran longer than the job deadline ({self.deadline_s / 60:.0f} min, "
+                "CHAPTERVERSE_JOB_DEADLINE_S); nothing was changed")
 
     def finish(self, job: Job, *, ok: bool, message: str, pages: int | None = None,
-               chunks: int | None = None) -> None:
-        """Record the end; the payload's URL (which may carry a signed query string) is dropped."""
-        self.store.run(lambda conn: conn.execute(
-            "UPDATE bot_jobs SET status = %s, message = %s, pages = %s, chunks = %s, finished_at = now(), "
-            "payload = payload - 'url' WHERE workspace = %s AND id = %s",
-            ("done" if ok else "failed", message, pages, chunks, job.workspace, job.id)))
+               chunks: int | None = None) -> bool:
+        """Record the end, only if the job is still this claim's (False otherwise, and ``job.lost``
+        is set); the payload's URL (which may carry a signed query string) is dropped."""
+        args = {**self._mine(job), "status": "done" if ok else "failed", "message": message, "pages": pages,
+                "chunks": chunks}
+        if job.spec is None or job.owner == ("", 0):  # a row that cannot run: claimed and failed at once
+            where = "workspace = %(ws)s AND id = %(id)s"
+        else:
+            where = self._MINE
+        done = self.store.run(lambda conn: conn.execute(
+            "UPDATE bot_jobs SET status = %(status)s, message = %(message)s, pages = %(pages)s, chunks = %(chunks)s, "  # noqa: S608
+            f"finished_at = now(), payload = payload - 'url' WHERE {where}", args).rowcount == 1)
+        if not done:
+            job.lost.set()
+        return done
 
     def recover(self, stale_s: float = STALE_S, *, starting: bool = False) -> tuple[int, int]:
-        """Jobs whose worker is gone: requeued while attempts remain, else failed. (requeued, failed).
+        """Jobs whose worker is gone: requeued while attempts remain, else failed; jobs running past
+        the deadline: failed. (requeued, failed).
 
         A running job's worker is gone when its heartbeat is older than ``stale_s``; when
         ``starting``, also when it was claimed on this host by a process that is no longer alive or
@@ -163,8 +213,14 @@ class JobQueue:
                 gone = [f"{r['workspace']}:{r['id']}" for r in rows if r["owner_pid"] == me or not _alive(r["owner_pid"])]
             lost = ("status = 'running' AND (workspace || ':' || id = ANY(%(gone)s) OR "
                     "coalesce(heartbeat_at, started_at, created_at) < now() - make_interval(secs => %(stale)s))")
-            args = {"gone": gone, "stale": stale_s, "max": MAX_ATTEMPTS}
+            args = {"gone": gone, "stale": stale_s, "max": MAX_ATTEMPTS, "deadline": self.deadline_s,
+                    "message": self.deadline_message()}
             with conn.transaction():
+                # past the deadline: failed, never retried (it would most likely run as long again)
+                expired = conn.execute(
+                    "UPDATE bot_jobs SET status = 'failed', finished_at = now(), payload = payload - 'url', "
+                    "message = %(message)s WHERE status = 'running' "
+                    "AND started_at < now() - make_interval(secs => %(deadline)s) RETURNING id", args).fetchall()
                 requeued = conn.execute(
                     f"UPDATE bot_jobs SET status = 'queued', owner_host = NULL, owner_pid = NULL "  # noqa: S608
                     f"WHERE {lost} AND attempts < %(max)s RETURNING id", args).fetchall()
@@ -172,6 +228,6 @@ class JobQueue:
                     f"UPDATE bot_jobs SET status = 'failed', finished_at = now(), payload = payload - 'url', "  # noqa: S608
                     f"message = 'interrupted: its worker stopped during each of ' || attempts || ' attempt(s)' "
                     f"WHERE {lost} RETURNING id", args).fetchall()
-            return len(requeued), len(failed)
+            return len(requeued), len(failed) + len(expired)
 
         return self.store.run(run)
