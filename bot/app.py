@@ -1,9 +1,13 @@
 """The Bolt app: small listeners that acknowledge at once and hand the work to worker threads.
 
 Events (``app_mention``, ``message``) are acknowledged by Bolt before the listener runs; commands
-and button presses call ``ack()`` first thing. Nothing slow runs on the socket thread: questions go
-to the answer pool; queueing a job (``bot.queue``), thread checks, feedback and listing to the quick
-pool. Jobs run on a job runner (``bot.runner``), in this process or a separate worker.
+and button presses call ``ack()`` first thing, except ``/chapterverse ingest`` and ``remove``: they
+are checked (``bot.authz``: may this person change documents?) and queued as a row in Postgres
+(``bot.queue``) before the acknowledgement, so an acknowledged change is never lost; both run on
+their own thread within ``ACK_BUDGET_S`` (if slower, the acknowledgement says the result follows).
+Listeners run on Bolt's worker threads, never on the socket's. Questions go to the answer pool;
+shared files (claimed and queued in one transaction), thread checks, feedback and listing to the
+quick pool. Jobs run on a job runner (``bot.runner``), in this process or a separate worker.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from retrieval.db import DatabaseError
 from retrieval.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,9 @@ class Authorizer:
             else:
                 log.warning("users.info failed for %s in %s: %s", user, team, error)
             raise LookupFailed(f"Slack said `{error}`") from exc
+        except DatabaseError as exc:  # multi-workspace mode: the workspace's token is in the database
+            log.warning("cannot check %s in %s: %s", user, team, exc)
+            raise LookupFailed("my database is unavailable") from exc
         except Exception as exc:  # noqa: BLE001  (timeouts, connection errors, no installation)
             log.warning("users.info failed for %s in %s: %s", user, team, type(exc).__name__)
             raise LookupFailed("Slack did not answer in time") from exc

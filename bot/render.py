@@ -304,8 +304,9 @@ HELP = (
     "*Chapter & Verse* answers questions from your handbooks with quotes checked against the PDF pages.\n"
     "• Ask: mention me in a channel (`@chapterverse what are the VFR minimums in class E?`) or DM me. "
     "Reply in my thread for follow-ups.\n"
-    "• `/chapterverse ingest <url>` — add a PDF from a link (or share a PDF with me in a mention)\n"
-    "• `/chapterverse list` — documents this channel searches\n"
-    "• `/chapterverse remove <name>` — remove a document\n"
+    "• `/chapterverse ingest <url>` — add a PDF from a link (or share a PDF with me in a mention); "
+    "workspace admins and owners, and people the bot's operator lists\n"
+    "• `/chapterverse list` — documents this channel searches, and who added them\n"
+    "• `/chapterverse remove <name>` — remove a document (admins and owners, as for ingest)\n"
     "• `/chapterverse help` — this message"
 )

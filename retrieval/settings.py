@@ -116,7 +116,8 @@ class Settings(BaseSettings):
         description="Public https URL of /slack/oauth_redirect (as configured in the Slack app).")
     slack_scopes: str = Field(
         default="app_mentions:read,channels:history,chat:write,commands,files:read,groups:history,im:history,"
-        "mpim:history", description="Bot scopes requested at install.")
+        "mpim:history,users:read", description="Bot scopes requested at install (users:read: who is a workspace "
+        "admin or owner, bot.authz).")
     # jobs (bot.queue, bot.runner)
     job_queue_limit: int = Field(default=20, ge=1, description="Unfinished jobs a workspace may have queued.")
     bot_runs_jobs: bool = Field(

@@ -370,6 +370,14 @@ def test_database_down_then_up(fake: FakeSlack, bot: BotProcess, proxy: PgProxy)
         fake.wait_ack(env, ACK_LIMIT_S + 2)
         wait_for(lambda: any(e["channel"] == ch and "Could not list" in e["text"] for e in fake.ephemerals), 30,
                  "the list failure")
+        # an ingest cannot be queued: acknowledged in time all the same, and the person is told why
+        env = fake.slash(f"ingest {fake.base}/static/down.pdf?sig=SECRET9", user=ADMIN, channel=ch)
+        ack = fake.wait_ack(env, ACK_LIMIT_S + 2)
+        assert ack.at - fake.sent_at[env] < ACK_LIMIT_S
+        said = lambda: " ".join([ack.payload["text"]] + [e["text"] for e in fake.ephemerals if e["channel"] == ch]  # noqa: E731
+                                + [r.get("text", "") for r in fake.responses])
+        wait_for(lambda: "Could not queue" in said(), 30, "the queueing failure")
+        assert "database" in said() and "SECRET9" not in said()
     finally:
         proxy.up()
     ts3, _ = fake.mention(ch, ADMIN, ANSWERABLE)
