@@ -13,11 +13,11 @@ UPDATE documents SET
 UPDATE bot_jobs SET payload = payload - 'url' WHERE status IN ('done', 'failed') AND payload ? 'url';
 UPDATE bot_jobs SET
     source = regexp_replace(regexp_replace(source, '(https?://)[^/?#@\s]*@', '\1', 'gi'),
-                            '(https?://[^\s?#"<>|`'']+)[?#][^\s"<>|`'']*', '\1', 'gi'),
+                            '(https?://[^\s?#"<>|`'']+)[?#]([^\s"<>|`'']*[^\s"<>|`'':.,;)])?', '\1', 'gi'),
     message = regexp_replace(regexp_replace(message, '(https?://)[^/?#@\s]*@', '\1', 'gi'),
-                             '(https?://[^\s?#"<>|`'']+)[?#][^\s"<>|`'']*', '\1', 'gi')
+                             '(https?://[^\s?#"<>|`'']+)[?#]([^\s"<>|`'']*[^\s"<>|`'':.,;)])?', '\1', 'gi')
     WHERE source ~* 'https?://' OR message ~* 'https?://';
 UPDATE bot_turns SET
     result = regexp_replace(regexp_replace(result::text, '(https?://)[^/?#@\s"]*@', '\1', 'gi'),
-                            '(https?://[^\s?#"<>|`'']+)\?[^\s"<>|`''#]*', '\1', 'gi')::jsonb
+                            '(https?://[^\s?#"<>|`'']+)\?([^\s"<>|`''#]*[^\s"<>|`''#:.,;)])?', '\1', 'gi')::jsonb
     WHERE result::text ~* 'https?://[^"\s]*(\?|@)';
