@@ -187,28 +187,24 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
         report = ephemeral_reporter(bot.clients(who.team), who, respond)
         response_url = command.get("response_url")
         if verb in ("ingest", "remove"):
-            if verb == "ingest":
-                url = unwrap_url(arg)
-                if not url.startswith(("http://", "https://")):
-                    ack("Usage: `/chapterverse ingest <https://…/handbook.pdf>` (or share a PDF with me in a mention).")
-                    return
-                why = urls.refusal(bot.settings, url)  # a name's addresses are checked when the job connects
-                if why:
-                    ack(why)
-                    return
-            elif not arg:
+            url = unwrap_url(arg)
+            if verb == "ingest" and not url.startswith(("http://", "https://")):
+                ack("Usage: `/chapterverse ingest <https://…/handbook.pdf>` (or share a PDF with me in a mention).")
+                return
+            if verb == "remove" and not arg:
                 ack("Usage: `/chapterverse remove <document name>` (`/chapterverse list` shows the names).")
                 return
 
             def change() -> str:
-                """Who may, then the job's row in Postgres: both before the acknowledgement."""
+                """Who may, what may be fetched, then the job's row in Postgres: all before the acknowledgement."""
                 decision = authz.check(who.team, who.user)
                 if not decision.allowed:
                     log.info("refused %s by %s in %s: not allowed to change documents", verb, who.user, who.team)
                     return decision.why
-                if verb == "ingest":
-                    return bot.jobs.ingest_url(who, url, response_url).text
-                return bot.jobs.remove(who, arg, response_url).text
+                if verb == "remove":
+                    return bot.jobs.remove(who, arg, response_url).text
+                why = urls.refusal(bot.settings, url)  # a name's addresses are checked when the job connects
+                return why or bot.jobs.ingest_url(who, url, response_url).text
 
             text = within(ACK_BUDGET_S, change, report, f"slash-{verb}")
             ack(text if text is not None else
