@@ -1,15 +1,23 @@
 """The Bolt app: small listeners that acknowledge at once and hand the work to worker threads.
 
 Events (``app_mention``, ``message``) are acknowledged by Bolt before the listener runs; commands
-and button presses call ``ack()`` first thing. Nothing slow runs on the socket thread: questions go
-to the answer pool; queueing a job (``bot.queue``), thread checks, feedback and listing to the quick
-pool. Jobs run on a job runner (``bot.runner``), in this process or a separate worker.
+and button presses call ``ack()`` first thing, except ``/chapterverse ingest`` and ``remove``: they
+are checked (``bot.authz``: may this person change documents?) and queued as a row in Postgres
+(``bot.queue``) before the acknowledgement, so an acknowledged change is never lost; both run on
+their own thread within ``ACK_BUDGET_S`` (if slower, the acknowledgement says the result follows).
+Listeners run on Bolt's worker threads, never on the socket's. Questions go to the answer pool;
+shared files (claimed and queued in one transaction), thread checks, feedback and listing to the
+quick pool. Jobs run on a job runner (``bot.runner``), in this process or a separate worker.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,14 +26,14 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 from slack_sdk.errors import SlackApiError
 
 from bot import render, slack, urls
-from bot.slack import make_client
 from bot.answer import Answering, Question, strip_mentions
+from bot.authz import EVERYONE, Authorizer, listed_for
 from bot.clients import Clients
 from bot.digest import BadSince, parse_since
 from bot.digest import as_mrkdwn as digest_mrkdwn
 from bot.digest import digest as build_digest
 from bot.jobs import Jobs, Requester, ephemeral_reporter
-from bot.scope import admins, may_change_documents, scope_for
+from bot.slack import make_client
 from bot.store import Store
 from bot.workers import WorkerPool
 from retrieval.db import DatabaseError
@@ -35,6 +43,7 @@ log = logging.getLogger(__name__)
 
 FOLLOWUP_SUBTYPES = (None, "thread_broadcast", "file_share")
 MAX_THREAD_SCAN = 200  # replies fetched to see whether the bot is in a thread when the database is down
+ACK_BUDGET_S = 2.5  # a slash ingest/remove is checked and queued before its acknowledgement, within this
 
 
 @dataclass
@@ -48,6 +57,7 @@ class Bot:
     jobs: Jobs
     answers: WorkerPool  # questions
     quick: WorkerPool  # thread checks, feedback, listing
+    authz: Authorizer | None = None  # who may add and remove documents (default: bot.authz over ``clients``)
 
 
 def is_pdf(file: dict[str, Any]) -> bool:
@@ -60,10 +70,29 @@ def unwrap_url(text: str) -> str:
     return m.group(1) if m else text.strip()
 
 
-def refusal_for_outsiders(settings: Settings) -> str:
-    names = ", ".join(f"<@{u}>" for u in sorted(admins(settings)))
-    return (f"Sorry, only a few people can add or remove documents here ({names}). "
-            "Please ask one of them; you can still ask me anything about the documents.")
+def within(budget_s: float, work: Callable[[], str], late: Callable[[str], None], name: str) -> str | None:
+    """Run ``work`` on its own thread; its text if it finishes within ``budget_s``, else None, and
+    ``late`` gets the text when it does finish (Slack's acknowledgement cannot wait longer)."""
+    fut: Future[str] = Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(work())
+        except Exception as exc:  # noqa: BLE001
+            log.exception("%s failed", name)
+            fut.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    try:
+        return fut.result(timeout=budget_s)
+    except FutureTimeout:
+        def done(f: Future[str]) -> None:
+            late(f.result() if f.exception() is None else
+                 ":x: Something went wrong on my side; nothing was changed. Please try again.")
+        fut.add_done_callback(done)
+        return None
+    except Exception:  # noqa: BLE001
+        return ":x: Something went wrong on my side; nothing was changed. Please try again."
 
 
 class _NotNews(logging.Filter):
@@ -74,10 +103,11 @@ class _NotNews(logging.Filter):
         return record.getMessage() != warning_client_prioritized_and_token_skipped()
 
 
-def digest_refusal(settings: Settings, user_id: str) -> str | None:
+def digest_refusal(settings: Settings, team: str, user_id: str) -> str | None:
     """The digest shows questions from every channel of the workspace, private channels and DMs
-    included: only the admins listed in CHAPTERVERSE_SLACK_ADMINS may see it (none listed: nobody)."""
-    allowed = admins(settings)
+    included: only the people CHAPTERVERSE_SLACK_ADMINS names for this workspace may see it (none
+    named: nobody; '*', which opens ingest and remove to everyone, does not open the digest)."""
+    allowed = listed_for(settings, team) - {EVERYONE}
     if not allowed:
         return ("The digest lists questions from every channel, DMs included, so only admins may see it, and "
                 "none are set: list their Slack user ids in CHAPTERVERSE_SLACK_ADMINS (or run "
@@ -95,6 +125,7 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
     logger = logger or logging.getLogger("slack_bolt")
     if not any(isinstance(f, _NotNews) for f in logger.filters):
         logger.addFilter(_NotNews())
+    authz = bot.authz or Authorizer(bot.settings, bot.clients)
     app = App(client=client, process_before_response=False, ignoring_self_events_enabled=True,
               logger=logger, **auth)
 
@@ -153,17 +184,20 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
         return any(m.get("user") == me for m in resp.get("messages", []))
 
     def share_files(q: Question, files: list[dict[str, Any]]) -> None:
-        try:
-            if not bot.store.claim_event(q.team, q.key):
-                return
-        except DatabaseError:
-            pass  # the job itself will report the database problem
         who = Requester(q.team, q.channel, q.user)
-        if not may_change_documents(bot.settings, q.user):
-            ephemeral_reporter(bot.clients(q.team), who, thread_ts=q.thread_ts)(refusal_for_outsiders(bot.settings))
+        decision = authz.check(q.team, q.user)
+        if not decision.allowed:
+            try:
+                if not bot.store.claim_event(q.team, q.key):
+                    return
+            except DatabaseError:
+                pass
+            ephemeral_reporter(bot.clients(q.team), who, thread_ts=q.thread_ts)(decision.why)
+            log.info("refused a shared PDF from %s in %s: not allowed to change documents", q.user, q.team)
             return
-        for f in files:
-            bot.jobs.ingest_file(who, str(f["id"]), str(f.get("name") or f["id"]), q.thread_ts)
+        # the message is claimed and its jobs queued in one transaction
+        bot.jobs.ingest_files(who, [(str(f["id"]), str(f.get("name") or f["id"])) for f in files], q.thread_ts,
+                              claim=q.key)
 
     def reply_problem(q: Question, text: str) -> None:
         slack.post(bot.clients(q.team), q.channel, render.render_problem(text), q.thread_ts)
@@ -179,35 +213,37 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
         arg = words[1].strip() if len(words) > 1 else ""
         who = Requester(str(context.team_id or command.get("team_id")), str(command["channel_id"]),
                         str(command["user_id"]))
-        if verb in ("ingest", "remove") and not may_change_documents(bot.settings, who.user):
-            ack(refusal_for_outsiders(bot.settings))
-            return
         report = ephemeral_reporter(bot.clients(who.team), who, respond)
         response_url = command.get("response_url")
-        coll = scope_for(bot.settings, who.team, who.channel).write
-        if verb == "ingest":
+        if verb in ("ingest", "remove"):
             url = unwrap_url(arg)
-            if not url.startswith(("http://", "https://")):
+            if verb == "ingest" and not url.startswith(("http://", "https://")):
                 ack("Usage: `/chapterverse ingest <https://…/handbook.pdf>` (or share a PDF with me in a mention).")
                 return
-            why = urls.refusal(bot.settings, url)  # a name's addresses are checked when the job connects
-            if why:
-                ack(why)
-                return
-            ack(f":inbox_tray: Ingesting {urls.shown(url)} into `{coll}`. I'll tell you how it goes "
-                "(only you see this).")
-            bot.quick.submit(bot.jobs.ingest_url, who, url, report, response_url)
-        elif verb == "remove":
-            if not arg:
+            if verb == "remove" and not arg:
                 ack("Usage: `/chapterverse remove <document name>` (`/chapterverse list` shows the names).")
                 return
-            ack(f":wastebasket: Removing `{arg}` from `{coll}`…")
-            bot.quick.submit(bot.jobs.remove, who, arg, report, response_url)
+
+            def change() -> str:
+                """Who may, what may be fetched, then the job's row in Postgres: all before the acknowledgement."""
+                decision = authz.check(who.team, who.user)
+                if not decision.allowed:
+                    log.info("refused %s by %s in %s: not allowed to change documents", verb, who.user, who.team)
+                    return decision.why
+                if verb == "remove":
+                    return bot.jobs.remove(who, arg, response_url).text
+                why = urls.refusal(bot.settings, url)  # a name's addresses are checked when the job connects
+                return why or bot.jobs.ingest_url(who, url, response_url).text
+
+            text = within(ACK_BUDGET_S, change, report, f"slash-{verb}")
+            ack(text if text is not None else
+                f":hourglass_flowing_sand: Checking and queueing your {verb}; I'll tell you here in a moment "
+                "(only you see this).")
         elif verb == "list":
             ack()
             bot.quick.submit(bot.jobs.list_documents, who, report)
         elif verb == "digest":
-            why = digest_refusal(bot.settings, who.user)
+            why = digest_refusal(bot.settings, who.team, who.user)
             if why:
                 ack(why)
                 return

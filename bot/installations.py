@@ -4,18 +4,23 @@ Bolt calls ``save`` when a workspace installs the app (the OAuth flow), ``find_b
 ``find_installation`` to authorize every incoming event, and ``delete_*`` when a workspace
 uninstalls the app or revokes its tokens. The bot and the job worker use ``find_bot`` to get a
 workspace's own token (``bot.clients``). Rows live in ``slack_installations`` (migration 0012),
-keyed by workspace.
+keyed by workspace. Their tokens are encrypted with ``CHAPTERVERSE_SECRET_KEY`` when it is set
+(``bot.sealed``); ``PostgresOAuthStateStore`` keeps the install flow's one-time states in
+``slack_oauth_states`` (migration 0015), so any bot process can finish an install another began.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import secrets
 from typing import Any
 
 from psycopg.types.json import Jsonb
 from slack_sdk.oauth.installation_store import Bot, Installation, InstallationStore
+from slack_sdk.oauth.state_store import OAuthStateStore
 
+from bot.sealed import SECRET_FIELDS, Sealer
 from bot.store import Store
 
 log = logging.getLogger(__name__)
@@ -33,15 +38,54 @@ def _json(value: Any) -> Any:
 
 
 class PostgresInstallationStore(InstallationStore):
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, sealer: Sealer | None = None) -> None:
+        """``sealer``: how tokens are encrypted at rest (default: ``CHAPTERVERSE_SECRET_KEY``; a
+        malformed key raises ``bot.sealed.SecretKeyError`` here, at start)."""
         self.store = store
+        self.sealer = sealer or Sealer(store.settings.secret_key.get_secret_value() if store.settings.secret_key
+                                       else None)
+
+    def seal_stored(self) -> int:
+        """Encrypt the tokens stored in plain text (or under an older key) with the current first key;
+        how many rows changed. Without a key: warn if plain-text tokens are stored, change nothing."""
+        def run(conn) -> int:  # noqa: ANN001
+            rows = conn.execute("SELECT workspace, enterprise_id, user_id, installation FROM slack_installations "
+                                "FOR UPDATE").fetchall()
+            changed = 0
+            for r in rows:
+                data = r["installation"]
+                new = {k: (self.sealer.reseal(v) if k in SECRET_FIELDS and isinstance(v, str) and v else v)
+                       for k, v in data.items()}
+                if not self.sealer.enabled:
+                    if any(k in SECRET_FIELDS and isinstance(v, str) and v for k, v in data.items()):
+                        changed += 1
+                    continue
+                if new != data:
+                    conn.execute("UPDATE slack_installations SET installation = %s WHERE workspace = %s "
+                                 "AND enterprise_id = %s AND user_id = %s",
+                                 (Jsonb(new), r["workspace"], r["enterprise_id"], r["user_id"]))
+                    changed += 1
+            return changed
+
+        def in_transaction(conn) -> int:  # noqa: ANN001
+            with conn.transaction():
+                return run(conn)
+
+        n = self.store.run(in_transaction)
+        if not self.sealer.enabled and n:
+            log.warning("%d Slack installation(s) are stored with plain-text tokens: set CHAPTERVERSE_SECRET_KEY "
+                        "to encrypt them (README, Several workspaces)", n)
+            return 0
+        if n:
+            log.info("encrypted the tokens of %d Slack installation(s) with the current secret key", n)
+        return n
 
     @property
     def logger(self) -> logging.Logger:
         return log
 
     def save(self, installation: Installation) -> None:
-        data = {k: _json(v) for k, v in installation.to_dict_for_copying().items()}
+        data = self.sealer.seal_fields({k: _json(v) for k, v in installation.to_dict_for_copying().items()})
         key = (_workspace(installation.enterprise_id, installation.team_id, installation.is_enterprise_install),
                installation.enterprise_id or "", installation.user_id or "")
         self.store.run(lambda conn: conn.execute(
@@ -65,7 +109,7 @@ class PostgresInstallationStore(InstallationStore):
         if with_bot:
             sql += " AND installation->>'bot_token' IS NOT NULL"
         row = self.store.run(lambda conn: conn.execute(sql + " ORDER BY installed_at DESC LIMIT 1", args).fetchone())
-        return Installation(**row["installation"]) if row else None
+        return Installation(**self.sealer.open_fields(row["installation"])) if row else None
 
     def find_bot(self, *, enterprise_id: str | None, team_id: str | None,
                  is_enterprise_install: bool | None = False) -> Bot | None:
@@ -102,3 +146,32 @@ class PostgresInstallationStore(InstallationStore):
             self.store.run(lambda conn: conn.execute(
                 "DELETE FROM slack_installations WHERE workspace = %s AND enterprise_id = %s AND user_id = %s",
                 (ws, enterprise_id or "", user_id)))
+
+
+class PostgresOAuthStateStore(OAuthStateStore):
+    """The OAuth flow's one-time ``state`` values in Postgres: issued by the install page, consumed
+    (once, within ``expiration_seconds``) by the redirect, whichever bot process serves each."""
+
+    def __init__(self, store: Store, expiration_seconds: int) -> None:
+        self.store, self.expiration_seconds = store, expiration_seconds
+
+    @property
+    def logger(self) -> logging.Logger:
+        return log
+
+    def issue(self, *args: Any, **kwargs: Any) -> str:
+        state = secrets.token_urlsafe(32)
+
+        def run(conn) -> None:  # noqa: ANN001
+            conn.execute("DELETE FROM slack_oauth_states WHERE issued_at < now() - make_interval(secs => %s)",
+                         (self.expiration_seconds,))
+            conn.execute("INSERT INTO slack_oauth_states (state) VALUES (%s)", (state,))
+
+        self.store.run(run)
+        return state
+
+    def consume(self, state: str) -> bool:
+        row = self.store.run(lambda conn: conn.execute(
+            "DELETE FROM slack_oauth_states WHERE state = %s RETURNING issued_at > now() - make_interval(secs => %s) "
+            "AS fresh", (state, self.expiration_seconds)).fetchone())
+        return bool(row and row["fresh"])

@@ -18,11 +18,12 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot import slack, urls
-from bot.queue import Job, JobQueue, JobSpec, QueueFull, ReportTo
+from bot.queue import Job, JobLost, JobQueue, JobSpec, QueueFull, ReportTo
 from bot.render import render_documents
 from bot.scope import scope_for
 from bot.store import Store
 from ingest.sources import InputError, Source, fetch_url
+from ingest.store import Actor
 from retrieval.db import DatabaseError
 from retrieval.embed import ModelError
 from retrieval.settings import Settings
@@ -30,6 +31,16 @@ from retrieval.settings import Settings
 log = logging.getLogger(__name__)
 
 Reporter = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Queued:
+    """The outcome of queueing a job: whether it is in the queue, and what to tell the person."""
+
+    ok: bool
+    text: str
+    job_id: int | None = None
+    duplicate: bool = False  # the event was handled already (a redelivery)
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,11 @@ def reporter_for(client: WebClient, to: ReportTo) -> Reporter:
     return ephemeral_reporter(client, Requester("", to.channel, to.user), respond, to.thread_ts)
 
 
+def _actor(job: Job) -> Actor:
+    """Who the change is recorded for: the person who asked in Slack."""
+    return Actor(job.requested_by or job.spec.report.user, "slack", job.workspace)
+
+
 def _redacting(report: Reporter) -> Reporter:
     return lambda text: report(urls.redact(text))
 
@@ -125,46 +141,73 @@ class Jobs:
         return self.settings.max_file_bytes
 
     # ---------------------------------------------------------------- queueing (any thread but the socket's)
-    def submit(self, who: Requester, source: str, spec: JobSpec, report: Reporter) -> bool:
-        """Queue a job and tell the person where it stands; False (and said why) if it was not queued."""
+    def submit(self, who: Requester, source: str, spec: JobSpec, *, claim: str | None = None,
+               wake: bool = True) -> Queued:
+        """Queue a job; what to tell the person. ``claim``: an event key recorded in the same
+        transaction (a shared file's message), so a redelivered event cannot queue it twice and a
+        claimed event always has its job."""
         try:
-            job_id, ahead = self.queue.enqueue(who.team, who.user, source, spec)
+            job_id, ahead = self.queue.enqueue(who.team, who.user, source, spec, claim=claim)
         except QueueFull as exc:
-            report(f":x: {exc}")
-            return False
+            return Queued(False, f":x: {exc}")
         except DatabaseError as exc:
-            report(f":x: Could not queue {urls.redact(source)}: {exc}. Please try again later.")
-            return False
-        self._wake()
-        if ahead:
-            report(f":inbox_tray: Job #{job_id} queued behind {ahead} job(s).")
-        return True
+            return Queued(False, f":x: Could not queue {urls.redact(source)}: {exc}. Please try again later.")
+        if job_id is None:
+            return Queued(False, "", duplicate=True)
+        if wake:
+            self._wake()
+        return Queued(True, f"job #{job_id}" + (f", queued behind {ahead} job(s)" if ahead else ""), job_id)
 
-    def ingest_url(self, who: Requester, url: str, report: Reporter, response_url: str | None = None) -> bool:
+    def ingest_url(self, who: Requester, url: str, response_url: str | None = None) -> Queued:
+        """Queue the download of ``url`` (its query string lives only in the unfinished job's payload)."""
         coll = scope_for(self.settings, who.team, who.channel).write
         spec = JobSpec(kind="ingest", collection=coll, url=url,
                        report=ReportTo(channel=who.channel, user=who.user, response_url=response_url))
-        return self.submit(who, urls.shown(url), spec, _redacting(report))
+        q = self.submit(who, urls.shown(url), spec)
+        if q.ok:
+            return dataclasses.replace(q, text=f":inbox_tray: Ingesting {urls.shown(url)} into `{coll}` ({q.text}). "
+                                                "I'll tell you how it goes (only you see this).")
+        return q
 
-    def ingest_file(self, who: Requester, file_id: str, name: str, thread_ts: str) -> bool:
-        """A PDF shared in a thread: a status message there, then the job updates it."""
+    def ingest_files(self, who: Requester, files: list[tuple[str, str]], thread_ts: str, claim: str | None) -> bool:
+        """PDFs shared in a thread, as (file id, name): queued with the message's event claim in one
+        transaction, then a status message per file in the thread, which its job updates. False when
+        the message was handled already."""
         client = self.clients(who.team)
-        try:
-            status_ts = slack.post(client, who.channel, status_message(who.user, f":inbox_tray: Got `{name}`; queued…"),
-                                   thread_ts)
-        except SlackApiError as exc:
-            log.error("could not post the job status: %s", exc.response.get("error"))
-            status_ts = None
-        to = ReportTo(channel=who.channel, user=who.user, mode="thread", thread_ts=thread_ts, status_ts=status_ts)
         coll = scope_for(self.settings, who.team, who.channel).write
-        spec = JobSpec(kind="ingest", collection=coll, slack_file=file_id, report=to)
-        return self.submit(who, f"slack file {file_id}", spec, reporter_for(client, to))
+        specs = [(f"slack file {fid}", JobSpec(kind="ingest", collection=coll, slack_file=fid, report=ReportTo(
+            channel=who.channel, user=who.user, mode="thread", thread_ts=thread_ts))) for fid, _ in files]
+        try:
+            ids = self.queue.enqueue_all(who.team, who.user, specs, claim=claim)
+        except (QueueFull, DatabaseError) as exc:
+            text = f":x: {exc}" if isinstance(exc, QueueFull) else (
+                f":x: Could not queue {', '.join(f'`{n}`' for _, n in files)}: {exc}. Please try again later.")
+            reporter_for(client, ReportTo(channel=who.channel, user=who.user, mode="thread", thread_ts=thread_ts))(text)
+            return True
+        if ids is None:
+            return False
+        for job_id, (_, name) in zip(ids, files, strict=True):
+            try:
+                status_ts = slack.post(client, who.channel, status_message(
+                    who.user, f":inbox_tray: Got `{name}`; queued (job #{job_id})…"), thread_ts)
+            except SlackApiError as exc:
+                log.error("could not post the job status: %s", exc.response.get("error"))
+                continue
+            try:  # the job updates this message (unless a worker claimed it in the meantime: it posts its own)
+                self.queue.set_status_ts(who.team, job_id, status_ts)
+            except DatabaseError as exc:
+                log.warning("job %s: status message not recorded: %s", job_id, exc)
+        self._wake()
+        return True
 
-    def remove(self, who: Requester, name: str, report: Reporter, response_url: str | None = None) -> bool:
+    def remove(self, who: Requester, name: str, response_url: str | None = None) -> Queued:
         coll = scope_for(self.settings, who.team, who.channel).write
         spec = JobSpec(kind="remove", collection=coll, name=name,
                        report=ReportTo(channel=who.channel, user=who.user, response_url=response_url))
-        return self.submit(who, name, spec, report)
+        q = self.submit(who, name, spec)
+        if q.ok:
+            return dataclasses.replace(q, text=f":wastebasket: Removing `{name}` from `{coll}` ({q.text})…")
+        return q
 
     def list_documents(self, who: Requester, report: Reporter) -> None:
         from ingest.store import list_documents  # noqa: PLC0415
@@ -178,6 +221,12 @@ class Jobs:
         report(render_documents(rows, read))
 
     # ---------------------------------------------------------------- running a claimed job (job runner)
+    def on_lost(self, job: Job, why: str) -> None:
+        """The runner's heartbeat found the job is no longer this worker's (``bot.runner``)."""
+        if why == "expired":
+            report = _redacting(reporter_for(self.clients(job.workspace), job.spec.report))
+            report(f":x: Job #{job.id} {self.queue.deadline_message()}.")
+
     def run(self, job: Job) -> None:
         client = self.clients(job.workspace)
         report = _redacting(reporter_for(client, job.spec.report))
@@ -209,7 +258,7 @@ class Jobs:
             raise InputError(f"{name}: Slack gave no download link")
         src = fetch_url(str(url), self.limit, self.settings.download_timeout_s,
                         headers={"Authorization": f"Bearer {client.token}"})
-        return dataclasses.replace(src, name=name, origin=name, url=str(info.get("url_private") or url))
+        return dataclasses.replace(src, name=name, origin=name, url=urls.shown(str(info.get("url_private") or url)))
 
     def _ingest(self, job: Job, load: Callable[[], Source], report: Reporter) -> None:
         """``job.source`` is what people are shown (no query string); every report is redacted too,
@@ -218,13 +267,22 @@ class Jobs:
         from retrieval.embed import get_embedder  # noqa: PLC0415
 
         collection = job.spec.collection
-        report(f":hourglass_flowing_sand: Job #{job.id}: downloading {job.source}…")
+
+        def progress(text: str) -> None:
+            """Report, unless the job stopped being ours: then stop before anything is written."""
+            if job.lost.is_set():
+                raise JobLost(job.id)
+            report(f":hourglass_flowing_sand: Job #{job.id}: {text}…")
+
+        progress(f"downloading {job.source}")
         try:
             src = load()
-            report(f":hourglass_flowing_sand: Job #{job.id}: reading {src.name} ({len(src.data) / 1e6:.1f} MB)…")
+            progress(f"reading {src.name} ({len(src.data) / 1e6:.1f} MB)")
             embedder = get_embedder(self.settings.embedding_model)
-            res = ingest_source(self.settings, embedder, src, collection, quiet=True,
-                                on_progress=lambda m: report(f":hourglass_flowing_sand: Job #{job.id}: {m}…"))
+            res = ingest_source(self.settings, embedder, src, collection, quiet=True, on_progress=progress,
+                                actor=_actor(job))
+        except JobLost:
+            raise
         except (InputError, DatabaseError, ModelError) as exc:
             self._finish(job, ok=False, message=urls.redact(str(exc)))
             report(f":x: Job #{job.id} failed: {exc}")
@@ -246,8 +304,10 @@ class Jobs:
         from ingest.store import remove_document  # noqa: PLC0415
 
         name, collection = job.spec.name or "", job.spec.collection
+        if job.lost.is_set():
+            raise JobLost(job.id)
         try:
-            removed = self.store.run(lambda conn: remove_document(conn, name, collection))
+            removed = self.store.run(lambda conn: remove_document(conn, name, collection, actor=_actor(job)))
         except DatabaseError as exc:
             self._finish(job, ok=False, message=str(exc))
             report(f":x: Could not remove `{name}`: {exc}. Please try again later.")
@@ -261,6 +321,8 @@ class Jobs:
 
     def _finish(self, job: Job, **kw: object) -> None:
         try:
-            self.queue.finish(job, **kw)  # type: ignore[arg-type]
+            if not self.queue.finish(job, **kw):  # type: ignore[arg-type]
+                log.warning("job %s:%s ended but is no longer this worker's (deadline, or claimed elsewhere); "
+                            "its end was not recorded", job.workspace, job.id)
         except DatabaseError as exc:
             log.warning("could not record the end of job %s: %s", job.id, exc)

@@ -235,6 +235,11 @@ def run(settings: Settings) -> None:
         except DatabaseError as exc:
             log.info("workspace address not recorded (%s); digest links will open the channel", exc)
     installations = PostgresInstallationStore(store) if bot_token is None else None
+    if installations is not None:
+        try:  # tokens stored in plain text (or under an older key) are encrypted with the current key
+            installations.seal_stored()
+        except DatabaseError as exc:
+            log.warning("could not check the stored installations' encryption: %s", exc)
     clients = Clients(settings, token=bot_token, installations=installations)
     queue = JobQueue(store, settings.job_queue_limit)
     answers, quick = WorkerPool("answer", settings.slack_workers), WorkerPool("quick", 4)
@@ -242,7 +247,7 @@ def run(settings: Settings) -> None:
     runner: JobRunner | None = None
     jobs = Jobs(settings, clients, store, queue, wake=lambda: runner.wake() if runner else None)
     if settings.bot_runs_jobs:
-        runner = JobRunner(queue, jobs.run).start()
+        runner = JobRunner(queue, jobs.run, on_lost=jobs.on_lost).start()
     bot = Bot(settings=settings, clients=clients, store=store, answering=Answering(settings, clients, store, io=slack_io),
               jobs=jobs, answers=answers, quick=quick)
     app = build_bolt(bot, stop, app_auth(settings, installations) if installations else {})

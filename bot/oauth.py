@@ -3,7 +3,9 @@
 Socket Mode still carries the events (one app-level token for every workspace); only the browser
 steps of installing need HTTP: ``/slack/install`` (the "Add to Slack" page) and
 ``/slack/oauth_redirect`` (where Slack sends the browser back with a code, which Bolt exchanges for
-the workspace's bot token and saves through ``PostgresInstallationStore``). ``serve_install_pages``
+the workspace's bot token and saves through ``PostgresInstallationStore``). The one-time states
+that tie the two steps together live in Postgres too (``PostgresOAuthStateStore``), so the
+redirect may reach a different bot process than the install page. ``serve_install_pages``
 serves just those two paths on ``CHAPTERVERSE_SLACK_OAUTH_HOST:PORT``; put it behind the https URL
 configured as the app's redirect URL.
 """
@@ -19,9 +21,7 @@ from typing import Any
 from slack_bolt import BoltRequest, BoltResponse
 from slack_bolt.oauth import OAuthFlow
 from slack_bolt.oauth.oauth_settings import OAuthSettings
-from slack_sdk.oauth.state_store import FileOAuthStateStore
-
-from bot.installations import PostgresInstallationStore
+from bot.installations import PostgresInstallationStore, PostgresOAuthStateStore
 from retrieval.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -49,8 +49,7 @@ def app_auth(settings: Settings, installations: PostgresInstallationStore) -> di
             scopes=[s.strip() for s in settings.slack_scopes.split(",") if s.strip()],
             redirect_uri=settings.slack_redirect_uri, installation_store=installations,
             installation_store_bot_only=True,
-            state_store=FileOAuthStateStore(expiration_seconds=STATE_TTL_S,
-                                            base_dir=str(settings.home / "oauth-state")),
+            state_store=PostgresOAuthStateStore(installations.store, STATE_TTL_S),
             install_path="/slack/install", redirect_uri_path="/slack/oauth_redirect")
     return auth
 

@@ -10,7 +10,8 @@ with a message saying so. The queue is bounded per workspace: ``enqueue`` refuse
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Literal
 
 from psycopg.types.json import Jsonb
@@ -49,7 +50,16 @@ class Job:
     id: int
     spec: JobSpec
     source: str  # as shown to people
-    attempts: int
+    attempts: int  # with the owner, identifies this claim: heartbeat and finish act only on it
+    requested_by: str = ""  # the Slack user who asked
+    owner: tuple[str, int] = ("", 0)  # (host, pid) of the process that claimed it
+    lost: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    """Set when the job is no longer this claim's (its deadline passed, or it was given to another
+    worker): the work stops at its next check and records nothing."""
+
+
+class JobLost(Exception):
+    """The job is no longer this worker's (``Job.lost``): stop without recording anything."""
 
 
 class QueueFull(Exception):
@@ -62,29 +72,55 @@ class QueueFull(Exception):
 
 
 class JobQueue:
-    def __init__(self, store: Store, limit: int) -> None:
+    def __init__(self, store: Store, limit: int, deadline_s: float | None = None) -> None:
+        """``deadline_s``: how long a job may run (default ``CHAPTERVERSE_JOB_DEADLINE_S``)."""
         self.store, self.limit = store, limit
+        self.deadline_s = deadline_s if deadline_s is not None else store.settings.job_deadline_s
 
-    def enqueue(self, workspace: str, requested_by: str, source: str, spec: JobSpec) -> tuple[int, int]:
+    def enqueue(self, workspace: str, requested_by: str, source: str, spec: JobSpec,
+                claim: str | None = None) -> tuple[int | None, int]:
         """Queue a job; (its id, how many unfinished jobs of the workspace are ahead of it).
-        Raises ``QueueFull`` when the workspace has ``limit`` unfinished jobs already."""
+        Raises ``QueueFull`` when the workspace has ``limit`` unfinished jobs already. With ``claim``
+        (an event key, ``Store.claim_event``) the event is claimed in the same transaction; the id is
+        None when it was claimed before (nothing queued)."""
+        ids, ahead = self._enqueue(workspace, requested_by, [(source, spec)], claim)
+        return (ids[0] if ids else None), ahead
 
-        def run(conn) -> tuple[int, int]:  # noqa: ANN001
+    def enqueue_all(self, workspace: str, requested_by: str, jobs: list[tuple[str, JobSpec]],
+                    claim: str | None = None) -> list[int] | None:
+        """Queue several jobs (source, spec) in one transaction, all or none; their ids, or None when
+        ``claim`` was claimed before."""
+        ids, _ = self._enqueue(workspace, requested_by, jobs, claim)
+        return ids
+
+    def _enqueue(self, workspace: str, requested_by: str, jobs: list[tuple[str, JobSpec]],
+                 claim: str | None) -> tuple[list[int] | None, int]:
+        def run(conn) -> tuple[list[int] | None, int]:  # noqa: ANN001
             with conn.transaction():
+                if claim is not None and conn.execute(
+                        "INSERT INTO bot_events (workspace, event_key) VALUES (%s, %s) ON CONFLICT DO NOTHING "
+                        "RETURNING event_key", (workspace, claim)).fetchone() is None:
+                    return None, 0
                 # one enqueuer per workspace at a time, so the count below cannot be raced past the limit
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext('bot_jobs:' || %s))", (workspace,))
                 ahead = conn.execute("SELECT count(*) AS n FROM bot_jobs WHERE workspace = %s "
                                      "AND status IN ('queued', 'running')", (workspace,)).fetchone()["n"]
-                if ahead >= self.limit:
+                if ahead + len(jobs) > self.limit:
                     raise QueueFull(self.limit)
-                row = conn.execute(
+                ids = [int(conn.execute(
                     "INSERT INTO bot_jobs (workspace, kind, requested_by, channel, collection, source, payload) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
                     (workspace, spec.kind, requested_by, spec.report.channel, spec.collection, source,
-                     Jsonb(spec.model_dump(mode="json")))).fetchone()
-            return int(row["id"]), int(ahead)
+                     Jsonb(spec.model_dump(mode="json")))).fetchone()["id"]) for source, spec in jobs]
+            return ids, int(ahead)
 
         return self.store.run(run)
+
+    def set_status_ts(self, workspace: str, job_id: int, status_ts: str) -> bool:
+        """Record the thread message a queued job should update; False if a worker has it already."""
+        return self.store.run(lambda conn: conn.execute(
+            "UPDATE bot_jobs SET payload = jsonb_set(payload, '{report,status_ts}', to_jsonb(%s::text)) "
+            "WHERE workspace = %s AND id = %s AND status = 'queued'", (status_ts, workspace, job_id)).rowcount == 1)
 
     def claim(self) -> Job | None:
         """The oldest queued job, now running and owned by this process; None when the queue is empty."""
@@ -95,7 +131,7 @@ class JobQueue:
             "  SELECT workspace, id FROM bot_jobs WHERE status = 'queued' ORDER BY created_at, id "
             "  LIMIT 1 FOR UPDATE SKIP LOCKED) q "
             "WHERE j.workspace = q.workspace AND j.id = q.id "
-            "RETURNING j.workspace, j.id, j.payload, j.source, j.attempts", (host, pid)).fetchone())
+            "RETURNING j.workspace, j.id, j.payload, j.source, j.attempts, j.requested_by", (host, pid)).fetchone())
         if row is None:
             return None
         try:
@@ -105,23 +141,62 @@ class JobQueue:
             self.finish(job, ok=False, message="cannot run: recorded by an older version of the bot")
             return self.claim()
         return Job(workspace=row["workspace"], id=int(row["id"]), spec=spec, source=row["source"],
-                   attempts=int(row["attempts"]))
+                   attempts=int(row["attempts"]), requested_by=row["requested_by"], owner=(host, pid))
 
-    def heartbeat(self, job: Job) -> None:
-        self.store.run(lambda conn: conn.execute(
-            "UPDATE bot_jobs SET heartbeat_at = now() WHERE workspace = %s AND id = %s AND status = 'running'",
-            (job.workspace, job.id)))
+    _MINE = ("workspace = %(ws)s AND id = %(id)s AND status = 'running' AND owner_host = %(host)s "
+             "AND owner_pid = %(pid)s AND attempts = %(attempts)s")
+
+    def _mine(self, job: Job) -> dict[str, object]:
+        return {"ws": job.workspace, "id": job.id, "host": job.owner[0], "pid": job.owner[1],
+                "attempts": job.attempts}
+
+    def heartbeat(self, job: Job) -> Literal["ok", "expired", "lost"]:
+        """Refresh the job's heartbeat: "ok"; "expired" when this claim ran past its deadline (the job
+        is failed here, by its own worker); "lost" when it is no longer this claim's (failed for its
+        deadline by another worker, or requeued and claimed elsewhere). ``job.lost`` is set unless "ok"."""
+        args = {**self._mine(job), "deadline": self.deadline_s, "message": self.deadline_message()}
+
+        def run(conn) -> Literal["ok", "expired", "lost"]:  # noqa: ANN001
+            with conn.transaction():
+                expired = conn.execute(
+                    f"UPDATE bot_jobs SET status = 'failed', finished_at = now(), payload = payload - 'url', "  # noqa: S608
+                    f"message = %(message)s WHERE {self._MINE} "
+                    f"AND started_at < now() - make_interval(secs => %(deadline)s) RETURNING id", args).fetchone()
+                if expired:
+                    return "expired"
+                beat = conn.execute(f"UPDATE bot_jobs SET heartbeat_at = now() WHERE {self._MINE}",  # noqa: S608
+                                    args).rowcount
+                return "ok" if beat == 1 else "lost"
+
+        state = self.store.run(run)
+        if state != "ok":
+            job.lost.set()
+        return state
+
+    def deadline_message(self) -> str:
+        return (f"stopped: it ran longer than the job deadline ({self.deadline_s / 60:.0f} min, "
+                "CHAPTERVERSE_JOB_DEADLINE_S); nothing was changed")
 
     def finish(self, job: Job, *, ok: bool, message: str, pages: int | None = None,
-               chunks: int | None = None) -> None:
-        """Record the end; the payload's URL (which may carry a signed query string) is dropped."""
-        self.store.run(lambda conn: conn.execute(
-            "UPDATE bot_jobs SET status = %s, message = %s, pages = %s, chunks = %s, finished_at = now(), "
-            "payload = payload - 'url' WHERE workspace = %s AND id = %s",
-            ("done" if ok else "failed", message, pages, chunks, job.workspace, job.id)))
+               chunks: int | None = None) -> bool:
+        """Record the end, only if the job is still this claim's (False otherwise, and ``job.lost``
+        is set); the payload's URL (which may carry a signed query string) is dropped."""
+        args = {**self._mine(job), "status": "done" if ok else "failed", "message": message, "pages": pages,
+                "chunks": chunks}
+        if job.spec is None or job.owner == ("", 0):  # a row that cannot run: claimed and failed at once
+            where = "workspace = %(ws)s AND id = %(id)s"
+        else:
+            where = self._MINE
+        done = self.store.run(lambda conn: conn.execute(
+            "UPDATE bot_jobs SET status = %(status)s, message = %(message)s, pages = %(pages)s, chunks = %(chunks)s, "  # noqa: S608
+            f"finished_at = now(), payload = payload - 'url' WHERE {where}", args).rowcount == 1)
+        if not done:
+            job.lost.set()
+        return done
 
     def recover(self, stale_s: float = STALE_S, *, starting: bool = False) -> tuple[int, int]:
-        """Jobs whose worker is gone: requeued while attempts remain, else failed. (requeued, failed).
+        """Jobs whose worker is gone: requeued while attempts remain, else failed; jobs running past
+        the deadline: failed. (requeued, failed).
 
         A running job's worker is gone when its heartbeat is older than ``stale_s``; when
         ``starting``, also when it was claimed on this host by a process that is no longer alive or
@@ -138,8 +213,14 @@ class JobQueue:
                 gone = [f"{r['workspace']}:{r['id']}" for r in rows if r["owner_pid"] == me or not _alive(r["owner_pid"])]
             lost = ("status = 'running' AND (workspace || ':' || id = ANY(%(gone)s) OR "
                     "coalesce(heartbeat_at, started_at, created_at) < now() - make_interval(secs => %(stale)s))")
-            args = {"gone": gone, "stale": stale_s, "max": MAX_ATTEMPTS}
+            args = {"gone": gone, "stale": stale_s, "max": MAX_ATTEMPTS, "deadline": self.deadline_s,
+                    "message": self.deadline_message()}
             with conn.transaction():
+                # past the deadline: failed, never retried (it would most likely run as long again)
+                expired = conn.execute(
+                    "UPDATE bot_jobs SET status = 'failed', finished_at = now(), payload = payload - 'url', "
+                    "message = %(message)s WHERE status = 'running' "
+                    "AND started_at < now() - make_interval(secs => %(deadline)s) RETURNING id", args).fetchall()
                 requeued = conn.execute(
                     f"UPDATE bot_jobs SET status = 'queued', owner_host = NULL, owner_pid = NULL "  # noqa: S608
                     f"WHERE {lost} AND attempts < %(max)s RETURNING id", args).fetchall()
@@ -147,6 +228,6 @@ class JobQueue:
                     f"UPDATE bot_jobs SET status = 'failed', finished_at = now(), payload = payload - 'url', "  # noqa: S608
                     f"message = 'interrupted: its worker stopped during each of ' || attempts || ' attempt(s)' "
                     f"WHERE {lost} RETURNING id", args).fetchall()
-            return len(requeued), len(failed)
+            return len(requeued), len(failed) + len(expired)
 
         return self.store.run(run)

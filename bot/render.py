@@ -277,6 +277,16 @@ def render_problem(text: str) -> SlackMessage:
     return SlackMessage(fallback(text), [section(f":warning: {escape(text)}")])
 
 
+def added_by(row: dict[str, Any]) -> str:
+    """" by <@U123>", " from the command line", or "" for documents added before this was recorded."""
+    via, who = row.get("added_via"), str(row.get("added_by") or "")
+    if via == "slack" and re.fullmatch(r"[UW][A-Z0-9]+", who):
+        return f" by <@{who}>"
+    if via == "cli":
+        return " from the command line"
+    return ""
+
+
 def render_documents(rows: Iterable[dict[str, Any]], collections: Sequence[str]) -> str:
     """The `list` command's reply (mrkdwn text)."""
     rows = list(rows)
@@ -286,7 +296,7 @@ def render_documents(rows: Iterable[dict[str, Any]], collections: Sequence[str])
     lines = [f"*{len(rows)} document{'s' if len(rows) != 1 else ''}* in {colls}:"]
     for r in rows:
         lines.append(f"• `{escape(str(r['name']))}` — {r['pages']} pages, {r['chunks']} chunks "
-                     f"(ingested {r['ingested_at']:%Y-%m-%d})")
+                     f"(added {r['ingested_at']:%Y-%m-%d}{added_by(r)})")
     return "\n".join(lines)[:SECTION_LIMIT * 3]
 
 
@@ -294,9 +304,10 @@ HELP = (
     "*Chapter & Verse* answers questions from your handbooks with quotes checked against the PDF pages.\n"
     "• Ask: mention me in a channel (`@chapterverse what are the VFR minimums in class E?`) or DM me. "
     "Reply in my thread for follow-ups.\n"
-    "• `/chapterverse ingest <url>` — add a PDF from a link (or share a PDF with me in a mention)\n"
-    "• `/chapterverse list` — documents this channel searches\n"
-    "• `/chapterverse remove <name>` — remove a document\n"
+    "• `/chapterverse ingest <url>` — add a PDF from a link (or share a PDF with me in a mention); "
+    "workspace admins and owners, and people the bot's operator lists\n"
+    "• `/chapterverse list` — documents this channel searches, and who added them\n"
+    "• `/chapterverse remove <name>` — remove a document (admins and owners, as for ingest)\n"
     "• `/chapterverse digest [7d]` — (admins) questions I could not answer and 👎 answers, by document\n"
     "• `/chapterverse help` — this message"
 )

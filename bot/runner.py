@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from bot.queue import HEARTBEAT_S, STALE_S, Job, JobQueue
+from bot.queue import HEARTBEAT_S, STALE_S, Job, JobLost, JobQueue
 from retrieval.db import DatabaseError
 
 log = logging.getLogger(__name__)
@@ -20,8 +20,12 @@ log = logging.getLogger(__name__)
 
 class JobRunner:
     def __init__(self, queue: JobQueue, execute: Callable[[Job], None], *, threads: int = 1,
-                 poll_s: float = 1.0, stale_s: float = STALE_S, heartbeat_s: float = HEARTBEAT_S) -> None:
+                 poll_s: float = 1.0, stale_s: float = STALE_S, heartbeat_s: float = HEARTBEAT_S,
+                 on_lost: Callable[[Job, str], None] | None = None) -> None:
+        """``on_lost(job, why)``: a running job stopped being this runner's ("expired": past its
+        deadline; "lost": claimed elsewhere); ``job.lost`` is set and the work stops at its next check."""
         self.queue, self.execute = queue, execute
+        self.on_lost = on_lost
         self.poll_s, self.stale_s, self.heartbeat_s = poll_s, stale_s, heartbeat_s
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -80,14 +84,26 @@ class JobRunner:
         def beat() -> None:
             while not done.wait(self.heartbeat_s):
                 try:
-                    self.queue.heartbeat(job)
+                    state = self.queue.heartbeat(job)
                 except DatabaseError as exc:
                     log.warning("job %s heartbeat failed: %s", job.id, exc)
+                    continue
+                if state != "ok":
+                    log.warning("job %s:%s stopped: %s", job.workspace, job.id,
+                                "past its deadline" if state == "expired" else "no longer this worker's")
+                    if self.on_lost is not None:
+                        try:
+                            self.on_lost(job, state)
+                        except Exception:  # noqa: BLE001
+                            log.exception("job %s: could not report its end", job.id)
+                    return
 
         beater = threading.Thread(target=beat, name=f"heartbeat-{job.id}", daemon=True)
         beater.start()
         try:
             self.execute(job)
+        except JobLost:
+            log.info("job %s:%s abandoned: it is no longer this worker's", job.workspace, job.id)
         except Exception:  # noqa: BLE001  (a job's bug must not stop the runner)
             log.exception("job %s failed unexpectedly", job.id)
             try:

@@ -1,8 +1,7 @@
-"""Which collections a channel searches and fills, and who may change them (pure functions)."""
+"""Which collections a channel searches and fills (pure functions); who may change them is ``bot.authz``."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from retrieval.settings import Settings
@@ -26,13 +25,3 @@ def scope_for(settings: Settings, team_id: str, channel_id: str) -> Scope:
         own = f"{shared}:{channel_id}"
         return Scope(read=(shared, own), write=own)
     return Scope(read=(shared,), write=shared)
-
-
-def admins(settings: Settings) -> frozenset[str]:
-    return frozenset(x for x in re.split(r"[\s,]+", settings.slack_admins) if x)
-
-
-def may_change_documents(settings: Settings, user_id: str) -> bool:
-    """Ingest and remove: anyone when no allowlist is configured, else only the listed user ids."""
-    allowed = admins(settings)
-    return not allowed or user_id in allowed

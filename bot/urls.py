@@ -1,64 +1,138 @@
 """URLs people give the bot: which it may fetch, and how they are shown back.
 
 ``/chapterverse ingest <url>`` makes the bot's host fetch a URL, so by default it only fetches from
-public internet addresses: a host that is, or resolves to, a loopback, private, link-local (cloud
-metadata), CGNAT, multicast or reserved address is refused, unless
-``CHAPTERVERSE_SLACK_ALLOW_PRIVATE_URLS`` is set. Slack's own file downloads are not checked here.
+public internet addresses on the standard web ports: a host that is, or resolves to, a loopback,
+private, link-local (cloud metadata), CGNAT, multicast or reserved address is refused, and so is an
+IPv6 address that carries such an IPv4 address inside it (IPv4-mapped ``::ffff:a.b.c.d``, NAT64
+``64:ff9b::/96`` and ``64:ff9b:1::/48``, 6to4 ``2002::/16``, Teredo ``2001::/32``, IPv4-compatible
+``::a.b.c.d``): those reach the IPv4 address through a translator or tunnel, and Python's
+``is_global`` calls several of them global. A port other than 80 or 443 is refused too. Setting
+``CHAPTERVERSE_SLACK_ALLOW_PRIVATE_URLS`` lifts both rules. Slack's own file downloads are not
+checked here.
 
-URLs are shown without user info, query string or fragment: those may carry tokens.
+URLs are shown and stored without user info, query string or fragment: those may carry tokens
+(``ingest.sources.shown_url``).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
-from urllib.parse import urlsplit, urlunsplit
+from ipaddress import IPv4Address, IPv6Address, ip_network
+from urllib.parse import urlsplit
 
+from ingest.sources import redact_urls, shown_url
 from retrieval.settings import Settings
 
-_URL_TAIL = re.compile(r"(https?://[^\s?#<>|`'\"]+)[?#][^\s<>|`'\"]*?([:.,;)]?)(?=[\s<>|`'\"]|$)")
 _LOCAL_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
+WEB_PORTS = (80, 443)
+
+_MAPPED = ip_network("::ffff:0:0/96")
+_COMPATIBLE = ip_network("::/96")  # deprecated IPv4-compatible addresses (::a.b.c.d)
+_NAT64 = ip_network("64:ff9b::/96")  # RFC 6052 well-known prefix
+_NAT64_LOCAL = ip_network("64:ff9b:1::/48")  # RFC 8215 local-use prefix
+_6TO4 = ip_network("2002::/16")
+_TEREDO = ip_network("2001::/32")
 
 
 def shown(url: str) -> str:
     """The URL as shown to people: scheme, host, port and path only."""
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc.rsplit("@", 1)[-1]
-        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-    except ValueError:
-        return _URL_TAIL.sub(r"\1\2", url)
+    return shown_url(url)
 
 
 def redact(text: str) -> str:
     """``text`` with the query string and fragment of every http(s) URL in it removed."""
-    return _URL_TAIL.sub(r"\1\2", text)
+    return redact_urls(text)
 
 
-def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+def _v4(raw: bytes) -> IPv4Address:
+    return IPv4Address(raw)
+
+
+def _nat64_local(packed: bytes) -> list[IPv4Address]:
+    """The IPv4 addresses an address in 64:ff9b:1::/48 may carry (RFC 6052 section 2.2: the
+    operator's prefix may be /48, /56, /64 or /96 inside it). A format counts when its structure
+    holds (the "u" octet, bits 64-71, is zero and the suffix after the IPv4 bits is zero; /96 always
+    counts); an all-zero candidate is only kept when it is the only one."""
+    b = packed
+    found: list[IPv4Address] = []
+    if b[8] == 0:
+        if not any(b[11:]):
+            found.append(_v4(b[6:8] + b[9:11]))  # /48
+        if not any(b[12:]):
+            found.append(_v4(b[7:8] + b[9:12]))  # /56
+        if not any(b[13:]):
+            found.append(_v4(b[9:13]))  # /64
+    found.append(_v4(b[12:16]))  # /96
+    nonzero = [a for a in found if int(a)]
+    return list(dict.fromkeys(nonzero or found))
+
+
+def embedded_ipv4(ip: IPv6Address) -> tuple[str, list[IPv4Address]] | None:
+    """(the form, the IPv4 addresses it carries) when ``ip`` is an IPv6 form that reaches IPv4
+    addresses through a translator or tunnel; None for an ordinary IPv6 address."""
+    if ip in _MAPPED:
+        return "IPv4-mapped", [_v4(ip.packed[12:])]
+    if ip in _NAT64:
+        return "NAT64", [_v4(ip.packed[12:])]
+    if ip in _NAT64_LOCAL:
+        return "NAT64", _nat64_local(ip.packed)
+    if ip in _6TO4:
+        return "6to4", [_v4(ip.packed[2:6])]
+    if ip in _TEREDO:
+        server, client = ip.teredo  # type: ignore[misc]  (the client address is stored inverted)
+        return "Teredo", [client, server]
+    if ip in _COMPATIBLE and int(ip) > 1:  # :: and ::1 are the unspecified and loopback addresses
+        return "IPv4-compatible", [_v4(ip.packed[12:])]
+    return None
+
+
+def _a(form: str) -> str:
+    return f"an {form}" if form.startswith("IPv4") else f"a {form}"
+
+
+def _global(ip: IPv4Address | IPv6Address) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-def _polite(host: str) -> str:
+def non_public(ip: IPv4Address | IPv6Address) -> str | None:
+    """Why ``ip`` is not a public internet address the bot may connect to (e.g. "10.0.0.1 inside a
+    Teredo address"), or None when it is. Pure."""
+    if isinstance(ip, IPv6Address):
+        wrapped = embedded_ipv4(ip)
+        if wrapped is not None:
+            form, inner = wrapped
+            for v4 in inner:
+                if not _global(v4):
+                    return f"{v4} inside {_a(form)} address"
+            if form in ("IPv4-mapped", "NAT64"):  # the prefix only says "through the translator"
+                return None
+            if form in ("Teredo", "IPv4-compatible"):  # not globally reachable by definition (RFC 6890)
+                return f"{_a(form)} address"
+    if not _global(ip):
+        return str(ip)
+    return None
+
+
+def _polite(host: str, why: str | None = None) -> str:
+    detail = f" ({why})" if why and why != host else ""
     return (f"Sorry, I only download from public internet addresses, and `{host}` is a private or local "
-            "network address. Share the PDF with me in a mention instead.")
+            f"network address{detail}. Share the PDF with me in a mention instead.")
 
 
 def refusal(settings: Settings, url: str) -> str | None:
     """Why the bot will not fetch ``url`` (one line for the person who asked), or None if it may.
 
-    Only what the URL itself says is checked here (an IP literal or a local name: cheap enough for
-    the socket thread). The addresses a name resolves to are checked by ``address_refusal`` at
-    connect time, on the address actually connected to (``ingest.sources.fetch_url``).
+    Only what the URL itself says is checked here (an IP literal or a local name, the port: cheap
+    enough for the socket thread). The addresses a name resolves to are checked by
+    ``address_refusal`` at connect time, on the address actually connected to
+    (``ingest.sources.fetch_url``).
     """
     if settings.slack_allow_private_urls:
         return None
     try:
         parts = urlsplit(url)
         host = parts.hostname
-        parts.port  # noqa: B018  (raises ValueError on a bad port)
+        port = parts.port
     except ValueError:
         return f"Sorry, `{shown(url)}` is not a URL I can read."
     if not host:
@@ -67,9 +141,16 @@ def refusal(settings: Settings, url: str) -> str | None:
     if host in _LOCAL_NAMES or host.endswith((".localhost", ".local", ".internal")):
         return _polite(host)
     try:
-        return None if _public(ipaddress.ip_address(host.split("%", 1)[0])) else _polite(host)
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
-        return None  # a name: its addresses are checked when connecting
+        ip = None  # a name: its addresses are checked when connecting
+    why = non_public(ip) if ip is not None else None
+    if why:
+        return _polite(host, why)
+    if port is not None and port not in WEB_PORTS:
+        return (f"Sorry, I only download from the standard web ports (80 and 443), and `{shown(url)}` uses "
+                f"port {port}. Share the PDF with me in a mention instead.")
+    return None
 
 
 def address_refusal(settings: Settings, host: str, address: str) -> str | None:
@@ -80,4 +161,4 @@ def address_refusal(settings: Settings, host: str, address: str) -> str | None:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return _polite(host)
-    return None if _public(ip) else _polite(host)
+    return _polite(host) if non_public(ip) else None  # what a name resolved to is not told

@@ -42,7 +42,8 @@ def run(settings: Settings, stop: threading.Event) -> None:
     else:
         clients = Clients(settings, token=token)
     queue = JobQueue(store, settings.job_queue_limit)
-    runner = JobRunner(queue, Jobs(settings, clients, store, queue).run, threads=settings.worker_jobs).start()
+    jobs = Jobs(settings, clients, store, queue)
+    runner = JobRunner(queue, jobs.run, threads=settings.worker_jobs, on_lost=jobs.on_lost).start()
     log.info("worker running %d job(s) at a time; waiting for jobs", settings.worker_jobs)
     try:
         while not stop.wait(1.0):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from retrieval.text.injection import overlaps
-from ingest.pdf import Heading, Page
+from ingest.pdf import Page
 
 TokenCounter = Callable[[str], int]
 

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from ingest.sources import InputError, expand, load
+from ingest.sources import InputError, expand, load, redact_urls
 from retrieval.cli import (
     JsonOpt,
     emit,
@@ -52,12 +52,13 @@ def ingest(
     results: list[dict] = []
     failed = 0
     lines = not quiet and not sys.stderr.isatty()  # progress lines where no bar can be seen
-    for arg in expand(inputs):
+    for given in expand(inputs):
+        arg = redact_urls(given)  # a URL's query string (a signed URL's signature) is never printed or stored
         try:
             with ProgressLog(arg, settings.progress_interval_s) if lines else nullcontext() as progress:
                 if progress:
                     progress.begin("downloading" if arg.startswith(("http://", "https://")) else "opening")
-                src = load(arg, limit, settings.download_timeout_s)
+                src = load(given, limit, settings.download_timeout_s)
                 if progress:
                     progress.document(src.name)
                 res = ingest_source(settings, embedder, src, coll, quiet=quiet or json_out, progress=progress)

@@ -93,9 +93,10 @@ def _counting(bar: tqdm, progress: ProgressLog | None) -> Callable[[int], object
 
 def ingest_source(settings: Settings, embedder: Embedder, src: Source, collection: str,
                   quiet: bool = False, on_progress: Callable[[str], None] | None = None,
-                  progress: ProgressLog | None = None) -> IngestResult:
+                  progress: ProgressLog | None = None, actor: store.Actor | None = None) -> IngestResult:
     """Ingest one PDF. Raises InputError (bad input, nothing stored) or db errors. ``progress``: where
-    the work is, for the lines a ``ProgressLog`` writes off a terminal."""
+    the work is, for the lines a ``ProgressLog`` writes off a terminal. ``actor``: who asked (recorded
+    with the document; default the command line's user)."""
     t0 = time.perf_counter()
     with db.connection(settings) as conn:
         index.ensure_model(conn, embedder.name, embedder.dim)
@@ -144,7 +145,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
             conn, collection=collection, name=src.name, sha256=src.sha256, source=src.origin, url=src.url,
             size=len(src.data), pages=pages, chunks=chunks, search_texts=texts, vectors=vectors,
             pipeline_version=PIPELINE_VERSION, title=title, terms=[identifier_terms(t) for t in texts],
-            sentence_vectors=sentence_vectors)
+            sentence_vectors=sentence_vectors, actor=actor)
     status = "reindexed" if same is not None else "replaced" if replaced else "ingested"
     return IngestResult(src.name, src.origin, collection, status,
                         len(pages), len(chunks), time.perf_counter() - t0)

@@ -11,9 +11,31 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 import httpcore
+
+
+_URL_TAIL = re.compile(r"(https?://[^\s?#<>|`'\"]+)[?#][^\s<>|`'\"]*?([:.,;)]?)(?=[\s<>|`'\"]|$)")
+_URL_USERINFO = re.compile(r"(https?://)[^/\s?#@<>|`'\"]*@", re.I)
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be stored and shown: scheme, host, port and path only. The user info, the
+    query string and the fragment are dropped: they may carry credentials (a signed URL's
+    ``X-Amz-Signature``, a token parameter, ``user:password@``)."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc.rsplit("@", 1)[-1]
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    except ValueError:
+        return redact_urls(url)
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with the user info, query string and fragment of every http(s) URL in it removed
+    (for error messages and reports that quote a URL)."""
+    return _URL_TAIL.sub(r"\1\2", _URL_USERINFO.sub(r"\1", text))
 
 
 class InputError(ValueError):
@@ -181,7 +203,7 @@ def fetch_url(url: str, limit: int, timeout_s: float, headers: dict[str, str] | 
     timer = threading.Timer(timeout_s, backend.expire)
     timer.daemon = True
     timer.start()
-    shown = url
+    shown = shown_url(url)  # what messages and the stored document carry: never the query string
     try:
         with httpcore.ConnectionPool(network_backend=backend, max_connections=2) as pool:
             data, name = _get(pool, url, dict(headers or {}), limit, deadline, timeout_s, check_url)
@@ -190,20 +212,20 @@ def fetch_url(url: str, limit: int, timeout_s: float, headers: dict[str, str] | 
     except httpcore.TimeoutException as exc:
         raise InputError(f"{shown}: download failed: took longer than {timeout_s:.0f} s") from exc
     except httpcore.UnsupportedProtocol as exc:
-        raise InputError(f"{shown}: not a valid URL ({exc})") from exc
+        raise InputError(f"{shown}: not a valid URL ({redact_urls(str(exc))})") from exc
     except (httpcore.ConnectError, httpcore.NetworkError, httpcore.ProtocolError) as exc:
         if backend.refusal:
             raise InputError(backend.refusal) from exc
         if backend.expired:
             raise InputError(f"{shown}: download failed: took longer than {timeout_s:.0f} s") from exc
-        detail = str(exc).splitlines()[0] if str(exc) else ""
+        detail = redact_urls(str(exc).splitlines()[0]) if str(exc) else ""
         raise InputError(f"{shown}: download failed: {type(exc).__name__}: {detail}".rstrip(": ")) from exc
     finally:
         timer.cancel()
     if backend.expired:
         raise InputError(f"{shown}: download failed: took longer than {timeout_s:.0f} s")
-    _check_bytes(url, data, limit)
-    return Source(name, url, data, url)
+    _check_bytes(shown, data, limit)
+    return Source(name, shown, data, shown)
 
 
 def _get(pool: httpcore.ConnectionPool, url: str, headers: dict[str, str], limit: int, deadline: float,
@@ -212,10 +234,11 @@ def _get(pool: httpcore.ConnectionPool, url: str, headers: dict[str, str], limit
     for _ in range(MAX_REDIRECTS + 1):
         reason = check_url(url) if check_url else None
         if reason:
-            raise InputError(reason)
+            raise InputError(redact_urls(reason))
+        shown = shown_url(url)
         scheme = urlsplit(url).scheme.lower()
         if scheme not in ("http", "https"):
-            raise InputError(f"{url}: not a valid URL (only http and https)")
+            raise InputError(f"{shown}: not a valid URL (only http and https)")
         left = max(0.001, deadline - time.monotonic())
         per_step = min(timeout_s, left)
         ext = {"timeout": {"connect": per_step, "read": per_step, "write": per_step, "pool": per_step}}
@@ -228,23 +251,23 @@ def _get(pool: httpcore.ConnectionPool, url: str, headers: dict[str, str], limit
                 url = nxt
                 continue
             if resp.status >= 400:
-                raise InputError(f"{url}: download failed: HTTP {resp.status}")
+                raise InputError(f"{shown}: download failed: HTTP {resp.status}")
             try:
                 declared = int(got.get("content-length") or 0)
             except ValueError:
                 declared = 0  # a malformed length: the streamed size check below still applies
             if declared > limit:
-                raise InputError(f"{url}: {declared / 1e6:.1f} MB is over the {limit / 1e6:.0f} MB limit "
+                raise InputError(f"{shown}: {declared / 1e6:.1f} MB is over the {limit / 1e6:.0f} MB limit "
                                  "(CHAPTERVERSE_MAX_FILE_MB)")
             buf = bytearray()
             for part in resp.iter_stream():
                 buf.extend(part)
                 if len(buf) > limit:
-                    raise InputError(f"{url}: over the {limit / 1e6:.0f} MB limit (CHAPTERVERSE_MAX_FILE_MB)")
+                    raise InputError(f"{shown}: over the {limit / 1e6:.0f} MB limit (CHAPTERVERSE_MAX_FILE_MB)")
                 if time.monotonic() > deadline:
                     raise httpcore.ReadTimeout("deadline passed")
             return bytes(buf), _name_from_response(url, got)
-    raise InputError(f"{url}: download failed: more than {MAX_REDIRECTS} redirects")
+    raise InputError(f"{shown_url(url)}: download failed: more than {MAX_REDIRECTS} redirects")
 
 
 def load(arg: str, limit: int, timeout_s: float) -> Source:

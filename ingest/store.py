@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import getpass
+import os
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +24,31 @@ class Existing:
     pipeline_version: str
 
 
+@dataclass(frozen=True)
+class Actor:
+    """Who changes the index, recorded with the document and in ``document_audit`` (migration 0014)."""
+
+    who: str  # a Slack user id, or user@host for the command line
+    via: str = "cli"  # "slack" or "cli"
+    workspace: str = ""  # the Slack team id
+
+    @staticmethod
+    def local() -> Actor:
+        """The person running the command line: the operating-system user on this host."""
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):  # no passwd entry (some containers)
+            user = f"uid {os.getuid()}" if hasattr(os, "getuid") else "unknown"
+        return Actor(f"{user}@{socket.gethostname()}", "cli", "")
+
+
+def _audit(conn: psycopg.Connection, actor: Actor, *, collection: str, action: str, document: str,
+           sha256: str | None, outcome: str) -> None:
+    conn.execute("INSERT INTO document_audit (collection, action, document, sha256, outcome, actor, via, workspace) "
+                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                 (collection, action, document, sha256, outcome, actor.who, actor.via, actor.workspace))
+
+
 def find_same_bytes(conn: psycopg.Connection, collection: str, sha256: str) -> Existing | None:
     row = conn.execute("SELECT collection, name, sha256, pipeline_version FROM documents "
                        "WHERE collection = %s AND sha256 = %s ORDER BY name LIMIT 1",
@@ -36,14 +64,18 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
                    url: str | None, size: int, pages: Sequence[Page], chunks: Sequence[Chunk],
                    search_texts: Sequence[str], vectors: np.ndarray, pipeline_version: str,
                    title: str | None = None, terms: Sequence[Sequence[str]] | None = None,
-                   sentence_vectors: Sequence[np.ndarray] | None = None) -> tuple[int, bool]:
+                   sentence_vectors: Sequence[np.ndarray] | None = None,
+                   actor: Actor | None = None) -> tuple[int, bool]:
     """Insert the document, replacing an older version of the same name atomically.
 
     Returns (document id, replaced). Nothing is visible to readers until the commit, and a failure
     anywhere rolls everything back, the old version included. Besides pages and chunks (with their
     identifier ``terms``) it writes what search keeps per document: the chunk lengths' total, each
-    lexeme's chunk count (``document_lexemes``) and the chunks' sentence-window vectors.
+    lexeme's chunk count (``document_lexemes``) and the chunks' sentence-window vectors. Who made
+    the change (``actor``, default: the command line's user) is recorded with the document and in
+    ``document_audit``, in the same transaction.
     """
+    actor = actor or Actor.local()
     terms = terms if terms is not None else [[] for _ in chunks]
     if len(chunks) != len(vectors) or len(chunks) != len(search_texts) or len(chunks) != len(terms) or (
             sentence_vectors is not None and len(sentence_vectors) != len(chunks)):
@@ -54,10 +86,13 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
                            (collection, name)).fetchone()
         doc_id = conn.execute(
             "INSERT INTO documents (collection, name, sha256, source, url, bytes, page_count, chunk_count, "
-            "pipeline_version, title, token_total) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            "pipeline_version, title, token_total, added_by, added_via, added_workspace) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
             (collection, name, sha256, source, url, size, len(pages), len(chunks), pipeline_version, title,
-             sum(c.tokens for c in chunks))
+             sum(c.tokens for c in chunks), actor.who, actor.via, actor.workspace)
         ).fetchone()["id"]
+        _audit(conn, actor, collection=collection, action="ingest", document=name, sha256=sha256,
+               outcome="replaced" if old is not None else "ingested")
         with conn.cursor() as cur:
             with cur.copy("COPY pages (collection, document_id, page_no, label, text, body_start, body_end, "
                           "hidden_chars) FROM STDIN") as copy:
@@ -89,7 +124,7 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
 
 def list_documents(conn: psycopg.Connection, collection: str | None = None) -> list[dict]:
     sql = ("SELECT collection, name, title, page_count AS pages, chunk_count AS chunks, sha256, source, url, "
-           "bytes, ingested_at FROM documents")
+           "bytes, ingested_at, added_by, added_via, added_workspace FROM documents")
     params: tuple = ()
     if collection:
         sql += " WHERE collection = %s"
@@ -101,9 +136,12 @@ class AmbiguousName(ValueError):
     """The name exists in several collections and none was given."""
 
 
-def remove_document(conn: psycopg.Connection, name: str, collection: str | None = None) -> list[str]:
+def remove_document(conn: psycopg.Connection, name: str, collection: str | None = None,
+                    actor: Actor | None = None) -> list[str]:
     """Remove by name from ``collection``; without one, only when exactly one collection has the name.
-    Returns the collections touched (empty: no such document)."""
+    Returns the collections touched (empty: no such document). The removal is recorded in
+    ``document_audit`` with ``actor`` (default: the command line's user) in the same transaction."""
+    actor = actor or Actor.local()
     with conn.transaction():
         if collection is None:
             found = [r["collection"] for r in conn.execute(
@@ -114,6 +152,9 @@ def remove_document(conn: psycopg.Connection, name: str, collection: str | None 
             if not found:
                 return []
             collection = found[0]
-        rows = conn.execute("DELETE FROM documents WHERE name = %s AND collection = %s RETURNING collection",
+        rows = conn.execute("DELETE FROM documents WHERE name = %s AND collection = %s RETURNING collection, sha256",
                             (name, collection)).fetchall()
+        for r in rows:
+            _audit(conn, actor, collection=r["collection"], action="remove", document=name, sha256=r["sha256"],
+                   outcome="removed")
     return [r["collection"] for r in rows]

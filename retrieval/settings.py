@@ -95,8 +95,9 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("SLACK_API_URL", "CHAPTERVERSE_SLACK_API_URL"),
     )
     slack_admins: str = Field(
-        default="", description="Slack user ids (comma or space separated) allowed to ingest and remove "
-        "documents; empty = anyone in the workspace.")
+        default="", description="Who may ingest and remove documents besides each workspace's admins and owners "
+        "(bot.authz): Slack user ids, comma or space separated; 'T123:U456' allows U456 only in workspace T123; "
+        "'*' (or 'T123:*') allows everyone. Empty: admins and owners only.")
     slack_collection_scope: str = Field(
         default="workspace", pattern="^(workspace|channel)$",
         description="'workspace': one collection per workspace; 'channel': each channel also has its own, "
@@ -125,13 +126,21 @@ class Settings(BaseSettings):
         description="Public https URL of /slack/oauth_redirect (as configured in the Slack app).")
     slack_scopes: str = Field(
         default="app_mentions:read,channels:history,chat:write,commands,files:read,groups:history,im:history,"
-        "mpim:history", description="Bot scopes requested at install.")
+        "mpim:history,users:read", description="Bot scopes requested at install (users:read: who is a workspace "
+        "admin or owner, bot.authz).")
     # jobs (bot.queue, bot.runner)
     job_queue_limit: int = Field(default=20, ge=1, description="Unfinished jobs a workspace may have queued.")
     bot_runs_jobs: bool = Field(
         default=True, description="The bot runs queued jobs itself; set false when `chapterverse worker` "
         "processes run them.")
     worker_jobs: int = Field(default=1, ge=1, description="Jobs one `chapterverse worker` runs at the same time.")
+    job_deadline_s: float = Field(
+        default=1800.0, gt=0, description="A running ingest/remove job still unfinished after this long is "
+        "failed (not retried) and its result, should it still come, is not recorded.")
+    # secrets at rest
+    secret_key: SecretStr | None = Field(
+        default=None, description="Fernet key(s) encrypting Slack installation tokens in Postgres (comma "
+        "separated: the first encrypts, all decrypt, for rotation). Unset: tokens are stored in plain text.")
     db_pool_size: int | None = Field(
         default=None, ge=1, description="Pooled database connections per process (retrieval.pool); unset: 4, "
         "and for the bot 2 per answer worker + 6 (each search runs two queries at once).")

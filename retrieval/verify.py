@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from retrieval.models import Citation, Passage
 from retrieval.text.tables import CELL_SEP, is_table_row
@@ -220,13 +221,24 @@ def verify_claims(claims: Iterable[Claim], shown: Sequence[PageText],
 
 
 def page_url(document: str, page: int, document_url: str | None, file_base_url: str | None) -> str | None:
-    """A link that opens the PDF at ``page``: the document's own URL, else ``<base>/<name>``."""
-    base = document_url
+    """A link that opens the PDF at ``page``: the document's own URL, else ``<base>/<name>``.
+
+    The document's URL is used without its user info and query string, whatever was stored (an
+    index made before they were dropped at ingest may still hold a signed URL's signature)."""
+    base = _without_query(document_url) if document_url else None
     if not base and file_base_url:
         base = file_base_url.rstrip("/") + "/" + document
     if not base:
         return None
     return f"{base.split('#', 1)[0]}#page={page}"
+
+
+def _without_query(url: str) -> str | None:
+    try:
+        parts = urlsplit(url)
+        return urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path, "", ""))
+    except ValueError:
+        return None  # not a URL that can be shown safely: no link
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 It serves the Web API methods the bot uses (``auth.test``, ``apps.connections.open``,
 ``chat.postMessage``/``update``/``delete``/``postEphemeral``, ``reactions.add``, ``conversations.replies``,
-``files.info``), a private file download URL, slash-command ``response_url``s, and a Socket Mode
+``files.info``, ``users.info``), a private file download URL, slash-command ``response_url``s, and a Socket Mode
 WebSocket (hello, envelopes, acks, ping/pong). Tests drive it from their own thread:
 
 - ``post_user_message`` stores a message and delivers the events Slack would (``message``, plus
@@ -82,6 +82,9 @@ class FakeSlack:
         self.responses: list[dict[str, Any]] = []  # posts to response_url
         self.reactions: list[dict[str, Any]] = []
         self.files: dict[str, FakeFile] = {}
+        # users.info: every user is a plain member unless listed here (flags such as is_admin, is_owner)
+        self.users: dict[str, dict[str, Any]] = {"U0OWNER": {"is_owner": True, "is_primary_owner": True},
+                                                 "U0WSADMIN": {"is_admin": True}}
         self.static: dict[str, bytes] = {}  # public downloads (for /chapterverse ingest <url>)
         self.static_requests: list[str] = []  # names asked for at /static/, served or not
         self.connections_opened = 0
@@ -288,6 +291,19 @@ class FakeSlack:
         if not msgs:
             return {"ok": False, "error": "thread_not_found"}
         return {"ok": True, "messages": msgs, "has_more": False}
+
+    def _m_users_info(self, p: dict[str, Any]) -> dict[str, Any]:
+        user = str(p.get("user", ""))
+        if not user.startswith(("U", "W")):
+            return {"ok": False, "error": "user_not_found"}
+        flags = {"is_admin": False, "is_owner": False, "is_primary_owner": False, "is_restricted": False,
+                 "is_ultra_restricted": False, "is_bot": False, "deleted": False, **self.users.get(user, {})}
+        return {"ok": True, "user": {"id": user, "team_id": self._team, "name": user.lower(), **flags}}
+
+    def set_user(self, user: str, **flags: Any) -> None:
+        """What users.info says about ``user`` (e.g. ``is_admin=True``)."""
+        with self._lock:
+            self.users[user] = dict(flags)
 
     def _m_files_info(self, p: dict[str, Any]) -> dict[str, Any]:
         f = self.files.get(str(p.get("file")))

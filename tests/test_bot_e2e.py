@@ -278,10 +278,11 @@ def test_outsiders_cannot_ingest_or_remove(fake: FakeSlack, bot: BotProcess, set
     docs = channel()
     for text in ("ingest https://example.invalid/a.pdf", "remove 14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf"):
         ack = fake.wait_ack(fake.slash(text, user=OUTSIDER, channel=docs))
-        assert "Sorry, only a few people" in ack.payload["text"] and f"<@{ADMIN}>" in ack.payload["text"]
+        assert "only this workspace's admins and owners and" in ack.payload["text"]
+        assert f"<@{ADMIN}>" in ack.payload["text"]
     fid = fake.add_file("evil.pdf", handbook_pdf("Nothing."), user=OUTSIDER)
     fake.mention(docs, OUTSIDER, "please add this", files=[fid])
-    wait_for(lambda: any(e["user"] == OUTSIDER and "Sorry, only a few people" in e["text"] for e in fake.ephemerals),
+    wait_for(lambda: any(e["user"] == OUTSIDER and "admins and owners" in e["text"] for e in fake.ephemerals),
              20, "the polite refusal")
     assert fake.files[fid].downloads == []
     assert not db_rows(settings, "SELECT 1 FROM bot_jobs WHERE requested_by = %s", OUTSIDER)
@@ -369,6 +370,14 @@ def test_database_down_then_up(fake: FakeSlack, bot: BotProcess, proxy: PgProxy)
         fake.wait_ack(env, ACK_LIMIT_S + 2)
         wait_for(lambda: any(e["channel"] == ch and "Could not list" in e["text"] for e in fake.ephemerals), 30,
                  "the list failure")
+        # an ingest cannot be queued: acknowledged in time all the same, and the person is told why
+        env = fake.slash(f"ingest {fake.base}/static/down.pdf?sig=SECRET9", user=ADMIN, channel=ch)
+        ack = fake.wait_ack(env, ACK_LIMIT_S + 2)
+        assert ack.at - fake.sent_at[env] < ACK_LIMIT_S
+        said = lambda: " ".join([ack.payload["text"]] + [e["text"] for e in fake.ephemerals if e["channel"] == ch]  # noqa: E731
+                                + [r.get("text", "") for r in fake.responses])
+        wait_for(lambda: "Could not queue" in said(), 30, "the queueing failure")
+        assert "database" in said() and "SECRET9" not in said()
     finally:
         proxy.up()
     ts3, _ = fake.mention(ch, ADMIN, ANSWERABLE)

@@ -15,12 +15,14 @@ from collections.abc import Iterator
 import httpx
 import psycopg
 import pytest
+from cryptography.fernet import Fernet
 from slack_sdk.oauth.installation_store import Installation
 
 from bot.installations import PostgresInstallationStore
 from bot.store import Store
 from ingest.sources import Source
 from tests.fake_slack import FakeSlack
+from tests.leaks import database_hits
 from tests.test_bot_e2e import handbook_pdf, text_of
 from tests.test_bot_support import BotProcess, wait_reply
 
@@ -80,7 +82,10 @@ def test_each_workspace_is_answered_with_its_token_from_its_collection_and_new_i
     port = free_port()
     env = {"DATABASE_URL": settings.database_url.get_secret_value(), "SLACK_BOT_TOKEN": "",
            "SLACK_CLIENT_ID": "1234.5678", "SLACK_CLIENT_SECRET": "fake-client-secret",
-           "CHAPTERVERSE_SLACK_OAUTH_PORT": str(port), "CHAPTERVERSE_SLACK_PING_INTERVAL_S": "1"}
+           "CHAPTERVERSE_SLACK_OAUTH_PORT": str(port), "CHAPTERVERSE_SLACK_PING_INTERVAL_S": "1",
+           # the teams' installations were stored in plain text (before a key was set): the bot
+           # encrypts them at start, and the new install is stored encrypted
+           "CHAPTERVERSE_SECRET_KEY": Fernet.generate_key().decode()}
     gamma, gamma_token = f"T0G{uuid.uuid4().hex[:6].upper()}", f"xoxb-gamma-{uuid.uuid4().hex[:6]}"
     bot = BotProcess(fake, env, tmp_path / "bot.log").start()
     try:
@@ -104,7 +109,12 @@ def test_each_workspace_is_answered_with_its_token_from_its_collection_and_new_i
             done = web.get("/slack/oauth_redirect", params={"code": fake.install_code(gamma, gamma_token),
                                                            "state": state}, headers={"Cookie": cookie})
             assert done.status_code == 200, done.text[:300]
-        assert PostgresInstallationStore(Store(settings)).find_bot(enterprise_id=None, team_id=gamma) is not None
+        with psycopg.connect(settings.database_url.get_secret_value()) as conn:
+            row = conn.execute("SELECT installation->>'bot_token' FROM slack_installations WHERE workspace = %s",
+                               (gamma,)).fetchone()
+        assert row is not None and row[0].startswith("fernet:"), row
+        for token in [gamma_token, *(i["token"] for i in teams.values())]:
+            assert database_hits(settings.database_url.get_secret_value(), token) == [], token
         channel = f"C{uuid.uuid4().hex[:8].upper()}"
         ts, _ = fake.post_user_message(channel, "U0ASKER", f"<@U0BOT> {QUESTION}", team=gamma)
         text = text_of(wait_reply(fake, channel, ts))

@@ -8,7 +8,7 @@ from bot.app import unwrap_url
 from bot.answer import strip_mentions
 from bot.render import (MAX_BLOCKS, SECTION_LIMIT, Searched, document_title, escape, render_answer,
                         render_documents, source_label, split_text)
-from bot.scope import may_change_documents, scope_for
+from bot.scope import scope_for
 from retrieval.models import Answer, Citation, NearestPassage
 from retrieval.settings import Settings
 
@@ -130,7 +130,7 @@ def test_escape_and_helpers() -> None:
     assert unwrap_url("https://x.example/a.pdf") == "https://x.example/a.pdf"
 
 
-def test_scopes_and_allowlist() -> None:
+def test_scopes() -> None:
     ws = Settings(slack_collection_scope="workspace")
     assert scope_for(ws, "T1", "C1").read == ("slack-T1",) and scope_for(ws, "T1", "C1").write == "slack-T1"
     fixed = Settings(slack_workspace_collection="dev")
@@ -138,9 +138,6 @@ def test_scopes_and_allowlist() -> None:
     ch = Settings(slack_collection_scope="channel", slack_workspace_collection="dev")
     s = scope_for(ch, "T1", "C9")
     assert s.read == ("dev", "dev:C9") and s.write == "dev:C9"
-    assert may_change_documents(Settings(), "Uanyone")
-    listed = Settings(slack_admins="U1, U2 U3")
-    assert may_change_documents(listed, "U2") and not may_change_documents(listed, "U4")
 
 
 def test_document_list() -> None:
@@ -148,7 +145,14 @@ def test_document_list() -> None:
 
     text = render_documents([{"name": "a.pdf", "pages": 3, "chunks": 9, "ingested_at": dt.datetime(2025, 1, 2)}],
                             ["dev"])
-    assert "*1 document* in `dev`" in text and "`a.pdf` — 3 pages, 9 chunks (ingested 2025-01-02)" in text
+    assert "*1 document* in `dev`" in text and "`a.pdf` — 3 pages, 9 chunks (added 2025-01-02)" in text
+    rows = [{"name": "b.pdf", "pages": 1, "chunks": 2, "ingested_at": dt.datetime(2025, 1, 3), "added_by": "U0ALICE",
+             "added_via": "slack"},
+            {"name": "c.pdf", "pages": 1, "chunks": 2, "ingested_at": dt.datetime(2025, 1, 4), "added_by": "me@host",
+             "added_via": "cli"}]
+    text = render_documents(rows, ["dev"])
+    assert "`b.pdf` — 1 pages, 2 chunks (added 2025-01-03 by <@U0ALICE>)" in text
+    assert "`c.pdf` — 1 pages, 2 chunks (added 2025-01-04 from the command line)" in text and "me@host" not in text
     assert "No documents in `dev`" in render_documents([], ["dev"])
 
 

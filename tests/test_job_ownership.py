@@ -1,0 +1,111 @@
+"""Jobs belong to the claim that runs them (bot.queue, bot.runner): heartbeat and finish act only while
+the job is still that claim's, every job has a deadline (CHAPTERVERSE_JOB_DEADLINE_S), and a job past
+it is failed once, not retried, with its worker told to stop before writing anything."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from bot.queue import JobLost, JobQueue, JobSpec, ReportTo
+from bot.runner import JobRunner
+from bot.store import Store
+
+
+def spec() -> JobSpec:
+    return JobSpec(kind="ingest", collection="c", url="https://example.org/a.pdf?X-Amz-Signature=secret",
+                   report=ReportTo(channel="C1", user="U1"))
+
+
+def rows(settings, sql: str, *params) -> list[dict]:
+    with psycopg.connect(settings.database_url.get_secret_value(), row_factory=dict_row, autocommit=True) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def job_row(settings, ws: str, job_id: int) -> dict:
+    return rows(settings, "SELECT status, message, payload, attempts, owner_pid FROM bot_jobs "
+                "WHERE workspace = %s AND id = %s", ws, job_id)[0]
+
+
+@pytest.fixture
+def clean(settings) -> Iterator[None]:
+    rows(settings, "DELETE FROM bot_jobs WHERE status IN ('queued', 'running') RETURNING id")
+    yield
+    rows(settings, "DELETE FROM bot_jobs WHERE status IN ('queued', 'running') RETURNING id")
+
+
+def test_heartbeat_and_finish_of_a_claim_that_lost_its_job_change_nothing(settings, clean) -> None:
+    queue = JobQueue(Store(settings), limit=5)
+    ws = f"T{uuid.uuid4().hex[:8]}"
+    job_id, _ = queue.enqueue(ws, "U1", "https://example.org/a.pdf", spec())
+    mine = queue.claim()
+    assert mine is not None and mine.id == job_id and mine.owner[1] > 0
+    assert queue.heartbeat(mine) == "ok" and not mine.lost.is_set()
+    # the job was requeued (this worker looked dead) and another worker claimed it
+    rows(settings, "UPDATE bot_jobs SET owner_host = 'other-host', owner_pid = 4242, attempts = attempts + 1 "
+         "WHERE workspace = %s AND id = %s RETURNING id", ws, job_id)
+    assert queue.heartbeat(mine) == "lost" and mine.lost.is_set()
+    assert queue.finish(mine, ok=False, message="my late failure") is False
+    row = job_row(settings, ws, job_id)
+    assert row["status"] == "running" and row["owner_pid"] == 4242 and row["message"] == ""  # the other's
+
+
+def test_a_job_past_its_deadline_is_failed_once_with_a_clear_message_and_not_retried(settings, clean) -> None:
+    queue = JobQueue(Store(settings), limit=5, deadline_s=60)
+    ws = f"T{uuid.uuid4().hex[:8]}"
+    job_id, _ = queue.enqueue(ws, "U1", "https://example.org/a.pdf", spec())
+    job = queue.claim()
+    assert job is not None
+    rows(settings, "UPDATE bot_jobs SET started_at = now() - interval '2 minutes' WHERE workspace = %s AND id = %s "
+         "RETURNING id", ws, job_id)
+    assert queue.heartbeat(job) == "expired" and job.lost.is_set()  # its own worker fails it
+    row = job_row(settings, ws, job_id)
+    assert row["status"] == "failed" and "url" not in row["payload"]
+    assert row["message"] == "stopped: it ran longer than the job deadline (1 min, CHAPTERVERSE_JOB_DEADLINE_S); " \
+                             "nothing was changed"
+    assert queue.finish(job, ok=True, message="ingested") is False  # a late success is not recorded
+    assert job_row(settings, ws, job_id)["status"] == "failed"
+    assert queue.recover(stale_s=3600, starting=True) == (0, 0) and queue.claim() is None  # not retried
+
+
+def test_any_worker_fails_a_job_that_ran_past_its_deadline(settings, clean) -> None:
+    queue = JobQueue(Store(settings), limit=5, deadline_s=60)
+    ws = f"T{uuid.uuid4().hex[:8]}"
+    job_id, _ = queue.enqueue(ws, "U1", "https://example.org/a.pdf", spec())
+    assert queue.claim() is not None
+    rows(settings, "UPDATE bot_jobs SET owner_host = 'elsewhere', started_at = now() - interval '2 minutes' "
+         "WHERE workspace = %s AND id = %s RETURNING id", ws, job_id)  # its worker is alive and beating
+    assert queue.recover(stale_s=3600) == (0, 1)
+    assert job_row(settings, ws, job_id)["status"] == "failed"
+
+
+def test_the_runner_stops_a_job_at_its_deadline_and_says_so(settings, clean) -> None:
+    queue = JobQueue(Store(settings), limit=5, deadline_s=1)
+    ws = f"T{uuid.uuid4().hex[:8]}"
+    job_id, _ = queue.enqueue(ws, "U1", "https://example.org/a.pdf", spec())
+    told: list[tuple[int, str]] = []
+    stopped = threading.Event()
+
+    def execute(job) -> None:  # noqa: ANN001  (a job that would run for ever, checking as ingest does)
+        while True:
+            if job.lost.wait(0.1):
+                stopped.set()
+                raise JobLost(job.id)
+
+    runner = JobRunner(queue, execute, heartbeat_s=0.3, poll_s=0.1,
+                       on_lost=lambda job, why: told.append((job.id, why))).start()
+    try:
+        assert stopped.wait(30), "the job was not stopped"
+    finally:
+        runner.stop()
+    assert told == [(job_id, "expired")]
+    row = job_row(settings, ws, job_id)
+    assert row["status"] == "failed" and "job deadline" in row["message"]
+    time.sleep(0.5)
+    assert queue.claim() is None
