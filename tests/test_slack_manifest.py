@@ -49,6 +49,7 @@ METHOD_SCOPES = {
     "conversations_replies": {"channels:history", "groups:history", "im:history", "mpim:history"},
     "files_info": {"files:read"},
     "auth_test": set(),
+    "users_info": {"users:read"},  # bot.authz: is the person a workspace admin or owner
 }
 WEB_API_CALL = re.compile(r"\.((?:chat|conversations|files|reactions|users|pins|bookmarks|auth|team|usergroups|"
                           r"views|reminders|search|dnd|emoji|channels|groups|im|mpim)_[A-Za-z]+)\(")
