@@ -99,10 +99,11 @@ def build_extractive(settings: Settings, collections: Sequence[str] | None,
                               word_pieces=embedder.word_pieces)
 
 
-def sentence_reader(settings: Settings):
-    """The trained reader when ``answer_scorer`` is 'reader' and its weights load; else None (the
-    evidence scorer runs, and the log says why)."""
-    if settings.answer_scorer != "reader":
+def sentence_reader(settings: Settings, purpose: str = "answer"):
+    """The trained reader, for picking extractive quotes (``purpose`` 'answer': when ``answer_scorer``
+    is 'reader') or for the model path's support check ('support': when ``quote_support_check``);
+    None when not wanted or when its weights do not load (the log says why)."""
+    if (settings.answer_scorer != "reader") if purpose == "answer" else not settings.quote_support_check:
         return None
     from retrieval import reader  # noqa: PLC0415
 
@@ -360,7 +361,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
         return _refusal(result, _no_support(f"no passages were found{where}"))
 
     headings = {f"P{rank}": p.context for rank, p in enumerate(trusted, 1)}
-    support = sentence_reader(settings) if name != EXTRACTIVE else None
+    support = sentence_reader(settings, "support") if name != EXTRACTIVE else None
     draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result, headings, support)
     if (name != EXTRACTIVE and draft is not None and verification is not None and not draft.refusal
             and verification.citations):

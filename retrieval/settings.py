@@ -75,6 +75,10 @@ class Settings(BaseSettings):
         "cross-encoder trained here, retrieval/reader; falls back to 'evidence' when its weights are "
         "missing) or 'evidence' (the earlier hand-weighted cosine + term-coverage score).",
     )
+    quote_support_check: bool = Field(
+        default=True, description="On the model (Gemini) path, drop a verified quote that the reader rates as "
+        "stating nothing towards the question (retrieval.verify.support_checked); off when the reader's "
+        "weights are missing.")
     gemini_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("GEMINI_API_KEY", "CHAPTERVERSE_GEMINI_API_KEY")
     )

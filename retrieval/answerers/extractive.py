@@ -67,7 +67,7 @@ from retrieval.verify import Claim, PageText, Strictness, Verdict, too_short, ve
 LEX_WEIGHT = 0.75
 COS_WEIGHT = 0.5  # share of the plain sentence cosine; the rest is the cosine with the section heading
 RANK_PENALTY = 0.02  # per retrieval rank below the first
-DEFAULT_THRESHOLD = 1.204  # `chapterverse eval calibrate` over the probe runs of the nine FAA and manuals sets run so far (results/threshold_calibration.json)
+DEFAULT_THRESHOLD = 1.1253  # `chapterverse eval calibrate` over the probe runs of the two dev sets only (results/evidence_scorer_dev/threshold_calibration.json)
 QUOTE_MARGIN = 0.15  # further quotes (other pages) must score within this of the best
 MAX_QUOTES = 3
 MAX_SENTENCE_WORDS = 80
@@ -79,7 +79,7 @@ QUOTE_WORDS = 50  # a chosen sentence is quoted with its paragraph neighbours up
 # heading; its probability replaces the evidence score for choosing and accepting the first quote.
 MAX_READ = 40  # sentences the reader scores per question
 READ_BY_TERMS = 24  # of which chosen by term coverage; the rest by retrieval rank (paraphrases share few words)
-READER_THRESHOLD = 0.5  # refusal threshold on the reader's probability (calibrated on the dev sets only)
+READER_THRESHOLD = 0.41  # refusal threshold on the reader's probability: `eval calibrate` over the two dev sets only (results/threshold_calibration.json)
 READER_MARGIN = 0.2  # further quotes (other pages) must score within this of the best
 
 
