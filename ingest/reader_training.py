@@ -31,6 +31,7 @@ from ingest.pdf import Page, extract
 from retrieval.answerers.extractive import is_title, sentences
 from retrieval.answerers.lexical import content_terms
 from retrieval.textnorm import normalize
+from retrieval.verify import without_cell_joiners
 
 SAME_PAGE_NEGATIVES = 3
 NEAR_PAGE_NEGATIVES = 3
@@ -123,7 +124,9 @@ def overlap(question_terms: set[str], sentence: Sentence) -> int:
     return len(question_terms & set(content_terms(sentence.shown)))
 
 def _states(sentence: Sentence, span_norm: str) -> bool:
-    return span_norm in normalize(sentence.text)
+    """The sentence contains the answer span; a table row's cell joiners (" | ", written by ingest,
+    not in the PDF the span was copied from) are layout, as in quote verification."""
+    return span_norm in normalize(without_cell_joiners(sentence.text))
 
 def pairs_for(q: TrainingQuestion, by_page: dict[int, list[Sentence]], index: PageIndex,
               rng: random.Random) -> list[Pair]:

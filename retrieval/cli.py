@@ -455,6 +455,31 @@ def eval_answers(
 
 
 
+@eval_app.command("reader-latency")
+def eval_reader_latency(
+    questions: Annotated[Path, typer.Argument(help="Question set (the format of tests/corpus/dev_questions.json).")],
+    collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/reader_latency.json"),
+    rounds: Annotated[int, typer.Option(min=1)] = 1,
+) -> None:
+    """The reader's cost per question (the sentences the answerer really gives it) and ask end to end."""
+    from retrieval.answer_eval import load_questions  # noqa: PLC0415
+    from retrieval.reader.bench import run as run_bench  # noqa: PLC0415
+
+    settings = load_settings()
+    ready(settings)
+    if settings.answer_scorer != "reader":
+        settings = settings.model_copy(update={"answer_scorer": "reader"})
+    command = (f"chapterverse eval reader-latency {questions} --out {out} --rounds {rounds}"
+               + "".join(f" --collection {c}" for c in collection or []))
+    result = run_bench(settings, load_questions(questions), collection, command, rounds)
+    save_result(out, result)
+    typer.echo(f"reader p50/p95 {result['reader_ms']['p50']}/{result['reader_ms']['p95']} ms over "
+               f"{result['sentences_per_call_median']} sentences (median); at 40 sentences "
+               f"{result['reader_ms_at_40_sentences']}; ask p50/p95 {result['ask_ms']['p50']}/{result['ask_ms']['p95']} ms; "
+               f"load {result['load_seconds_fresh_process']} s in a fresh process; wrote {out}")
+
+
 @eval_app.command("calibrate")
 def eval_calibrate(
     probes: Annotated[list[Path], typer.Argument(help="Result files of `eval answers ... --calibrate` runs.")],
