@@ -92,10 +92,10 @@ def build_extractive(settings: Settings, collections: Sequence[str] | None,
     from retrieval.embed import get_embedder  # noqa: PLC0415
 
     embedder = get_embedder(settings.embedding_model)
+    stats = TermStats(settings, collections)  # one answerer per question: counts read once for it
     return ExtractiveAnswerer(embedder.embed_queries, model=embedder.name, profile=profile_for(collections),
                               threshold=threshold, reader=sentence_reader(settings),
-                              doc_freq=lambda words: doc_freq(settings, words, collections),
-                              phrase_freq=lambda phrases, words: phrase_freq(settings, phrases, words, collections),
+                              doc_freq=stats.doc_freq, phrase_freq=stats,
                               word_pieces=embedder.word_pieces)
 
 
@@ -114,42 +114,75 @@ def sentence_reader(settings: Settings, purpose: str = "answer"):
         return None
 
 
+class TermStats:
+    """Chunk counts (Postgres English stemming) over one question's collections, read as needed and
+    kept for the question: chunks in all and per document, chunks using each phrase (its words
+    adjacent) per document, chunks containing each word. The answerer asks for phrases and words
+    several times (key terms, term weights, absent terms); each count is read once, and the
+    document sizes come in the same statement as the first words."""
+
+    def __init__(self, settings: Settings, collections: Sequence[str] | None) -> None:
+        self.settings = settings
+        self.cond = "c.collection = ANY(%s)" if collections else "true"
+        self.extra = [list(collections)] if collections else []
+        self.sizes: dict[str, int] | None = None
+        self.words: dict[str, int] = {}
+        self.phrases: dict[str, dict[str, int]] = {}
+
+    def __call__(self, phrases: Sequence[str], words: Sequence[str]) -> PhraseStats:
+        new_words = [w for w in dict.fromkeys(words) if w not in self.words]
+        new_phrases = [p for p in dict.fromkeys(phrases) if p not in self.phrases]
+        if self.sizes is None or new_words or new_phrases:
+            with pool.connection(self.settings) as conn:
+                if self.sizes is None or new_words:
+                    self._read_sizes_and_words(conn, new_words)
+                if new_phrases:  # only chunks using a phrase are counted, through the GIN index
+                    for p in new_phrases:
+                        self.phrases[p] = {}
+                    for r in conn.execute(
+                            "SELECT ph.phrase, d.name, count(*) AS n FROM unnest(%s::text[]) AS ph(phrase) "
+                            "JOIN chunks c ON c.tsv @@ phraseto_tsquery('english', ph.phrase) "
+                            "JOIN documents d ON d.collection = c.collection AND d.id = c.document_id "
+                            f"WHERE {self.cond} GROUP BY ph.phrase, d.name", [new_phrases, *self.extra]).fetchall():
+                        self.phrases[r["phrase"]][r["name"]] = int(r["n"])
+        sizes = self.sizes or {}
+        return PhraseStats(
+            int(sum(sizes.values())), {p: sum(self.phrases[p].values()) for p in phrases},
+            {w: self.words[w] for w in words},
+            {p: {name: n / sizes[name] for name, n in self.phrases[p].items()} for p in phrases})
+
+    def _read_sizes_and_words(self, conn, new_words: list[str]) -> None:
+        rows = conn.execute(
+            "SELECT 'document' AS kind, d.name AS key, count(*) AS n FROM chunks c JOIN documents d "
+            f"ON d.collection = c.collection AND d.id = c.document_id WHERE {self.cond} "
+            "AND %s GROUP BY d.name "
+            f"UNION ALL SELECT 'word', w.w, (SELECT count(*) FROM chunks c WHERE {self.cond} AND "
+            "c.tsv @@ plainto_tsquery('english', w.w)) FROM unnest(%s::text[]) AS w(w)",
+            [*self.extra, self.sizes is None, *self.extra, new_words]).fetchall()
+        if self.sizes is None:
+            self.sizes = {}
+        for r in rows:
+            if r["kind"] == "document":
+                self.sizes[r["key"]] = int(r["n"])
+            else:
+                self.words[r["key"]] = int(r["n"])
+
+    def doc_freq(self, words: Sequence[str]) -> tuple[dict[str, int], int]:
+        """How many chunks contain each word, and how many chunks there are."""
+        stats = self((), words)
+        return dict(stats.word_df), stats.chunks
+
+
 def doc_freq(settings: Settings, words: Sequence[str], collections: Sequence[str] | None) -> tuple[dict[str, int], int]:
     """How many chunks contain each word (Postgres English stemming), and how many chunks there are."""
-    stats = phrase_freq(settings, (), words, collections)
-    return dict(stats.word_df), stats.chunks
+    return TermStats(settings, collections).doc_freq(words)
 
 
 def phrase_freq(settings: Settings, phrases: Sequence[str], words: Sequence[str],
                 collections: Sequence[str] | None) -> PhraseStats:
     """Chunk counts (Postgres English stemming): chunks using each phrase (its words adjacent), in
     all and as a share of each document's chunks; chunks containing each word; chunks in all."""
-    cond = "c.collection = ANY(%s)" if collections else "true"
-    extra = [list(collections)] if collections else []
-    per_document = ("SELECT d.name, count(*) AS n FROM chunks c JOIN documents d "
-                    f"ON d.collection = c.collection AND d.id = c.document_id WHERE {cond} {{}} GROUP BY d.name")
-    by_doc: dict[str, dict[str, float]] = {}
-    phrase_df: dict[str, int] = {}
-    with pool.connection(settings) as conn:  # three statements, whatever the number of phrases and words
-        sizes = {r["name"]: r["n"] for r in conn.execute(per_document.format(""), extra).fetchall()}
-        total = sum(sizes.values())
-        if phrases:  # only chunks using a phrase are counted, through the GIN index
-            for r in conn.execute(
-                    "SELECT ph.phrase, d.name, count(*) AS n FROM unnest(%s::text[]) AS ph(phrase) "
-                    "JOIN chunks c ON c.tsv @@ phraseto_tsquery('english', ph.phrase) "
-                    "JOIN documents d ON d.collection = c.collection AND d.id = c.document_id "
-                    f"WHERE {cond} GROUP BY ph.phrase, d.name", [list(phrases), *extra]).fetchall():
-                by_doc.setdefault(r["phrase"], {})[r["name"]] = r["n"] / sizes[r["name"]]
-                phrase_df[r["phrase"]] = phrase_df.get(r["phrase"], 0) + r["n"]
-        phrase_df = {ph: phrase_df.get(ph, 0) for ph in phrases}  # in the order asked
-        by_doc = {ph: by_doc.get(ph, {}) for ph in phrases}
-        word_df: dict[str, int] = {}
-        if words:
-            word_df = {r["w"]: r["n"] for r in conn.execute(
-                f"SELECT w.w, (SELECT count(*) FROM chunks c WHERE {cond} AND "
-                "c.tsv @@ plainto_tsquery('english', w.w)) AS n FROM unnest(%s::text[]) AS w(w)",
-                [*extra, list(words)]).fetchall()}
-    return PhraseStats(int(total), phrase_df, word_df, by_doc)
+    return TermStats(settings, collections)(phrases, words)
 
 
 def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[str, str], dict[int, SourcePage]]:

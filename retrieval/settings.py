@@ -70,10 +70,11 @@ class Settings(BaseSettings):
 
     # answering
     answer_scorer: Literal["reader", "evidence"] = Field(
-        default="reader",
-        description="How the extractive answerer picks and accepts its first quote: 'reader' (the "
-        "cross-encoder trained here, retrieval/reader; falls back to 'evidence' when its weights are "
-        "missing) or 'evidence' (the earlier hand-weighted cosine + term-coverage score).",
+        default="evidence",
+        description="How the extractive answerer picks and accepts its first quote: 'evidence' (default: "
+        "the hand-weighted cosine + term-coverage score) or 'reader' (the cross-encoder trained here, "
+        "retrieval/reader; it did not beat 'evidence' on the unseen sets, see the README; falls back to "
+        "'evidence' when its weights are missing).",
     )
     quote_support_check: bool = Field(
         default=True, description="On the model (Gemini) path, drop a verified quote that the reader rates as "

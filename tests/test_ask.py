@@ -112,7 +112,7 @@ def test_follow_up_answered_in_context(settings, dev_corpus) -> None:
     assert not first.refusal, first.reason
     assert any(c.page == 17 and "250 knots" in " ".join(c.quote.split()) for c in first.citations)
     history = [Turn(question=first.question, answer=first.answer)]
-    # The default threshold (1.204) refuses this one (evidence 1.10); the follow-up's context is what is tested.
+    # The default threshold (1.1253) may refuse this one (evidence 1.10); the follow-up's context is what is tested.
     a = ask(settings, "and near a Class C or Class D airport?", history=history, collections=[dev_corpus],
             answerer="extractive", extractive_threshold=LENIENT)
     assert a.standalone_question and "airspeed" in a.standalone_question
@@ -228,7 +228,7 @@ def test_answer_leads_with_the_best_quote_and_every_quote_is_verified(settings, 
     # A paraphrase shares few words with its answer, so its evidence score is low (0.65): the default
     # threshold refuses it and points to the page instead; with a lenient one the quote is shown.
     refused = ask(settings, q, collections=[dev_corpus], answerer="extractive")
-    assert refused.refusal and "too weak" in refused.reason and not refused.citations
+    assert refused.refusal and "clearly enough" in refused.reason and "score" not in refused.reason and not refused.citations
     assert any(n.page == 17 for n in refused.nearest)
     a = ask(settings, q, collections=[dev_corpus], answerer="extractive", extractive_threshold=LENIENT)
     assert not a.refusal, a.reason

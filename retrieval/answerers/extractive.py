@@ -618,6 +618,8 @@ class ExtractiveAnswerer:
             READER_THRESHOLD if reader is not None else DEFAULT_THRESHOLD)
 
     def answer(self, question: str, shown: Sequence[PageText], headings: Mapping[str, str] | None = None) -> Draft:
+        if self._doc_freq is not None:  # read the counts of every word it will ask about at once (one statement)
+            self._doc_freq([*terms_with_words(question, self.profile).values(), *specific_terms(question, self.profile)])
         if self.reader is not None:
             required: list[KeyTerm] = []
             scored = read_candidates(question, shown, self.reader, self._doc_freq, headings, self.profile)
