@@ -515,18 +515,18 @@ def eval_report(
     check: Annotated[bool, typer.Option(help="Only check that the README table is current (exit 1 if not).")] = False,
 ) -> None:
     """Rewrite the README's answer-results table from results/answer_eval*.json (FAA and manuals side by side)."""
-    from retrieval.report import BEFORE_DIR, load_columns, render, render_comparison, update_readme  # noqa: PLC0415
+    from retrieval.report import COMPARISONS, load_columns, render, render_comparison, update_readme  # noqa: PLC0415
     from retrieval.results import REPO  # noqa: PLC0415
 
     try:
         cols, older = load_columns(results, REPO)
         table = render(cols, older)
-        before = results / BEFORE_DIR
-        if before.is_dir():
-            comparison = render_comparison(cols, load_columns(before, REPO)[0] + load_columns(before, REPO)[1])
-            if comparison:
-                table += ("\n\nBefore → after, the evidence scorer (`results/evidence_scorer/`, same question sets, "
-                          "the same file names) → the reader:\n\n" + comparison)
+        for folder, title, other_first in COMPARISONS:
+            if (results / folder).is_dir():
+                other = sum(load_columns(results / folder, REPO), [])
+                comparison = render_comparison(cols, other, other_first)
+                if comparison:
+                    table += f"\n\n{title}:\n\n{comparison}"
         if check:
             current = readme.read_text()
             if table not in current:

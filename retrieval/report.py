@@ -169,19 +169,27 @@ def render(cols: Sequence[Column], older: Sequence[Column] = ()) -> str:
     return "\n".join(lines)
 
 
-BEFORE_DIR = "evidence_scorer"  # results of the same sets with the earlier (evidence-score) sentence choice
+# Other runs of the same question sets, kept under results/<folder>/ with the canonical file names:
+# (folder, what the table's cells compare, in "A → B" order: the folder's run first or second)
+COMPARISONS = (
+    ("session_start", "Session start → now (the default answerer; `results/session_start/`: the code this session "
+     "started from, its evidence threshold 1.204 fitted on nine sets including blind, held-out and unseen; now: "
+     "threshold 1.1253 fitted on the two dev sets only)", True),
+    ("reader", "Default (evidence scorer) → the trained reader (`results/reader/`, `CHAPTERVERSE_ANSWER_SCORER=reader`, "
+     "threshold 0.41 fitted on the two dev sets only)", False),
+)
 
 
-def render_comparison(cols: Sequence[Column], before: Sequence[Column]) -> str:
-    """Before → after per question set: the canonical result of each set against the result of
-    the same file name in ``results/evidence_scorer/`` (the scorer the reader replaced)."""
-    by_name = {c.path.name: c for c in before}
+def render_comparison(cols: Sequence[Column], other: Sequence[Column], other_first: bool = True) -> str:
+    """A → B per question set: the canonical result of each set and the result of the same file name
+    in another folder (``other``), the other one first when ``other_first``."""
+    by_name = {c.path.name: c for c in other}
     rows = []
     for c in cols:
         b = by_name.get(c.path.name)
         if b is None:
             continue
-        x, y = b.summary, c.summary
+        x, y = (b.summary, c.summary) if other_first else (c.summary, b.summary)
         rows.append(f"| {CORPUS_NAMES.get(c.corpus, c.corpus)} {SET_NAMES.get(c.set_key, c.set_key)} | "
                     f"{_frac(x['answered_correctly'], x['answerable'])} → {_frac(y['answered_correctly'], y['answerable'])} | "
                     f"{_frac(x['unanswerable_refused'], x['unanswerable'])} → {_frac(y['unanswerable_refused'], y['unanswerable'])} | "
