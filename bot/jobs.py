@@ -141,8 +141,7 @@ class Jobs:
         return self.settings.max_file_bytes
 
     # ---------------------------------------------------------------- queueing (any thread but the socket's)
-    def submit(self, who: Requester, source: str, spec: JobSpec, *, claim: str | None = None,
-               wake: bool = True) -> Queued:
+    def submit(self, who: Requester, source: str, spec: JobSpec, *, claim: str | None = None) -> Queued:
         """Queue a job; what to tell the person. ``claim``: an event key recorded in the same
         transaction (a shared file's message), so a redelivered event cannot queue it twice and a
         claimed event always has its job."""
@@ -154,8 +153,7 @@ class Jobs:
             return Queued(False, f":x: Could not queue {urls.redact(source)}: {exc}. Please try again later.")
         if job_id is None:
             return Queued(False, "", duplicate=True)
-        if wake:
-            self._wake()
+        self._wake()
         return Queued(True, f"job #{job_id}" + (f", queued behind {ahead} job(s)" if ahead else ""), job_id)
 
     def ingest_url(self, who: Requester, url: str, response_url: str | None = None) -> Queued:

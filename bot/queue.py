@@ -159,7 +159,8 @@ class JobQueue:
         def run(conn) -> Literal["ok", "expired", "lost"]:  # noqa: ANN001
             with conn.transaction():
                 expired = conn.execute(
-                    f"UPDATE bot_jobs SET status = 'failed', finished_at = now(), payload = payload - 'url', "  # noqa: S608
+                    f"UPDATE bot_jobs SET status = 'failed', finished_at = now(), "  # noqa: S608
+                    f"payload = payload - 'url' #- '{{report,response_url}}', "
                     f"message = %(message)s WHERE {self._MINE} "
                     f"AND started_at < now() - make_interval(secs => %(deadline)s) RETURNING id", args).fetchone()
                 if expired:
@@ -180,7 +181,8 @@ class JobQueue:
     def finish(self, job: Job, *, ok: bool, message: str, pages: int | None = None,
                chunks: int | None = None) -> bool:
         """Record the end, only if the job is still this claim's (False otherwise, and ``job.lost``
-        is set); the payload's URL (which may carry a signed query string) is dropped."""
+        is set); the payload's URL (which may carry a signed query string) and the slash command's
+        response_url (which can post to the channel for 30 minutes) are dropped."""
         args = {**self._mine(job), "status": "done" if ok else "failed", "message": message, "pages": pages,
                 "chunks": chunks}
         if job.spec is None or job.owner == ("", 0):  # a row that cannot run: claimed and failed at once
@@ -189,7 +191,7 @@ class JobQueue:
             where = self._MINE
         done = self.store.run(lambda conn: conn.execute(
             "UPDATE bot_jobs SET status = %(status)s, message = %(message)s, pages = %(pages)s, chunks = %(chunks)s, "  # noqa: S608
-            f"finished_at = now(), payload = payload - 'url' WHERE {where}", args).rowcount == 1)
+            f"finished_at = now(), payload = payload - 'url' #- '{{report,response_url}}' WHERE {where}", args).rowcount == 1)
         if not done:
             job.lost.set()
         return done
@@ -218,14 +220,16 @@ class JobQueue:
             with conn.transaction():
                 # past the deadline: failed, never retried (it would most likely run as long again)
                 expired = conn.execute(
-                    "UPDATE bot_jobs SET status = 'failed', finished_at = now(), payload = payload - 'url', "
+                    "UPDATE bot_jobs SET status = 'failed', finished_at = now(), "
+                    "payload = payload - 'url' #- '{report,response_url}', "
                     "message = %(message)s WHERE status = 'running' "
                     "AND started_at < now() - make_interval(secs => %(deadline)s) RETURNING id", args).fetchall()
                 requeued = conn.execute(
                     f"UPDATE bot_jobs SET status = 'queued', owner_host = NULL, owner_pid = NULL "  # noqa: S608
                     f"WHERE {lost} AND attempts < %(max)s RETURNING id", args).fetchall()
                 failed = conn.execute(
-                    f"UPDATE bot_jobs SET status = 'failed', finished_at = now(), payload = payload - 'url', "  # noqa: S608
+                    f"UPDATE bot_jobs SET status = 'failed', finished_at = now(), "  # noqa: S608
+                    f"payload = payload - 'url' #- '{{report,response_url}}', "
                     f"message = 'interrupted: its worker stopped during each of ' || attempts || ' attempt(s)' "
                     f"WHERE {lost} RETURNING id", args).fetchall()
             return len(requeued), len(failed) + len(expired)

@@ -20,7 +20,7 @@ from bot.store import Store
 
 def spec() -> JobSpec:
     return JobSpec(kind="ingest", collection="c", url="https://example.org/a.pdf?X-Amz-Signature=secret",
-                   report=ReportTo(channel="C1", user="U1"))
+                   report=ReportTo(channel="C1", user="U1", response_url="https://hooks.slack.com/commands/x"))
 
 
 def rows(settings, sql: str, *params) -> list[dict]:
@@ -66,7 +66,7 @@ def test_a_job_past_its_deadline_is_failed_once_with_a_clear_message_and_not_ret
          "RETURNING id", ws, job_id)
     assert queue.heartbeat(job) == "expired" and job.lost.is_set()  # its own worker fails it
     row = job_row(settings, ws, job_id)
-    assert row["status"] == "failed" and "url" not in row["payload"]
+    assert row["status"] == "failed" and "url" not in row["payload"] and "response_url" not in row["payload"]["report"]
     assert row["message"] == "stopped: it ran longer than the job deadline (1 min, CHAPTERVERSE_JOB_DEADLINE_S); " \
                              "nothing was changed"
     assert queue.finish(job, ok=True, message="ingested") is False  # a late success is not recorded

@@ -33,7 +33,9 @@ def test_migration_0013_removes_queries_older_versions_stored(pg_url: str) -> No
                          "VALUES ('c', 'm.pdf', 'x', %s, %s, 1, 1, 1)", (SIGNED, SIGNED))
             conn.execute("INSERT INTO bot_jobs (workspace, kind, requested_by, channel, collection, source, status, "
                          "message, payload) VALUES ('T1', 'ingest', 'U1', 'C1', 'c', %s, 'failed', %s, %s)",
-                         (SIGNED, f"{SIGNED}: download failed: HTTP 404", Jsonb({"url": SIGNED, "kind": "ingest"})))
+                         (SIGNED, f"{SIGNED}: download failed: HTTP 404",
+                          Jsonb({"url": SIGNED, "kind": "ingest", "report": {
+                              "channel": "C1", "user": "U1", "response_url": "https://hooks.slack.com/x/secretOLD"}})))
             conn.execute("INSERT INTO bot_jobs (workspace, kind, requested_by, channel, collection, source, payload) "
                          "VALUES ('T1', 'ingest', 'U1', 'C1', 'c', 'https://bucket.example/n.pdf', %s)",
                          (Jsonb({"url": "https://bucket.example/n.pdf?sig=stillqueued"}),))
@@ -49,6 +51,7 @@ def test_migration_0013_removes_queries_older_versions_stored(pg_url: str) -> No
             assert doc == {"source": "https://bucket.example/m.pdf", "url": "https://bucket.example/m.pdf"}
             jobs = conn.execute("SELECT status, source, message, payload FROM bot_jobs ORDER BY id").fetchall()
             assert jobs[0]["source"] == "https://bucket.example/m.pdf" and "url" not in jobs[0]["payload"]
+            assert jobs[0]["payload"]["report"] == {"channel": "C1", "user": "U1"}
             assert jobs[0]["message"] == "https://bucket.example/m.pdf: download failed: HTTP 404"
             assert jobs[1]["payload"]["url"].endswith("?sig=stillqueued")  # an unfinished job keeps it
             turn = conn.execute("SELECT result FROM bot_turns").fetchone()["result"]

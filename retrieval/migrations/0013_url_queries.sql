@@ -2,7 +2,8 @@
 -- A URL's query string (a signed URL's X-Amz-Signature, a token parameter), fragment and user info
 -- are no longer stored with a document, nor shown in its citation links: ingest keeps
 -- scheme://host[:port]/path only (ingest.sources.shown_url). This drops them from what older
--- versions stored: documents' source and url, finished jobs' payloads and messages, and the
+-- versions stored: documents' source and url, finished jobs' payloads (with the slash command's
+-- response_url, which can post to the channel for 30 minutes) and messages, and the
 -- citation links saved with answers (their #page=N fragments stay).
 UPDATE documents SET
     url = regexp_replace(regexp_replace(url, '^(https?://)[^/?#@]*@', '\1', 'i'), '[?#].*$', '')
@@ -10,7 +11,7 @@ UPDATE documents SET
 UPDATE documents SET
     source = regexp_replace(regexp_replace(source, '^(https?://)[^/?#@]*@', '\1', 'i'), '[?#].*$', '')
     WHERE source ~* '^https?://' AND (source ~ '[?#]' OR source ~* '^https?://[^/?#@]*@');
-UPDATE bot_jobs SET payload = payload - 'url' WHERE status IN ('done', 'failed') AND payload ? 'url';
+UPDATE bot_jobs SET payload = payload - 'url' #- '{report,response_url}' WHERE status IN ('done', 'failed');
 UPDATE bot_jobs SET
     source = regexp_replace(regexp_replace(source, '(https?://)[^/?#@\s]*@', '\1', 'gi'),
                             '(https?://[^\s?#"<>|`'']+)[?#]([^\s"<>|`'']*[^\s"<>|`'':.,;)])?', '\1', 'gi'),
