@@ -439,6 +439,18 @@ def _has_phrase(norm_text: str, phrase: str) -> bool:
     return re.search(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", norm_text) is not None
 
 
+def _lexical(question: str, shown: Sequence[PageText], headings: Mapping[str, str], doc_freq: DocFreq | None,
+             profile: Profile) -> tuple[list[Candidate], list[str], list[str], list[set[str]], dict[str, float]]:
+    """The candidates of ``shown`` with their text and heading (whitespace collapsed), the content
+    terms of each (sentence and heading), and the question's term weights restricted to those terms."""
+    cands = candidates(shown, headings, profile)
+    texts = [" ".join(c.text.split()) for c in cands]
+    heads = [" ".join(headings.get(shown[c.slice_index].passage_id, "").split()) for c in cands]
+    terms = [set(content_terms(t, profile)) | set(content_terms(h, profile)) for t, h in zip(texts, heads, strict=True)]
+    weights = shown_weights(term_weights(question, doc_freq, profile), terms) if cands else {}
+    return cands, texts, heads, terms, weights
+
+
 def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
                      doc_freq: DocFreq | None = None, headings: Mapping[str, str] | None = None,
                      terms_required: Sequence[KeyTerm] = (), profile: Profile = DEFAULT_PROFILE) -> list[Scored]:
@@ -449,13 +461,9 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     Lexical features come first and are cheap; only the ``MAX_EMBEDDED`` eligible sentences that
     cover most of the question (then by retrieval rank) are embedded."""
     headings = headings or {}
-    cands = candidates(shown, headings, profile)
+    cands, texts, heads, terms, weights = _lexical(question, shown, headings, doc_freq, profile)
     if not cands:
         return []
-    texts = [" ".join(c.text.split()) for c in cands]
-    heads = [" ".join(headings.get(shown[c.slice_index].passage_id, "").split()) for c in cands]
-    terms = [set(content_terms(t, profile)) | set(content_terms(h, profile)) for t, h in zip(texts, heads, strict=True)]
-    weights = shown_weights(term_weights(question, doc_freq, profile), terms)
     expected = expected_answer(question, profile)
     topical = topical_passages(shown, headings, terms_required, profile) if terms_required else set()
     norms = [normalize(f"{h} {t}") for h, t in zip(heads, texts, strict=True)]
@@ -492,13 +500,9 @@ def read_candidates(question: str, shown: Sequence[PageText], reader: SentenceRe
     (coverage, key terms) are the reader's job now; two hard gates stay: a quantity question only
     takes a sentence stating a compatible quantity, and a name such as "Class G" must be in it."""
     headings = headings or {}
-    cands = candidates(shown, headings, profile)
+    cands, texts, heads, terms, weights = _lexical(question, shown, headings, doc_freq, profile)
     if not cands:
         return []
-    texts = [" ".join(c.text.split()) for c in cands]
-    heads = [" ".join(headings.get(shown[c.slice_index].passage_id, "").split()) for c in cands]
-    terms = [set(content_terms(t, profile)) | set(content_terms(h, profile)) for t, h in zip(texts, heads, strict=True)]
-    weights = shown_weights(term_weights(question, doc_freq, profile), terms)
     lex = [coverage(weights, t) for t in terms]
     rank = [passage_rank(shown[c.slice_index].passage_id) for c in cands]
     by_terms = sorted(range(len(cands)), key=lambda i: (-lex[i], rank[i], i))[:READ_BY_TERMS]

@@ -58,6 +58,20 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
+def padded(encodings: Sequence, idx: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token ids, attention mask and type ids of ``encodings[idx]``, padded to the longest of them
+    (int64; shared by the trainer so training and answering build batches the same way)."""
+    width = max(len(encodings[i].ids) for i in idx)
+    ids = np.zeros((len(idx), width), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    types = np.zeros_like(ids)
+    for r, i in enumerate(idx):
+        e = encodings[i]
+        n = len(e.ids)
+        ids[r, :n], mask[r, :n], types[r, :n] = e.ids, e.attention_mask, e.type_ids
+    return ids, mask, types
+
+
 class Reader:
     """A loaded reader; thread-safe (onnxruntime sessions may be run concurrently)."""
 
@@ -103,14 +117,7 @@ class Reader:
         out = np.zeros(len(enc), dtype=np.float32)
         for b in range(0, len(order), BATCH):
             idx = order[b:b + BATCH]
-            width = max(len(enc[i].ids) for i in idx)
-            ids = np.zeros((len(idx), width), dtype=np.int64)
-            mask = np.zeros_like(ids)
-            types = np.zeros_like(ids)
-            for r, i in enumerate(idx):
-                e = enc[i]
-                n = len(e.ids)
-                ids[r, :n], mask[r, :n], types[r, :n] = e.ids, e.attention_mask, e.type_ids
+            ids, mask, types = padded(enc, idx)
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
             res = self._session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[0]
             out[idx] = res.reshape(len(idx), -1)[:, 0]

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from retrieval.reader import Card, Reader, sha256_of
+from retrieval.reader import Card, Reader, padded, sha256_of
 
 log = logging.getLogger(__name__)
 
@@ -51,17 +51,7 @@ def _batches(encs: list, labels: list[int], size: int, rng: random.Random) -> li
 def _tensors(encs: list, idx: Sequence[int]):
     import torch  # noqa: PLC0415
 
-    width = max(len(encs[i].ids) for i in idx)
-    ids = torch.zeros((len(idx), width), dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    types = torch.zeros_like(ids)
-    for r, i in enumerate(idx):
-        e = encs[i]
-        n = len(e.ids)
-        ids[r, :n] = torch.tensor(e.ids)
-        mask[r, :n] = torch.tensor(e.attention_mask)
-        types[r, :n] = torch.tensor(e.type_ids)
-    return ids, mask, types
+    return tuple(torch.from_numpy(a) for a in padded(encs, idx))
 
 
 def split_by_question(pairs: Sequence, valid_share: float, seed: int) -> tuple[list, list]:
