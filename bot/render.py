@@ -17,6 +17,7 @@ from typing import Any
 
 from retrieval.answer_view import named_note
 from retrieval.models import Answer, Citation, NearestPassage
+from retrieval.textnorm import readable
 
 SECTION_LIMIT = 3000  # characters in a section block's text (Slack)
 MAX_BLOCKS = 50  # blocks in one message (Slack)
@@ -151,7 +152,7 @@ def quote_blocks(c: Citation) -> list[Block]:
 
     The quote is the source's own words; a quote longer than one block's text continues in the next.
     """
-    parts = split_text(c.quote)
+    parts = split_text(readable(c.quote))
     label = source_label(c.document, c.page, c.page_label)
     href = linkable(c.url)
     source_el: dict[str, Any] = ({"type": "link", "url": href, "text": label} if href

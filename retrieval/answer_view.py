@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from retrieval.models import Answer, Citation
+from retrieval.textnorm import readable
 
 
 def page_words(page: int, label: str | None) -> str:
@@ -21,7 +22,7 @@ def as_json(answer: Answer) -> dict[str, Any]:
 
 
 def _quote_block(i: int, c: Citation) -> str:
-    quote = " ".join(c.quote.split())
+    quote = readable(c.quote)
     link = f"\n   {c.url}" if c.url else ""
     return f"[{i}] “{quote}”\n   — {c.document}, {page_words(c.page, c.page_label)}{link}"
 

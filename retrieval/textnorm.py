@@ -84,3 +84,14 @@ def search_text(text: str) -> str:
     text = unicodedata.normalize("NFKC", text)
     text = _LINE_HYPHEN.sub(r"\1\2", text)
     return _WS.sub(" ", text).strip()
+
+
+_BROKEN_WORD = re.compile(r"(?<=[a-z])-[ \t]*\n[ \t]*(?=[a-z])")
+
+
+def readable(text: str) -> str:
+    """A quote as people read it: a word the PDF hyphenated across a line break is joined
+    ("op-\nerate" → "operate"; only between lower-case letters, so "Part-\n91" and "pre- and post-"
+    keep theirs) and runs of whitespace become one space. Display only: verification always runs
+    against the page text itself."""
+    return " ".join(_BROKEN_WORD.sub("", text).split())

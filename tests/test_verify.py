@@ -317,3 +317,13 @@ def test_a_verified_quote_that_says_nothing_towards_the_question_is_dropped() ->
     assert [c.quote[-3:] for c in checked.citations] == ["500"]
     assert "does not state" in checked.failures[0].reason
     assert support_checked(plain, "What is the default HISTSIZE?", None) is plain
+
+
+def test_readable_joins_only_line_break_hyphenation_and_verification_still_uses_the_page() -> None:
+    from retrieval.textnorm import readable
+    from retrieval.verify import Claim, PageText, verify_claim
+
+    page = PageText(document="cfr.pdf", page=17, text="no person may op-\nerate an aircraft under Part-\n91 or pre- and post-flight")
+    assert readable(page.text) == "no person may operate an aircraft under Part- 91 or pre- and post-flight"
+    verdict = verify_claim(Claim("cfr.pdf", 17, "no person may operate an aircraft"), [page])
+    assert verdict.ok and "op-\nerate" in verdict.citation.quote  # stored as the page has it; shown readable
