@@ -25,11 +25,12 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
+import pytest
 from aiohttp import WSMsgType, web
 
 BOT_TOKEN = "xoxb-fake-bot-token-0123456789"
@@ -526,3 +527,11 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str = "conditio
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeSlack]:
+    """A fake Slack for the test module that imports this fixture (one server per module)."""
+    f = FakeSlack().start()
+    yield f
+    f.stop()

@@ -4,21 +4,13 @@ the fake Slack on 127.0.0.1."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
-import pytest
 
 from bot.authz import Authorizer, allow_list, listed_for, role
 from bot.slack import make_client
 from retrieval.settings import Settings
 from tests.fake_slack import BOT_TOKEN, FakeSlack
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeSlack]:
-    f = FakeSlack().start()
-    yield f
-    f.stop()
+from tests.fake_slack import fake  # noqa: F401  (the module's fake Slack: a pytest fixture)
 
 
 def authorizer(fake: FakeSlack, admins: str = "", **kw) -> Authorizer:

@@ -18,7 +18,8 @@ import psycopg
 import pymupdf
 import pytest
 
-from tests.fake_slack import BOT_TOKEN, APP_TOKEN, FakeSlack, wait_for
+from tests.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack, wait_for
+from tests.fake_slack import fake  # noqa: F401  (the module's fake Slack: a pytest fixture)
 from tests.test_bot_support import BotProcess, PgProxy, wait_reply
 
 ACK_LIMIT_S = 3.0  # Slack's deadline for acknowledging an envelope
@@ -26,13 +27,6 @@ ADMIN, OUTSIDER = "U0ALICE", "U0MALLORY"
 LINK_LABEL = re.compile(r" · (p\. \S+ \(PDF \d+\)|PDF p\. \d+)$")
 ANSWERABLE = "What is the maximum indicated airspeed permitted below 10,000 feet MSL?"
 UNANSWERABLE = "What is the recommended tire pressure for the nose gear of a Boeing 747-400 freighter?"
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeSlack]:
-    f = FakeSlack().start()
-    yield f
-    f.stop()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pymupdf
@@ -21,6 +20,7 @@ from retrieval.models import Answer, Citation, NearestPassage
 from retrieval.settings import Settings
 from tests.conftest import run_cli, scratch_database
 from tests.fake_slack import FakeSlack, wait_for
+from tests.fake_slack import fake  # noqa: F401  (the module's fake Slack: a pytest fixture)
 from tests.pdfgen import text_pdf
 from tests.test_bot_support import BotProcess
 
@@ -60,13 +60,6 @@ class Asked:
                 "UPDATE bot_turns SET created_at = now() - make_interval(secs => %s) WHERE workspace = %s AND id = %s",
                 (days_ago * 86400, team, turn)))
         return {"turn": turn, "ts": ts, "thread": thread, "team": team, "channel": channel}
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeSlack]:
-    f = FakeSlack().start()
-    yield f
-    f.stop()
 
 
 @pytest.fixture(scope="module")

@@ -14,19 +14,13 @@ import psycopg
 import pytest
 
 from tests.fake_slack import FakeSlack, wait_for
+from tests.fake_slack import fake  # noqa: F401  (the module's fake Slack: a pytest fixture)
 from tests.leaks import database_hits, text_of
 from tests.test_bot_e2e import ACK_LIMIT_S, db_rows, handbook_pdf, quote_links
 from tests.test_bot_e2e import text_of as blocks_text
 from tests.test_bot_support import BotProcess, wait_reply
 
 MEMBER, WS_ADMIN, OWNER = "U0MEMBER", "U0WSADMIN", "U0OWNER"  # the fake's users.info roles
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeSlack]:
-    f = FakeSlack().start()
-    yield f
-    f.stop()
 
 
 @pytest.fixture(scope="module")
