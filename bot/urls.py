@@ -11,7 +11,7 @@ IPv6 address that carries such an IPv4 address inside it (IPv4-mapped ``::ffff:a
 checked here.
 
 URLs are shown and stored without user info, query string or fragment: those may carry tokens
-(``ingest.sources.shown_url``).
+(``retrieval.text.urls.shown_url``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import ipaddress
 from ipaddress import IPv4Address, IPv6Address, ip_network
 from urllib.parse import urlsplit
 
-from ingest.sources import redact_urls, shown_url
 from retrieval.settings import Settings
+from retrieval.text.urls import redact_urls, shown_url
 
 _LOCAL_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
 WEB_PORTS = (80, 443)

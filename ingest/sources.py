@@ -11,31 +11,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 import httpcore
 
-
-_URL_TAIL = re.compile(r"(https?://[^\s?#<>|`'\"]+)[?#][^\s<>|`'\"]*?([:.,;)]?)(?=[\s<>|`'\"]|$)")
-_URL_USERINFO = re.compile(r"(https?://)[^/\s?#@<>|`'\"]*@", re.I)
-
-
-def shown_url(url: str) -> str:
-    """``url`` as it may be stored and shown: scheme, host, port and path only. The user info, the
-    query string and the fragment are dropped: they may carry credentials (a signed URL's
-    ``X-Amz-Signature``, a token parameter, ``user:password@``)."""
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc.rsplit("@", 1)[-1]
-        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-    except ValueError:
-        return redact_urls(url)
-
-
-def redact_urls(text: str) -> str:
-    """``text`` with the user info, query string and fragment of every http(s) URL in it removed
-    (for error messages and reports that quote a URL)."""
-    return _URL_TAIL.sub(r"\1\2", _URL_USERINFO.sub(r"\1", text))
+from retrieval.text.urls import redact_urls, shown_url
 
 
 class InputError(ValueError):

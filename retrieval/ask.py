@@ -29,7 +29,7 @@ from retrieval.answerers import Answerer, AnswererError, Draft
 from retrieval.answerers.followup import standalone_without_model
 from retrieval.answerers.keyterms import PhraseStats
 from retrieval.answerers.support import unsupported
-from retrieval.db import DatabaseError, IndexUnavailable
+from retrieval.db import DatabaseError
 from retrieval.embed import ModelError
 from retrieval.models import Answer, Citation, NearestPassage, Passage, SearchResult, Turn
 from retrieval.premise import examine, premise_note
@@ -110,7 +110,8 @@ def sentence_reader(settings: Settings, purpose: str = "answer"):
     try:
         return reader.load_reader()
     except reader.ReaderError as exc:
-        log.warning("reader unavailable (%s); the evidence scorer picks quotes", exc)
+        instead = "the evidence scorer picks quotes" if purpose == "answer" else "model quotes are not support-checked"
+        log.warning("reader unavailable (%s); %s", exc, instead)
         return None
 
 
@@ -171,11 +172,6 @@ class TermStats:
         """How many chunks contain each word, and how many chunks there are."""
         stats = self((), words)
         return dict(stats.word_df), stats.chunks
-
-
-def doc_freq(settings: Settings, words: Sequence[str], collections: Sequence[str] | None) -> tuple[dict[str, int], int]:
-    """How many chunks contain each word (Postgres English stemming), and how many chunks there are."""
-    return TermStats(settings, collections).doc_freq(words)
 
 
 def phrase_freq(settings: Settings, phrases: Sequence[str], words: Sequence[str],
@@ -324,7 +320,7 @@ def ask(settings: Settings, question: str, *, history: Sequence[Turn] = (),
         with ExitStack() as held:
             try:  # one connection for every step of the question (retrieval.pool)
                 held.enter_context(pool.connection(settings))
-            except (IndexUnavailable, DatabaseError):
+            except DatabaseError:  # IndexUnavailable included
                 pass  # each step meets the outage itself and the answer says so
             return _ask(settings, question, history, collections, answerer, k, search_fn, result,
                         extractive_threshold)

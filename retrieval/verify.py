@@ -17,10 +17,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from retrieval.models import Citation, Passage
 from retrieval.text.tables import CELL_SEP, is_table_row
+from retrieval.text.urls import shown_url
 from retrieval.textnorm import normalize, normalize_with_map
 
 MIN_QUOTE_WORDS = 4  # "a word or two" is not a citation
@@ -185,7 +186,7 @@ def locate(quote: str, source: str) -> Match | None:
             end = pos + len(needle)
             if _boundary_ok(hay, pos, end):
                 raw_start, raw_end = index[pos], index[end - 1] + 1
-                return Match(raw_start, raw_end, " ".join(plain[raw_start:raw_end].split(" " * len(CELL_SEP))))
+                return Match(raw_start, raw_end, " ".join(plain[raw_start:raw_end].split(_LAYOUT_GAP)))
             pos = hay.find(needle, pos + 1)
     return None
 
@@ -235,10 +236,10 @@ def page_url(document: str, page: int, document_url: str | None, file_base_url: 
 
 def _without_query(url: str) -> str | None:
     try:
-        parts = urlsplit(url)
-        return urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path, "", ""))
+        urlsplit(url)
     except ValueError:
         return None  # not a URL that can be shown safely: no link
+    return shown_url(url)
 
 
 @dataclass(frozen=True)
