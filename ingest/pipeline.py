@@ -18,7 +18,6 @@ from ingest.sources import InputError, Source
 from retrieval import db, index
 from retrieval.embed import Embedder
 from retrieval.identifiers import identifier_terms
-from retrieval.sentence_index import embed_windows, windows_of
 from retrieval.settings import Settings
 from retrieval.textnorm import search_text
 
@@ -27,7 +26,7 @@ log = logging.getLogger(__name__)
 MIN_TEXT_CHARS_PER_PAGE = 20  # below this on average, the PDF has no usable text layer
 # Bump when extraction or chunking changes: documents indexed by an older pipeline are re-indexed
 # when ingested again, instead of being skipped as unchanged.
-PIPELINE_VERSION = "2026-12-03.3"  # .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
+PIPELINE_VERSION = "2026-12-04.1"  # .4 (12-04.1): chunk and sentence vectors from one int8 ONNX pass (retrieval.passage_encoder); .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
 
 
 @dataclass
@@ -122,18 +121,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     if progress:
         progress.begin("embedding passages", len(texts))
     try:
-        vectors = embedder.embed(texts, on_batch=_counting(bar, progress))
-    finally:
-        bar.close()
-    windows = [windows_of(c.context, c.text) for c in chunks]
-    distinct = len({w for ws in windows for w in ws})
-    bar = tqdm(total=distinct, desc=f"{src.name}: sentences", unit="sentence",
-               disable=None if not quiet else True, leave=False)
-    if progress:
-        progress.begin("embedding sentences", distinct)
-    try:
-        sentence_vectors = embed_windows(windows, lambda ws: embedder.embed(ws, batch_size=64,
-                                                                           on_batch=_counting(bar, progress)))
+        vectors, sentence_vectors = embedder.embed_chunks(texts, [(c.context, c.text) for c in chunks],
+                                                          on_batch=_counting(bar, progress))
     finally:
         bar.close()
     if on_progress:

@@ -264,13 +264,14 @@ def db_status(json_out: JsonOpt = False) -> None:
                               "(SELECT count(*) FROM chunks) AS chunks").fetchone()
         version = conn.execute("SELECT max(migration_id) AS v FROM _yoyo_migration").fetchone()["v"]
     try:
-        encoder = get_embedder(settings.embedding_model, load=False).query_encoder_status()
+        emb = get_embedder(settings.embedding_model, load=False)
+        encoder, passages = emb.query_encoder_status(), emb.passage_encoder_status()
     except ModelError as exc:
-        encoder = f"unavailable ({exc})"
+        encoder = passages = f"unavailable ({exc})"
     info = {"database": "external (DATABASE_URL)" if settings.database_url else f"embedded at {settings.pgdata}",
             "schema": version, "embedding_model": rec[0] if rec else None,
             "embedding_dim": rec[1] if rec else None, **counts, "reranker": describe_reranker(settings.reranker),
-            "query_encoder": encoder}
+            "query_encoder": encoder, "passage_encoder": passages}
     if json_out:
         emit(info)
     else:
@@ -292,7 +293,7 @@ def db_reembed() -> None:
         fail(str(exc))
     t0 = time.perf_counter()
     with db.connection(settings) as conn:
-        n = index.reembed(conn, emb.name, emb.dim, emb.embed)
+        n = index.reembed(conn, emb.name, emb.dim, emb.embed_chunks)
     typer.echo(f"re-embedded {n} chunks with {emb.name} ({emb.dim} dims) in {time.perf_counter() - t0:.1f} s")
 
 

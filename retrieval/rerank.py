@@ -62,16 +62,30 @@ class CrossEncoderReranker:
 _SENTENCE = re.compile(r"(?<=[.;:?!])\s+|\n\s*\n")
 
 
+def sentence_spans(text: str, min_words: int = 4) -> list[tuple[int, int]]:
+    """Where the sentences of a passage lie in it, as [start, end) character spans; a sentence of
+    fewer than ``min_words`` words is merged into the next one (the span then covers both)."""
+    pieces: list[tuple[int, int]] = []
+    pos = 0
+    for m in _SENTENCE.finditer(text):
+        if text[pos:m.start()].strip():
+            pieces.append((pos, m.start()))
+        pos = m.end()
+    if text[pos:].strip():
+        pieces.append((pos, len(text)))
+    merged: list[tuple[int, int]] = []
+    for s, e in pieces:
+        if merged and len(text[merged[-1][0]:merged[-1][1]].split()) < min_words:
+            merged[-1] = (merged[-1][0], e)
+        else:
+            merged.append((s, e))
+    return merged
+
+
 def sentences(text: str, min_words: int = 4, window: int = 1) -> list[str]:
     """Sentence windows of a passage (each sentence with the next ``window - 1``), short ones merged
     into their neighbour; the whole passage when it has a single sentence."""
-    parts = [" ".join(p.split()) for p in _SENTENCE.split(text) if p and p.strip()]
-    merged: list[str] = []
-    for p in parts:
-        if merged and len(merged[-1].split()) < min_words:
-            merged[-1] = f"{merged[-1]} {p}"
-        else:
-            merged.append(p)
+    merged = [" ".join(text[s:e].split()) for s, e in sentence_spans(text, min_words)]
     if len(merged) <= 1:
         return merged or [" ".join(text.split())]
     return [" ".join(merged[i:i + window]) for i in range(max(1, len(merged) - window + 1))]
