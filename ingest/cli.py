@@ -140,7 +140,8 @@ def eval_ingest(
     pdfs: Annotated[list[Path], typer.Argument(help="PDFs to ingest (each in a fresh process).")],
     out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/ingest_dev.json"),
 ) -> None:
-    """Measure ingestion per document: pages, chunks, seconds, pages/s, peak memory."""
+    """Measure ingestion per document: wall and CPU seconds, pages per second and per CPU-second,
+    the Postgres server's CPU, peak memory and the load average."""
     from ingest.bench import run as run_bench  # noqa: PLC0415
 
     settings = load_settings()
@@ -150,8 +151,13 @@ def eval_ingest(
                        command)
     save_result(out, result)
     for r in result["documents"]:
-        typer.echo(f"{r['document']}: {r['pages']} pages, {r['chunks']} chunks, {r['seconds']} s, "
-                   f"{r['pages_per_s']} pages/s, peak {r['peak_rss_mb']} MB")
+        typer.echo(f"{r['document']}: {r['pages']} pages, {r['chunks']} chunks, {r['seconds']} s "
+                   f"({r['pages_per_s']} pages/s), {r['cpu_seconds']} CPU-s ({r['pages_per_cpu_s']} pages/CPU-s; "
+                   f"Postgres {r['server_cpu_seconds']} CPU-s), peak {r['peak_rss_mb']} MB, "
+                   f"load {r['load_avg_1m'][0]}→{r['load_avg_1m'][1]}")
+    t = result["total"]
+    typer.echo(f"total: {t['pages']} pages in {t['seconds']} s ({t['pages_per_s']} pages/s), "
+               f"{t['pages_per_cpu_s']} pages/CPU-s ({t['pages_per_cpu_s_with_server']} with Postgres' CPU)")
     typer.echo(f"wrote {out}")
 
 
