@@ -69,7 +69,8 @@ def ingest(
                 else:
                     rate = res.pages / res.seconds if res.seconds else 0.0
                     typer.echo(f"{res.name}: {res.status} into {coll!r}: {res.pages} pages, {res.chunks} chunks "
-                               f"in {res.seconds:.1f} s ({rate:.1f} pages/s)")
+                               f"in {res.seconds:.1f} s ({rate:.1f} pages/s)"
+                               + (f"; {res.message}" if res.message else ""))
         except InputError as exc:
             failed += 1
             results.append({"origin": arg, "status": "failed", "message": str(exc)})

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import pymupdf
 from tqdm import tqdm
 
@@ -39,6 +40,7 @@ class IngestResult:
     chunks: int = 0
     seconds: float = 0.0
     message: str = ""
+    reused: int = 0  # chunks whose vectors were kept from the edition replaced
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -116,15 +118,27 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
         progress.begin("splitting into passages")
     chunks = chunk_pages(pages, embedder.count_tokens, settings.chunk_tokens, settings.chunk_overlap_tokens)
     texts = [indexed_text(c, title, embedder) for c in chunks]
-    bar = tqdm(total=len(texts), desc=f"{src.name}: embedding", unit="chunk",
+    keys = [store.chunk_key(t, c.context, c.text) for t, c in zip(texts, chunks, strict=True)]
+    with db.connection(settings) as conn:  # a new edition keeps the vectors of its unchanged chunks
+        reuse = store.reusable_vectors(conn, collection, src.name, PIPELINE_VERSION)
+    todo = [i for i, k in enumerate(keys) if k not in reuse]
+    bar = tqdm(total=len(todo), desc=f"{src.name}: embedding", unit="chunk",
                disable=None if not quiet else True, leave=False)
     if progress:
-        progress.begin("embedding passages", len(texts))
+        progress.begin("embedding passages", len(todo))
     try:
-        vectors, sentence_vectors = embedder.embed_chunks(texts, [(c.context, c.text) for c in chunks],
-                                                          on_batch=_counting(bar, progress))
+        fresh, fresh_windows = embedder.embed_chunks([texts[i] for i in todo],
+                                                     [(chunks[i].context, chunks[i].text) for i in todo],
+                                                     on_batch=_counting(bar, progress))
     finally:
         bar.close()
+    vectors = np.zeros((len(chunks), embedder.dim), dtype=np.float32)
+    sentence_vectors: list[np.ndarray] = [np.zeros((0, embedder.dim), dtype=np.float32)] * len(chunks)
+    for j, i in enumerate(todo):
+        vectors[i], sentence_vectors[i] = fresh[j], fresh_windows[j]
+    for i, k in enumerate(keys):
+        if k in reuse:
+            vectors[i], sentence_vectors[i] = reuse[k].vector, reuse[k].sentence_vectors
     if on_progress:
         on_progress(f"{src.name}: {len(chunks)} chunks embedded")
     if progress:
@@ -136,5 +150,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
             pipeline_version=PIPELINE_VERSION, title=title, terms=[identifier_terms(t) for t in texts],
             sentence_vectors=sentence_vectors, actor=actor)
     status = "reindexed" if same is not None else "replaced" if replaced else "ingested"
-    return IngestResult(src.name, src.origin, collection, status,
-                        len(pages), len(chunks), time.perf_counter() - t0)
+    reused = len(chunks) - len(todo)
+    return IngestResult(src.name, src.origin, collection, status, len(pages), len(chunks),
+                        time.perf_counter() - t0, reused=reused,
+                        message=f"{reused:,} of {len(chunks):,} passages unchanged, not embedded again" if reused else "")

@@ -170,6 +170,34 @@ def test_reingest_same_bytes_is_a_noop_and_new_version_replaces(settings, tmp_pa
     assert _orphans(settings) == 0
 
 
+def test_a_new_edition_embeds_only_the_passages_whose_text_changed(settings, tmp_path):
+    pages = [f"Section {n}. " + f"Paragraph {n} explains checklist item {n} for the engine run-up. " * 30
+             for n in range(1, 9)]
+    v1 = text_pdf(tmp_path / "edition.pdf", pages)
+    first = json.loads(run_cli("ingest", str(v1), "--collection", C("t-edition"), "--json").stdout)["results"][0]
+    assert first["status"] == "ingested" and first["reused"] == 0
+
+    def vectors() -> dict[str, tuple[str, str]]:
+        with db.connection(settings) as conn:
+            return {r["text"]: (str(r["embedding"]), r["windows"]) for r in conn.execute(
+                "SELECT c.text, c.embedding, (SELECT string_agg(s.embedding::text, ';' ORDER BY s.sentence_no) "
+                "FROM chunk_sentences s WHERE s.collection = c.collection AND s.chunk_id = c.id) AS windows "
+                "FROM chunks c WHERE c.collection = %s", (C("t-edition"),))}
+
+    before = vectors()
+    changed = pages[:5] + [pages[5].replace("checklist item 6", "revised checklist item 6")] + pages[6:]
+    v2 = text_pdf(tmp_path / "edition.pdf", changed)
+    res = run_cli("ingest", str(v2), "--collection", C("t-edition"))
+    assert res.returncode == 0, res.stderr
+    assert "passages unchanged, not embedded again" in res.stdout
+    after = vectors()
+    kept = [t for t in after if t in before]
+    assert kept and len(kept) < len(after)  # the changed page's passages are new, the others kept
+    assert all(after[t] == before[t] for t in kept)  # bit for bit, windows included
+    assert any("revised checklist item 6" in t for t in after if t not in before)
+    assert _orphans(settings) == 0
+
+
 def test_bad_inputs_each_get_one_clear_line_and_store_nothing(settings, tmp_path, served):
     base, root = served
     notpdf = tmp_path / "notes.pdf"
