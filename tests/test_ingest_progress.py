@@ -16,8 +16,8 @@ from retrieval.settings import Settings
 from tests.conftest import run_cli, scratch_database
 from tests.pdfgen import LOREM, text_pdf
 
-PAGES = 30
-INTERVAL_S = 0.5
+PAGES = 80  # enough text that the int8 ingest (~20 pages/s) prints several lines
+INTERVAL_S = 0.25
 LINE = re.compile(r"^ingest: (?P<doc>\S+): (?P<what>.+) · (?:(?P<s>\d+\.\d) s|(?P<m>\d+)m(?P<ms>\d\d)s)$")
 
 
