@@ -272,18 +272,27 @@ def document_title(doc: pymupdf.Document, file_name: str) -> str:
     return " ".join(re.sub(r"[_-]+", " ", stem).split())
 
 
-def extract(doc: pymupdf.Document, progress: Iterable[int] | None = None) -> list[Page]:
-    """Every page of ``doc`` with visible text, label, headings and body bounds."""
-    raw: list[tuple[str, tuple[Heading, ...], int, str | None]] = []
-    for i in progress if progress is not None else range(doc.page_count):
-        page = doc[i]
-        text, heads, hidden = page_text(page)
-        label = page.get_label() or None
-        raw.append((text, heads, hidden, label))
-    running = find_running_lines([r[0] for r in raw])
+PageParts = tuple[str, tuple[Heading, ...], int, str | None]  # text, headings, hidden chars, label
+
+
+def page_parts(page: pymupdf.Page) -> PageParts:
+    """What one page contributes before the document-wide pass (running headers and footers)."""
+    text, heads, hidden = page_text(page)
+    return text, heads, hidden, page.get_label() or None
+
+
+def pages_from(raw: Sequence[PageParts], running: set[str]) -> list[Page]:
+    """The pages, with body bounds (``running`` lines excluded), body headings and untrusted spans."""
     pages: list[Page] = []
     for i, (text, heads, hidden, label) in enumerate(raw):
         start, end = body_bounds(text, running)
         body_heads = tuple(h for h in heads if start <= h.offset < end)
         pages.append(Page(i + 1, label, text, body_heads, hidden, start, end, untrusted_spans(text, start, end)))
     return pages
+
+
+def extract(doc: pymupdf.Document, progress: Iterable[int] | None = None) -> list[Page]:
+    """Every page of ``doc`` with visible text, label, headings and body bounds (in this process;
+    ingest parses in a limited child process, ``ingest.isolate``)."""
+    raw = [page_parts(doc[i]) for i in (progress if progress is not None else range(doc.page_count))]
+    return pages_from(raw, find_running_lines([r[0] for r in raw]))

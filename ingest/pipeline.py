@@ -8,14 +8,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import pymupdf
 from tqdm import tqdm
 
 from ingest import store
 from ingest.chunk import Chunk, chunk_pages
-from ingest.pdf import Page, document_title, extract
+from ingest.isolate import Limits, Parsed, parse
 from ingest.progress import ProgressLog
-from ingest.sources import InputError, Source
+from ingest.sources import Source
 from retrieval import db, index
 from retrieval.embed import Embedder
 from retrieval.identifiers import identifier_terms
@@ -24,7 +23,6 @@ from retrieval.textnorm import search_text
 
 log = logging.getLogger(__name__)
 
-MIN_TEXT_CHARS_PER_PAGE = 20  # below this on average, the PDF has no usable text layer
 # Bump when extraction or chunking changes: documents indexed by an older pipeline are re-indexed
 # when ingested again, instead of being skipped as unchanged.
 PIPELINE_VERSION = "2026-12-04.1"  # .4 (12-04.1): chunk and sentence vectors from one int8 ONNX pass (retrieval.passage_encoder); .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
@@ -46,32 +44,31 @@ class IngestResult:
         return asdict(self)
 
 
-def open_pdf(src: Source) -> pymupdf.Document:
-    try:
-        doc = pymupdf.open(stream=src.data, filetype="pdf")
-    except Exception as exc:  # noqa: BLE001  (MuPDF raises several types for damaged files)
-        raise InputError(f"{src.origin}: corrupt or unreadable PDF ({str(exc).splitlines()[0]})") from exc
-    if doc.needs_pass or doc.is_encrypted:
-        raise InputError(f"{src.origin}: encrypted PDF (password protected); decrypt it first")
-    if doc.page_count == 0:
-        raise InputError(f"{src.origin}: corrupt or unreadable PDF (no pages)")
-    return doc
+def limits(settings: Settings) -> Limits:
+    return Limits(memory_mb=settings.pdf_max_memory_mb, cpu_s=settings.pdf_max_cpu_s,
+                  max_pages=settings.pdf_max_pages, max_page_content_mb=settings.pdf_max_page_content_mb,
+                  max_page_chars=settings.pdf_max_page_chars)
 
 
-def extract_pages(src: Source, doc: pymupdf.Document, quiet: bool, progress: ProgressLog | None = None) -> list[Page]:
-    bar = tqdm(range(doc.page_count), desc=f"{src.name}: pages", unit="page", disable=None if not quiet else True,
-               leave=False)
+def read_pdf(settings: Settings, src: Source, quiet: bool, progress: ProgressLog | None = None) -> Parsed:
+    """Pages and title, parsed in a limited child process (``ingest.isolate``); InputError otherwise."""
+    bar = tqdm(desc=f"{src.name}: pages", unit="page", disable=None if not quiet else True, leave=False)
+
+    def total(n: int) -> None:
+        bar.reset(total=n)
+        if progress:
+            progress.pages_total, progress.pages_done = n, 0
+            progress.begin("reading pages")
+
+    def page() -> None:
+        bar.update(1)
+        if progress:
+            progress.pages_done += 1
+
     try:
-        pages = extract(doc, progress.pages(doc.page_count, bar) if progress else bar)
-    except Exception as exc:  # noqa: BLE001
-        raise InputError(f"{src.origin}: corrupt or unreadable PDF ({str(exc).splitlines()[0]})") from exc
+        return parse(src, limits(settings), on_total=total, on_page=page)
     finally:
         bar.close()
-    visible = sum(len(p.text.strip()) for p in pages)
-    if visible < MIN_TEXT_CHARS_PER_PAGE * len(pages) * 0.1 or visible < MIN_TEXT_CHARS_PER_PAGE:
-        raise InputError(f"{src.origin}: no extractable text in {len(pages)} page(s); it looks scanned "
-                         "(OCR is not supported yet)")
-    return pages
 
 
 def indexed_text(chunk: Chunk, title: str, embedder: Embedder) -> str:
@@ -106,12 +103,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
         note = "already ingested" if same.name == src.name else f"same bytes already ingested as {same.name}"
         return IngestResult(src.name, src.origin, collection, "unchanged", message=note,
                             seconds=time.perf_counter() - t0)
-    doc = open_pdf(src)
-    try:
-        pages = extract_pages(src, doc, quiet, progress)
-        title = document_title(doc, src.name)
-    finally:
-        doc.close()
+    parsed = read_pdf(settings, src, quiet, progress)
+    pages, title = parsed.pages, parsed.title
     if on_progress:
         on_progress(f"{src.name}: {len(pages)} pages extracted")
     if progress:

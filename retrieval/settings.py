@@ -61,6 +61,14 @@ class Settings(BaseSettings):
     progress_interval_s: float = Field(
         default=30.0, gt=0, description="Off a terminal, `chapterverse ingest` writes where it is to stderr this "
         "often (seconds).")
+    # limits of the child process that parses each PDF (ingest.isolate): a file that breaks one fails
+    # its ingest with the reason, never the bot
+    pdf_max_memory_mb: int = Field(default=2048, ge=256, description="Address space of the PDF parser, MB.")
+    pdf_max_cpu_s: int = Field(default=300, ge=1, description="CPU seconds the PDF parser may use per file.")
+    pdf_max_pages: int = Field(default=5000, ge=1, description="Pages a PDF may have.")
+    pdf_max_page_content_mb: int = Field(default=32, ge=1,
+                                         description="Decompressed drawing instructions per page, MB.")
+    pdf_max_page_chars: int = Field(default=200_000, ge=1000, description="Characters of visible text per page.")
     file_base_url: str | None = Field(
         default=None,
         description="Base URL under which ingested files are served; citations link to "

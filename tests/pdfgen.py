@@ -155,3 +155,70 @@ def one_word_headings_pdf(path: Path) -> Path:
                         fontsize=11)
     doc.save(path)
     return path
+
+
+def _raw_pdf(objects: Sequence[bytes]) -> bytes:
+    """A PDF from numbered object bodies (object 1 is the catalog), with a correct xref table."""
+    out = bytearray(b"%PDF-1.7\n")
+    offsets = []
+    for n, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def _stream(data: bytes, *, compress: bool = True) -> bytes:
+    import zlib  # noqa: PLC0415
+
+    if compress:
+        z = zlib.compressobj(9)
+        packed = b"".join([z.compress(data), z.flush()])
+        return b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream"
+    return b"<< /Length %d >>\nstream\n" % len(data) + data + b"\nendstream"
+
+
+FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+
+
+def many_pages_pdf(path: Path, n_pages: int = 100_000) -> Path:
+    """A page tree of ``n_pages`` distinct (empty-looking, one-line) pages: about 10 MB."""
+    first = 5  # objects 1-4: catalog, pages, content, font
+    content = b"BT /F1 12 Tf 72 720 Td (A page of a very long document.) Tj ET"
+    kids = b" ".join(b"%d 0 R" % (first + i) for i in range(n_pages))
+    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R /Resources << /Font << /F1 4 0 R >> >> >>"
+    path.write_bytes(_raw_pdf([b"<< /Type /Catalog /Pages 2 0 R >>",
+                               b"<< /Type /Pages /Count %d /Kids [%s] >>" % (n_pages, kids),
+                               _stream(content, compress=False), FONT, *([page] * n_pages)]))
+    return path
+
+
+def bomb_pdf(path: Path, inflated_mb: int = 1024) -> Path:
+    """One page whose content stream is ``inflated_mb`` MB of zeros compressed to about 1 MB."""
+    import zlib  # noqa: PLC0415
+
+    z = zlib.compressobj(9)
+    block = bytes(16 * 1024 * 1024)
+    packed = b"".join([*(z.compress(block) for _ in range(inflated_mb // 16)), z.flush()])
+    stream = b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream"
+    path.write_bytes(_raw_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Count 1 /Kids [3 0 R] >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        stream, FONT]))
+    return path
+
+
+def huge_text_page_pdf(path: Path, megabytes: int = 50) -> Path:
+    """One page with a ``megabytes`` MB text layer (tiny text, line after line), Flate-compressed."""
+    line = b"BT /F1 1 Tf 10 10 Td (" + b"lorem ipsum dolor sit amet " * 3 + b") Tj ET\n"
+    content = line * (megabytes * 1024 * 1024 // len(line))
+    path.write_bytes(_raw_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Count 1 /Kids [3 0 R] >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        _stream(content), FONT]))
+    return path

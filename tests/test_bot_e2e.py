@@ -396,3 +396,28 @@ def test_tokens_never_logged(bot: BotProcess) -> None:
     assert "Socket Mode" in text  # the log is the bot's, verbose
     assert BOT_TOKEN not in text and APP_TOKEN not in text
     assert "xoxb-" not in text and "xapp-" not in text
+
+
+# ----------------------------------------------------------------------------------------- hostile input
+def test_a_hostile_pdf_fails_its_job_once_and_the_bot_keeps_answering(fake: FakeSlack, bot: BotProcess, settings,
+                                                                       tmp_path) -> None:
+    from tests.pdfgen import bomb_pdf  # noqa: PLC0415
+
+    docs = channel()
+    name = f"bomb-{uuid.uuid4().hex[:6]}.pdf"
+    fid = fake.add_file(name, bomb_pdf(tmp_path / name, inflated_mb=1024).read_bytes(), user=ADMIN)
+    ts, _ = fake.mention(docs, ADMIN, "please add this", files=[fid])
+
+    def status() -> str | None:
+        text = " ".join(m["text"] for m in fake.bot_messages(docs, ts))
+        return text if ("ingested" in text or "failed" in text) else None
+
+    text = wait_for(status, 180, "the hostile file's ingest result")
+    assert "failed" in text and ("decompression bomb" in text or "MB of memory" in text), text
+    jobs = db_rows(settings, "SELECT status, attempts FROM bot_jobs WHERE payload->>'slack_file' = %s", fid)
+    assert [(j["status"], j["attempts"]) for j in jobs] == [("failed", 1)], jobs  # not retried
+    assert not db_rows(settings, "SELECT id FROM documents WHERE name = %s", name)
+    ch = channel()
+    ts, _ = fake.mention(ch, ADMIN, ANSWERABLE)  # the same bot process answers on
+    assert "250 knots" in text_of(wait_reply(fake, ch, ts))
+    assert bot.proc.poll() is None

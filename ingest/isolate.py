@@ -1,0 +1,231 @@
+"""PDF parsing in a child process with limits, so a hostile or broken PDF cannot take the bot down.
+
+MuPDF is C: a crafted file can make it allocate gigabytes (a decompression bomb), spin for minutes
+(a page tree of 100,000 pages, a 50 MB text layer) or crash. Here the parsing runs in a process of
+its own (``python -m ingest.isolate``: a fresh interpreter, none of the caller's threads, sockets or
+models; the PDF on its stdin, JSON lines back on its stdout, never pickle, since what the parser
+sends is as untrusted as the file), under
+
+* an address-space limit (``RLIMIT_AS``, CHAPTERVERSE_PDF_MAX_MEMORY_MB) and a CPU-time limit
+  (``RLIMIT_CPU``, CHAPTERVERSE_PDF_MAX_CPU_S), set by the child on itself before it reads the file
+  and enforced by the kernel; a wall-clock limit of twice the CPU limit plus 30 s in the parent;
+* a page limit (CHAPTERVERSE_PDF_MAX_PAGES), checked before any page is read;
+* per page, a limit on the decompressed content streams (CHAPTERVERSE_PDF_MAX_PAGE_CONTENT_MB),
+  checked before the page's text is laid out, and on the characters of visible text
+  (CHAPTERVERSE_PDF_MAX_PAGE_CHARS).
+
+Whatever happens in the child, the caller gets the pages or an ``InputError`` that says which limit
+the file broke, or that the parser crashed; an ``InputError`` fails an ingest job without a retry.
+The child costs about 0.3 s of start-up per document.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ingest.pdf import Heading, Page
+from ingest.sources import InputError, Source
+
+MIN_TEXT_CHARS_PER_PAGE = 20  # below this on average, the PDF has no usable text layer
+_ALLOC_FAILED = re.compile(r"\b(?:m|c|re)alloc\b.*\bfailed|out of memory", re.IGNORECASE)  # MuPDF's words
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_mb: int = 2048
+    cpu_s: int = 300
+    max_pages: int = 5000
+    max_page_content_mb: int = 32
+    max_page_chars: int = 200_000
+
+
+@dataclass(frozen=True)
+class Parsed:
+    pages: list[Page]
+    title: str
+
+
+class _Refused(Exception):
+    """A limit of ``Limits`` broken inside the child (the message says which)."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _memory(limits: Limits) -> str:
+    return f"parsing it needs more than {limits.memory_mb:,} MB of memory (CHAPTERVERSE_PDF_MAX_MEMORY_MB)"
+
+
+# ---------------------------------------------------------------------------------------------
+# the child
+
+def _apply(limits: Limits) -> None:
+    mem = limits.memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))  # SIGXCPU, then SIGKILL
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _content_bytes(doc: Any, page: Any) -> int:
+    """Decompressed bytes of a page's content streams (each read under the memory limit)."""
+    return sum(len(doc.xref_stream(xref) or b"") for xref in page.get_contents())
+
+
+def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], None]) -> None:
+    """Parse, report progress, send the pages or the reason there are none (runs in the child)."""
+    try:
+        import pymupdf  # noqa: PLC0415
+
+        from ingest.pdf import document_title, find_running_lines, page_parts, pages_from  # noqa: PLC0415
+
+        try:
+            doc = pymupdf.open(stream=data, filetype="pdf")
+        except Exception as exc:  # noqa: BLE001  (MuPDF raises several types for damaged files)
+            raise _Refused(f"corrupt or unreadable PDF ({_first_line(exc)})") from exc
+        if doc.needs_pass or doc.is_encrypted:
+            raise _Refused("encrypted PDF (password protected); decrypt it first")
+        total = doc.page_count
+        if total == 0:
+            raise _Refused("corrupt or unreadable PDF (no pages)")
+        if total > limits.max_pages:
+            raise _Refused(f"{total:,} pages; the limit is {limits.max_pages:,} (CHAPTERVERSE_PDF_MAX_PAGES)")
+        send(["pages", total])
+        raw = []
+        for i in range(total):
+            page = doc[i]
+            size = _content_bytes(doc, page)
+            if size > limits.max_page_content_mb * 1024 * 1024:
+                raise _Refused(f"page {i + 1} has {size / 1e6:.0f} MB of drawing instructions; the limit is "
+                               f"{limits.max_page_content_mb} MB (CHAPTERVERSE_PDF_MAX_PAGE_CONTENT_MB)")
+            parts = page_parts(page)
+            if len(parts[0]) > limits.max_page_chars:
+                raise _Refused(f"page {i + 1} has {len(parts[0]):,} characters of text; the limit is "
+                               f"{limits.max_page_chars:,} (CHAPTERVERSE_PDF_MAX_PAGE_CHARS)")
+            raw.append(parts)
+            send(["page", i + 1])
+        pages = pages_from(raw, find_running_lines([r[0] for r in raw]))
+        send(["done", [asdict(p) for p in pages], document_title(doc, name)])
+    except _Refused as exc:
+        send(["refused", str(exc)])
+    except MemoryError:
+        send(["refused", _memory(limits)])
+    except Exception as exc:  # noqa: BLE001  (MuPDF's errors: the file is damaged, or memory ran out)
+        message = _first_line(exc)
+        if _ALLOC_FAILED.search(message):
+            send(["refused", _memory(limits)])
+        elif "bomb" in message.lower():
+            send(["refused", f"a decompression bomb: a stream inflates far beyond its size ({message})"])
+        else:
+            send(["refused", f"corrupt or unreadable PDF ({message})"])
+
+
+def main() -> None:
+    """``python -m ingest.isolate LIMITS-JSON NAME``: the PDF on stdin, JSON lines on stdout."""
+    limits, name = Limits(**json.loads(sys.argv[1])), sys.argv[2]
+    _apply(limits)
+    data = sys.stdin.buffer.read()
+    out = sys.stdout
+
+    def send(msg: list) -> None:
+        out.write(json.dumps(msg) + "\n")
+        out.flush()
+
+    _parse_here(data, name, limits, send)
+
+
+# ---------------------------------------------------------------------------------------------
+# the parent
+
+def _death(exitcode: int | None, limits: Limits) -> str:
+    if exitcode == -signal.SIGXCPU:
+        return f"parsing it took more than {limits.cpu_s} CPU seconds (CHAPTERVERSE_PDF_MAX_CPU_S)"
+    if exitcode == -signal.SIGKILL:
+        return f"the PDF parser was stopped (over its memory or {limits.cpu_s} CPU-second limit)"
+    if exitcode is not None and exitcode < 0:
+        return f"the PDF parser crashed on it ({signal.Signals(-exitcode).name})"
+    return f"the PDF parser stopped without an answer (exit status {exitcode})"
+
+
+def _page(d: dict) -> Page:
+    return Page(number=int(d["number"]), label=d["label"], text=str(d["text"]),
+                headings=tuple(Heading(int(h["offset"]), str(h["text"]), bool(h["larger"])) for h in d["headings"]),
+                hidden_chars=int(d["hidden_chars"]), body_start=int(d["body_start"]), body_end=int(d["body_end"]),
+                untrusted=tuple((int(a), int(b)) for a, b in d["untrusted"]))
+
+
+def _converse(child: subprocess.Popen, data: bytes, on_total: Callable[[int], object] | None,
+              on_page: Callable[[], object] | None) -> list | None:
+    try:
+        child.stdin.write(data)
+        child.stdin.close()
+    except BrokenPipeError:
+        return None  # it died reading: its exit status says how
+    for line in child.stdout:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return None  # not our protocol: treated as a crash
+        if msg[0] == "pages" and on_total:
+            on_total(int(msg[1]))
+        elif msg[0] == "page" and on_page:
+            on_page()
+        elif msg[0] in ("done", "refused"):
+            return msg
+    return None
+
+
+def parse(src: Source, limits: Limits, on_total: Callable[[int], object] | None = None,
+          on_page: Callable[[], object] | None = None) -> Parsed:
+    """The pages and title of ``src``, parsed in a limited child process. Raises InputError with the
+    reason when the file is damaged, encrypted, scanned, breaks a limit or crashes the parser."""
+    wall_s = 2 * limits.cpu_s + 30
+    expired = threading.Event()
+    with tempfile.TemporaryFile() as errors:
+        child = subprocess.Popen([sys.executable, "-m", "ingest.isolate", json.dumps(asdict(limits)), src.name],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, close_fds=True)
+
+        def stop() -> None:  # a child blocked without using CPU (or one too slow) is stopped too
+            expired.set()
+            child.kill()
+
+        timer = threading.Timer(wall_s, stop)
+        timer.daemon = True
+        timer.start()
+        try:
+            result = _converse(child, src.data, on_total, on_page)
+        finally:
+            timer.cancel()
+            child.stdout.close()
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+    if result is None:
+        why = (f"parsing it took longer than {wall_s} s; stopped" if expired.is_set()
+               else _death(child.returncode, limits))
+        raise InputError(f"{src.origin}: {why}")
+    if result[0] == "refused":
+        raise InputError(f"{src.origin}: {result[1]}")
+    pages = [_page(d) for d in result[1]]
+    visible = sum(len(p.text.strip()) for p in pages)
+    if visible < MIN_TEXT_CHARS_PER_PAGE * len(pages) * 0.1 or visible < MIN_TEXT_CHARS_PER_PAGE:
+        raise InputError(f"{src.origin}: no extractable text in {len(pages)} page(s); it looks scanned "
+                         "(OCR is not supported yet)")
+    return Parsed(pages, str(result[2]))
+
+
+if __name__ == "__main__":
+    main()
