@@ -86,7 +86,7 @@ def _content_bytes(doc: Any, page: Any) -> int:
 def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], None]) -> None:
     """Parse, report progress, send the pages or the reason there are none (runs in the child)."""
     try:
-        import pymupdf  # noqa: PLC0415
+        from ingest.mupdf import pymupdf  # noqa: PLC0415
 
         from ingest.pdf import document_title, find_running_lines, page_parts, pages_from  # noqa: PLC0415
 

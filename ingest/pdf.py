@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import pymupdf
+from ingest.mupdf import pymupdf
 
 from retrieval.text.injection import untrusted_spans
 from retrieval.text.tables import Line, find_tables

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pymupdf
+from ingest.mupdf import pymupdf
 from pydantic import BaseModel
 
 from ingest.chunk import _section_titles

@@ -35,7 +35,6 @@ import logging
 import os
 import shutil
 import tempfile
-import warnings
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -264,26 +263,6 @@ def _eager(model_path: str, model: Any) -> Any:
         return model
 
 
-def _trace(model: Any, inputs: list[str], target: Path) -> None:
-    import torch  # noqa: PLC0415
-
-    class TokenStates(torch.nn.Module):
-        def __init__(self, transformer: Any) -> None:
-            super().__init__()
-            self.transformer = transformer
-
-        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
-            return self.transformer(dict(zip(inputs, tensors, strict=True)))["token_embeddings"]
-
-    feats = qe.features(model, qe.PROBES[:2])
-    args = tuple(feats[n] for n in inputs)
-    axes = {n: {0: "batch", 1: "tokens"} for n in inputs} | {"states": {0: "batch", 1: "tokens"}}
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(TokenStates(model[0]).eval(), args, str(target), dynamo=False, input_names=inputs,
-                          output_names=["states"], dynamic_axes=axes, opset_version=17)
-
-
 @contextmanager
 def _quiet_logging():
     """onnxruntime's quantizer logs advice through the root logger; not for our users."""
@@ -332,7 +311,9 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
                                    show_progress_bar=False), dtype=np.float32)
     fp32 = tmp / "fp32.onnx"
     try:
-        _trace(_eager(model_path, model), inputs, fp32)
+        eager = _eager(model_path, model)
+        qe.trace(eager[0], eager, inputs, fp32, key="token_embeddings", output="states",
+                 output_axes={0: "batch", 1: "tokens"})
         _quantize(fp32, tmp / GRAPH)
     except Exception as exc:  # noqa: BLE001  (the tracer and quantizer raise many types)
         raise qe.QueryEncoderError(f"could not export the passage encoder: {qe.first_line(exc)}") from exc

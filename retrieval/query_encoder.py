@@ -254,25 +254,29 @@ def check_tokenizer(model: Any, model_path: str, max_length: int) -> list[str]:
     return [n for n in SUPPORTED_INPUTS if n in names]
 
 
-def _trace(model: Any, inputs: list[str], target: Path) -> None:
+def trace(module: Any, model: Any, inputs: list[str], target: Path, *, key: str, output: str,
+          output_axes: dict[int, str], normalise: bool = False) -> None:
+    """Export ``module`` (called with the tokenizer's features as a dict; ``key`` of its result,
+    L2-normalised if ``normalise``) to ONNX at ``target`` with torch.onnx, traced on a padded batch
+    of two probes so the graph handles the general case."""
     import torch  # noqa: PLC0415
 
-    class Normalised(torch.nn.Module):
+    class Graph(torch.nn.Module):
         def __init__(self, inner: Any) -> None:
             super().__init__()
             self.inner = inner
 
         def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
-            out = self.inner(dict(zip(inputs, tensors, strict=True)))["sentence_embedding"]
-            return torch.nn.functional.normalize(out, p=2, dim=1)
+            out = self.inner(dict(zip(inputs, tensors, strict=True)))[key]
+            return torch.nn.functional.normalize(out, p=2, dim=1) if normalise else out
 
-    feats = features(model, PROBES[:2])  # a padded batch of two: the trace sees the general case
+    feats = features(model, PROBES[:2])
     args = tuple(feats[n] for n in inputs)
-    axes = {n: {0: "batch", 1: "tokens"} for n in inputs} | {"embedding": {0: "batch"}}
+    axes = {n: {0: "batch", 1: "tokens"} for n in inputs} | {output: output_axes}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(Normalised(model).eval(), args, str(target), dynamo=False, input_names=inputs,
-                          output_names=["embedding"], dynamic_axes=axes, opset_version=17)
+        torch.onnx.export(Graph(module).eval(), args, str(target), dynamo=False, input_names=inputs,
+                          output_names=[output], dynamic_axes=axes, opset_version=17)
 
 
 def publish(tmp: Path, final: Path) -> None:
@@ -351,7 +355,8 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
     # An exception here may be the environment's (the onnx package missing, an old onnxruntime):
     # nothing is written, so a later process tries again; a mismatch below is the model's own.
     try:
-        _trace(model, inputs, tmp / "model.onnx")
+        trace(model, model, inputs, tmp / "model.onnx", key="sentence_embedding", output="embedding",
+              output_axes={0: "batch"}, normalise=True)
     except Exception as exc:  # noqa: BLE001  (the tracer raises many types)
         raise QueryEncoderError(f"torch.onnx could not export it: {first_line(exc)}") from exc
     meta = Meta(**base, inputs=inputs, max_length=max_length, dim=int(want.shape[1]),

@@ -191,7 +191,7 @@ def test_a_failing_tracer_writes_nothing(tmp_path: Path, torch_embedder: Embedde
     def broken(*_a, **_k):
         raise ModuleNotFoundError("Module onnx is not installed!")
 
-    monkeypatch.setattr(qe, "_trace", broken)
+    monkeypatch.setattr(qe, "trace", broken)
     root = tmp_path / "cache"
     with pytest.raises(qe.QueryEncoderError, match="onnx is not installed"):
         qe.export(torch_embedder.model, MODEL_PATH, root)
