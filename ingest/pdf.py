@@ -57,8 +57,17 @@ class Page:
 
 @dataclass
 class _Rect:
-    rect: pymupdf.Rect
+    # plain floats: a page of a software manual can hold hundreds of filled boxes (code listings)
+    # and a thousand spans, and PyMuPDF's Rect/Point containment test costs ~5 µs a call in Python
+    x0: float
+    y0: float
+    x1: float
+    y1: float
     fill: tuple[float, float, float]
+
+    def holds(self, x: float, y: float) -> bool:
+        """MuPDF's ``fz_is_point_inside_rect``: left/top edges inside, right/bottom outside."""
+        return self.x0 <= x < self.x1 and self.y0 <= y < self.y1
 
 
 def _luminance(rgb: Sequence[float]) -> float:
@@ -76,15 +85,17 @@ def _filled_rects(page: pymupdf.Page) -> list[_Rect]:
         fill = path.get("fill")
         if fill is None or path.get("fill_opacity", 1.0) == 0:
             continue
-        rects.append(_Rect(pymupdf.Rect(path["rect"]), tuple(float(c) for c in fill[:3])))  # type: ignore[arg-type]
+        r = path["rect"]
+        rects.append(_Rect(float(r.x0), float(r.y0), float(r.x1), float(r.y1),
+                           tuple(float(c) for c in fill[:3])))  # type: ignore[arg-type]
     return rects
 
 
 def _background(bbox: pymupdf.Rect, rects: Sequence[_Rect]) -> tuple[float, float, float]:
     """Colour under the centre of ``bbox``: the last filled shape drawn there, else white paper."""
-    centre = pymupdf.Point((bbox.x0 + bbox.x1) / 2, (bbox.y0 + bbox.y1) / 2)
+    x, y = (bbox.x0 + bbox.x1) / 2, (bbox.y0 + bbox.y1) / 2
     for r in reversed(rects):
-        if centre in r.rect:
+        if r.holds(x, y):
             return r.fill
     return (1.0, 1.0, 1.0)
 
