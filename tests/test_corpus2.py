@@ -6,7 +6,7 @@ rule); each unanswerable question is refused.
 No question is left out: the ones the product gets wrong today are marked as expected failures
 (strict, so a fix shows up as an unexpected pass and the mark must be removed) with what goes wrong.
 The gnuplot.pdf questions need that 311-page manual ingested, which the normal suite does not pay
-for: they run with ``CHAPTERVERSE_TEST_GNUPLOT=1`` and are skipped (with that reason) otherwise.
+for: they run with ``CV_TEST_GNUPLOT=1`` and are skipped (with that reason) otherwise.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tests.conftest import run_cli
 from tests.corpus2_fixture import CORPUS2, dev_questions, manuals_corpus  # noqa: F401  (session fixture)
 
 GNUPLOT_COLLECTION = "manuals-gnuplot"  # its own collection: the shared fixture's collection is unchanged
-WITH_GNUPLOT = os.environ.get("CHAPTERVERSE_TEST_GNUPLOT") == "1"
+WITH_GNUPLOT = os.environ.get("CV_TEST_GNUPLOT") == "1"
 
 # What goes wrong today, per question (extractive answerer, default settings). Found by running this
 # module with every question; a question that starts passing fails the run until its line goes.
@@ -48,7 +48,7 @@ def _case(q: dict[str, Any], known: dict[str, str]) -> Any:
     marks = []
     if q.get("document") == "gnuplot.pdf" and not WITH_GNUPLOT:
         marks.append(pytest.mark.skip(reason="gnuplot.pdf (311 pages) is not ingested in the normal suite; "
-                                             "set CHAPTERVERSE_TEST_GNUPLOT=1"))
+                                             "set CV_TEST_GNUPLOT=1"))
     if q["id"] in known:
         marks.append(pytest.mark.xfail(reason=known[q["id"]], strict=True))
     return pytest.param(q, id=q["id"], marks=marks)
