@@ -147,9 +147,12 @@ def test_soak(fake: RedeliveringSlack, settings, dev_corpus: str, tmp_path: Path
             return rows if len(rows) == len(job_names) and all(r["status"] in ("done", "failed") for r in rows) else None
 
         jobs = wait_for(jobs_done, 120, "every ingest job to end", interval=0.5)
-        assert all(j["status"] == "done" for j in jobs), jobs
+        assert all(j["status"] == "done" and j["attempts"] == 1 for j in jobs), jobs  # no process died: one run each
+        reports = [e["text"] for e in fake.ephemerals if e["channel"] == jobs_ch]
         for name in job_names:
             assert len(db_rows(settings, "SELECT 1 FROM documents WHERE name = %s", name)) == 1, name
+            assert sum(f"`{name}` ingested" in t for t in reports) == 1, (name, reports)
+        assert not [t for t in reports if ":x:" in t or "trying again" in t], reports
 
         # reply times: from the mention to the call that put its final text in the thread
         latencies: list[float] = []
