@@ -5,7 +5,9 @@ and button presses call ``ack()`` first thing, except ``/chapterverse ingest`` a
 are checked (``bot.authz``: may this person change documents?) and queued as a row in Postgres
 (``bot.queue``) before the acknowledgement, so an acknowledged change is never lost; both run on
 their own thread within ``ACK_BUDGET_S`` (if slower, the acknowledgement says the result follows).
-Listeners run on Bolt's worker threads, never on the socket's. Questions go to the answer pool;
+Listeners run on Bolt's worker threads, never on the socket's. Questions go to the answer pool,
+whose backlog is bounded (``CHAPTERVERSE_SLACK_ANSWER_BACKLOG``), unless their asker is over the
+per-person limit (``bot.limits``): a question turned away gets a reply saying so at once;
 shared files (claimed and queued in one transaction), thread checks, feedback and listing to the
 quick pool. Jobs run on a job runner (``bot.runner``), in this process or a separate worker.
 """
