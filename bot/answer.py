@@ -6,8 +6,10 @@ message that says what happened; nothing is guessed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
@@ -35,6 +37,9 @@ UNEXPECTED = ("Something went wrong on my side while preparing the reply ({}). N
               "Please ask again; if it keeps happening, tell the person who runs me.")
 UNDELIVERED = ("I had a reply but Slack would not accept it, so it is not shown. Nothing was guessed. "
                "Please ask again; if it keeps happening, tell the person who runs me.")
+ASK_AGAIN = ("I was interrupted (restarted) while answering this, more than once, so there is no answer. "
+             "Nothing was guessed. Please ask again.")
+MAX_ATTEMPTS = 2  # a question whose process died is answered again once; then the person is asked to ask again
 PARTLY_DELIVERED = ("{} of the {} messages of my reply could not be posted, so the reply above is incomplete. "
                     "Please ask again to see all of it.")
 
@@ -77,6 +82,11 @@ class Answering:
         self.settings, self.clients, self.store = settings, clients, store
         self._ask = ask
         self._io = io or InlineExecutor()
+        # questions claimed by this process and not yet recorded as done (bot.inflight beats for them);
+        # ``_finished``: replied to, but recording that failed (the database was down): tried again
+        self._mine: set[tuple[str, str]] = set()
+        self._finished: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
 
     def handle(self, q: Question) -> None:
         try:
@@ -85,14 +95,71 @@ class Answering:
             log.error("cannot reply in workspace %s: %s", q.team, exc)
             return
         try:
-            if not self.store.claim_event(q.team, q.key):
+            if not self.store.claim_question(q.team, q.key, dataclasses.asdict(q)):
                 log.info("already handled %s; ignoring the redelivery", q.key)
                 return
         except DatabaseError as exc:
             log.warning("cannot dedup %s: %s", q.key, exc)
             self._reply_problem(q, DB_DOWN)
             return
-        placeholder = self._io.submit(self._placeholder, q)
+        with self._lock:
+            self._mine.add((q.team, q.key))
+        self._answer(q, self._io.submit(self._placeholder, q))
+
+    def resume(self, q: Question, placeholder_ts: str | None, attempt: int) -> None:
+        """Answer a question whose process died while answering it (``bot.inflight`` adopted it for this
+        process): in place of its placeholder if it has one; after ``MAX_ATTEMPTS``, or when its
+        reply had gone out already, no new answer."""
+        with self._lock:
+            self._mine.add((q.team, q.key))
+        try:
+            if self.store.replied(q.team, q.channel, q.ts):
+                log.info("%s was answered before its process stopped", q.key)
+                self._done(q)
+                return
+        except DatabaseError as exc:
+            log.warning("cannot check %s: %s", q.key, exc)
+            with self._lock:
+                self._mine.discard((q.team, q.key))  # left to the next adoption (its heartbeat goes stale)
+            return
+        if attempt > MAX_ATTEMPTS:
+            log.warning("%s interrupted %d times; asking the person to ask again", q.key, attempt - 1)
+            self._problem(q, placeholder_ts, ASK_AGAIN)
+            self._done(q)
+            return
+        log.info("answering %s, interrupted in a stopped process (attempt %d)", q.key, attempt)
+        placeholder = (InlineExecutor().submit(lambda: placeholder_ts) if placeholder_ts
+                       else self._io.submit(self._placeholder, q))
+        self._answer(q, placeholder)
+
+    def in_flight(self) -> list[tuple[str, str]]:
+        """(workspace, event key) of the questions this process still owns."""
+        with self._lock:
+            return sorted(self._mine)
+
+    def retry_done(self) -> None:
+        """Record the replies whose recording failed earlier (the database was down)."""
+        with self._lock:
+            pending = [k for k in self._mine if k in self._finished]
+        for team, key in pending:
+            self._mark_done(team, key)
+
+    def _done(self, q: Question) -> None:
+        with self._lock:
+            self._finished.add((q.team, q.key))
+        self._mark_done(q.team, q.key)
+
+    def _mark_done(self, team: str, key: str) -> None:
+        try:
+            self.store.question_done(team, key)
+        except DatabaseError as exc:
+            log.info("could not record %s as answered yet: %s", key, exc)
+            return
+        with self._lock:
+            self._mine.discard((team, key))
+            self._finished.discard((team, key))
+
+    def _answer(self, q: Question, placeholder: Future[str | None]) -> None:
         try:
             messages, turn_id = self._prepare(q)
         except Exception as exc:  # noqa: BLE001  (a bug must not leave "Looking through…" behind)
@@ -108,6 +175,7 @@ class Answering:
                 self.store.set_reply_ts(q.team, turn_id, first_ts)
             except Exception:  # noqa: BLE001,S110  (only bookkeeping)
                 log.info("could not record the reply ts of turn %s", turn_id)
+        self._done(q)
 
     def _prepare(self, q: Question) -> tuple[list[slack.SlackMessage], int | None]:
         """History → ask → store → render: the reply's messages and the stored turn's id."""
@@ -151,10 +219,15 @@ class Answering:
 
     def _placeholder(self, q: Question) -> str | None:
         try:
-            return slack.post(self.clients(q.team), q.channel, render_placeholder(), q.thread_ts)
+            ts = slack.post(self.clients(q.team), q.channel, render_placeholder(), q.thread_ts)
         except Exception as exc:  # noqa: BLE001
             log.warning("could not post the placeholder for %s: %s", q.key, _error(exc))
             return None
+        try:  # so that a process taking over this question replaces it (bot.inflight)
+            self.store.set_placeholder(q.team, q.key, ts)
+        except DatabaseError as exc:
+            log.info("placeholder of %s not recorded: %s", q.key, exc)
+        return ts
 
     def _finish(self, q: Question, placeholder: str | None, messages: Sequence[slack.SlackMessage]) -> str | None:
         """Deliver the reply; never raises. Returns the ts of its first message, if it got out.

@@ -5,7 +5,9 @@ and button presses call ``ack()`` first thing, except ``/chapterverse ingest`` a
 are checked (``bot.authz``: may this person change documents?) and queued as a row in Postgres
 (``bot.queue``) before the acknowledgement, so an acknowledged change is never lost; both run on
 their own thread within ``ACK_BUDGET_S`` (if slower, the acknowledgement says the result follows).
-Listeners run on Bolt's worker threads, never on the socket's. Questions go to the answer pool;
+Listeners run on Bolt's worker threads, never on the socket's. Questions go to the answer pool,
+whose backlog is bounded (``CHAPTERVERSE_SLACK_ANSWER_BACKLOG``), unless their asker is over the
+per-person limit (``bot.limits``): a question turned away gets a reply saying so at once;
 shared files (claimed and queued in one transaction), thread checks, feedback and listing to the
 quick pool. Jobs run on a job runner (``bot.runner``), in this process or a separate worker.
 """
@@ -33,9 +35,10 @@ from bot.digest import BadSince, parse_since
 from bot.digest import as_mrkdwn as digest_mrkdwn
 from bot.digest import digest as build_digest
 from bot.jobs import Jobs, Requester, ephemeral_reporter
+from bot.limits import RateLimiter
 from bot.slack import make_client
 from bot.store import Store
-from bot.workers import WorkerPool
+from bot.workers import BacklogFull, WorkerPool
 from retrieval.db import DatabaseError
 from retrieval.settings import Settings
 
@@ -44,6 +47,9 @@ log = logging.getLogger(__name__)
 FOLLOWUP_SUBTYPES = (None, "thread_broadcast", "file_share")
 MAX_THREAD_SCAN = 200  # replies fetched to see whether the bot is in a thread when the database is down
 ACK_BUDGET_S = 2.5  # a slash ingest/remove is checked and queued before its acknowledgement, within this
+BUSY = ("I'm busy with other questions right now and have not looked at this one. Please try again in a minute.")
+RATE_LIMITED = ("You've asked me {} questions in the last minute, as many as I take from one person. "
+                "I have not looked at this one: please ask again in a minute.")
 
 
 @dataclass
@@ -55,9 +61,10 @@ class Bot:
     store: Store
     answering: Answering
     jobs: Jobs
-    answers: WorkerPool  # questions
+    answers: WorkerPool  # questions (bounded: CHAPTERVERSE_SLACK_ANSWER_BACKLOG)
     quick: WorkerPool  # thread checks, feedback, listing
     authz: Authorizer | None = None  # who may add and remove documents (default: bot.authz over ``clients``)
+    limiter: RateLimiter | None = None  # questions per person (default: CHAPTERVERSE_SLACK_USER_QUESTIONS_PER_MINUTE)
 
 
 def is_pdf(file: dict[str, Any]) -> bool:
@@ -126,6 +133,7 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
     if not any(isinstance(f, _NotNews) for f in logger.filters):
         logger.addFilter(_NotNews())
     authz = bot.authz or Authorizer(bot.settings, bot.clients)
+    limiter = bot.limiter or RateLimiter(bot.settings.slack_user_questions_per_minute)
     app = App(client=client, process_before_response=False, ignoring_self_events_enabled=True,
               logger=logger, **auth)
 
@@ -146,7 +154,28 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
         elif not q.text:
             bot.quick.submit(reply_help, q)
         else:
+            answer_later(q)
+
+    def answer_later(q: Question) -> None:
+        """To the answer workers, unless this person asked too often or the backlog is full: then a
+        short reply saying so, at once (never a question waiting for ever)."""
+        if not limiter.allow(q.team, q.user, q.key):
+            log.info("rate limit: %s asked more than %d questions in a minute", q.user, limiter.per_window)
+            bot.quick.submit(turn_away, q, RATE_LIMITED.format(limiter.per_window))
+            return
+        try:
             bot.answers.submit(bot.answering.handle, q)
+        except BacklogFull:
+            log.warning("answer backlog full (%d waiting); turning away %s", bot.answers.backlog or 0, q.key)
+            bot.quick.submit(turn_away, q, BUSY)
+
+    def turn_away(q: Question, text: str) -> None:
+        try:
+            if not bot.store.claim_event(q.team, q.key):
+                return  # a redelivery of a message handled (or turned away) already
+        except DatabaseError:
+            pass  # say it anyway
+        reply_problem(q, text)
 
     @app.event("app_mention")
     def on_mention(event: dict[str, Any], context: BoltContext) -> None:
@@ -168,7 +197,7 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
 
     def maybe_followup(q: Question, me: str) -> None:
         if in_bot_thread(q, me):
-            bot.answers.submit(bot.answering.handle, q)
+            answer_later(q)
 
     def in_bot_thread(q: Question, me: str) -> bool:
         try:

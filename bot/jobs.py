@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from bot import slack, urls
 from bot.queue import Job, JobLost, JobQueue, JobSpec, QueueFull, ReportTo
@@ -24,13 +25,16 @@ from bot.scope import scope_for
 from bot.store import Store
 from ingest.sources import InputError, Source, fetch_url
 from ingest.store import Actor
-from retrieval.db import DatabaseError
+from retrieval.db import DatabaseError, IndexUnavailable
 from retrieval.embed import ModelError
 from retrieval.settings import Settings
 
 log = logging.getLogger(__name__)
 
 Reporter = Callable[[str], None]
+OUTAGE_RETRY_S = 120.0  # an ingest the database went away under is run again within this claim for this long
+FINISH_RETRY_S = 30.0  # a job's end is recorded again for this long while the database is away (its
+# heartbeat keeps running meanwhile, so the job is not given up for dead and run a second time)
 
 
 @dataclass(frozen=True)
@@ -234,15 +238,29 @@ class Jobs:
             self._remove(job, report)
         elif job.spec.slack_file:
             file_id = job.spec.slack_file
-            self._ingest(job, lambda: self._download(client, file_id), report)
+            self._ingest_through_outages(job, lambda: self._download(client, file_id), report)
         elif job.spec.url:
             url = job.spec.url
-            self._ingest(job, lambda: fetch_url(
+            self._ingest_through_outages(job, lambda: fetch_url(
                 url, self.limit, self.settings.download_timeout_s,
                 check_url=lambda u: urls.refusal(self.settings, u),
                 check_address=lambda host, ip: urls.address_refusal(self.settings, host, ip)), report)
         else:
             self._finish(job, ok=False, message="nothing to ingest")
+
+    def _ingest_through_outages(self, job: Job, load: Callable[[], Source], report: Reporter) -> None:
+        """``_ingest``, run again while the database is unreachable (a restart, a failover): the
+        document is written in one transaction, so an attempt cut off wrote nothing. After
+        ``OUTAGE_RETRY_S`` the job fails with the database's error."""
+        retrying = Retrying(retry=retry_if_exception_type(IndexUnavailable), stop=stop_after_delay(OUTAGE_RETRY_S),
+                            wait=wait_exponential(multiplier=1.0, min=2.0, max=15.0), reraise=True,
+                            before_sleep=lambda state: log.warning("job %s: the database went away (%s); trying "
+                                                                   "again", job.id, state.outcome.exception()))
+        try:
+            retrying(self._ingest, job, load, report)
+        except IndexUnavailable as exc:
+            self._finish(job, ok=False, message=str(exc))
+            report(f":x: Job #{job.id} failed: {exc}")
 
     def _download(self, client: WebClient, file_id: str) -> Source:
         try:
@@ -279,8 +297,8 @@ class Jobs:
             embedder = get_embedder(self.settings.embedding_model)
             res = ingest_source(self.settings, embedder, src, collection, quiet=True, on_progress=progress,
                                 actor=_actor(job))
-        except JobLost:
-            raise
+        except (JobLost, IndexUnavailable):
+            raise  # IndexUnavailable: _ingest_through_outages tries again
         except (InputError, DatabaseError, ModelError) as exc:
             self._finish(job, ok=False, message=urls.redact(str(exc)))
             report(f":x: Job #{job.id} failed: {exc}")
@@ -318,8 +336,10 @@ class Jobs:
             report(f":x: No document named `{name}` in `{collection}`. `/chapterverse list` shows the names.")
 
     def _finish(self, job: Job, **kw: object) -> None:
+        retrying = Retrying(retry=retry_if_exception_type(DatabaseError), stop=stop_after_delay(FINISH_RETRY_S),
+                            wait=wait_exponential(multiplier=0.5, max=5.0), reraise=True)
         try:
-            if not self.queue.finish(job, **kw):  # type: ignore[arg-type]
+            if not retrying(self.queue.finish, job, **kw):
                 log.warning("job %s:%s ended but is no longer this worker's (deadline, or claimed elsewhere); "
                             "its end was not recorded", job.workspace, job.id)
         except DatabaseError as exc:

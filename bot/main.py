@@ -28,6 +28,7 @@ from slack_sdk.errors import SlackApiError
 from bot.answer import Answering, default_ask
 from bot.app import Bot, build_app
 from bot.clients import Clients
+from bot.inflight import InFlightKeeper
 from bot.installations import PostgresInstallationStore
 from bot.jobs import Jobs
 from bot.oauth import app_auth, multi_workspace, serve_install_pages
@@ -242,7 +243,8 @@ def run(settings: Settings) -> None:
             log.warning("could not check the stored installations' encryption: %s", exc)
     clients = Clients(settings, token=bot_token, installations=installations)
     queue = JobQueue(store, settings.job_queue_limit)
-    answers, quick = WorkerPool("answer", settings.slack_workers), WorkerPool("quick", 4)
+    answers = WorkerPool("answer", settings.slack_workers, backlog=settings.slack_answer_backlog)
+    quick = WorkerPool("quick", 4)
     slack_io = ThreadPoolExecutor(max_workers=8, thread_name_prefix="slack-io")
     runner: JobRunner | None = None
     jobs = Jobs(settings, clients, store, queue, wake=lambda: runner.wake() if runner else None)
@@ -253,6 +255,7 @@ def run(settings: Settings) -> None:
     app = build_bolt(bot, stop, app_auth(settings, installations) if installations else {})
     if app is None:
         return
+    keeper = InFlightKeeper(bot.answering, answers).start()  # questions interrupted by a stopped process
     if app.oauth_flow is not None:
         serve_install_pages(app.oauth_flow, settings.slack_oauth_host, settings.slack_oauth_port)
     handler = SocketModeHandler(app, app_token=app_token, ping_interval=settings.slack_ping_interval_s)
@@ -266,6 +269,7 @@ def run(settings: Settings) -> None:
             pass
     finally:
         handler.close()
+        keeper.stop()
         if runner is not None:
             runner.stop()
         for pool in (answers, quick):

@@ -80,6 +80,67 @@ class Store:
             self.prune_events()
         return row is not None
 
+    # ------------------------------------------------------------------ questions in flight (0017)
+    def claim_question(self, workspace: str, key: str, question: dict[str, str]) -> bool:
+        """Like ``claim_event``, and the question is recorded as in flight, owned by this process, until
+        ``question_done``; a process that dies before then leaves it to ``adopt_questions``."""
+        host, pid = job_owner()
+        with self._conn() as conn:
+            row = conn.execute(
+                "INSERT INTO bot_events (workspace, event_key, question, owner_host, owner_pid, heartbeat_at, "
+                "attempts) VALUES (%s, %s, %s, %s, %s, now(), 1) ON CONFLICT DO NOTHING RETURNING event_key",
+                (workspace, key, Jsonb(question), host, pid)).fetchone()
+        self._claims += 1
+        if self._claims % PRUNE_EVERY == 1:
+            self.prune_events()
+        return row is not None
+
+    def set_placeholder(self, workspace: str, key: str, placeholder_ts: str) -> None:
+        with self._conn() as conn:
+            conn.execute("UPDATE bot_events SET placeholder_ts = %s WHERE workspace = %s AND event_key = %s",
+                         (placeholder_ts, workspace, key))
+
+    def question_done(self, workspace: str, key: str) -> None:
+        """The reply is out (or the person was told to ask again): forget the question's text."""
+        with self._conn() as conn:
+            conn.execute("UPDATE bot_events SET question = NULL, owner_host = NULL, owner_pid = NULL "
+                         "WHERE workspace = %s AND event_key = %s", (workspace, key))
+
+    def beat_questions(self, keys: Sequence[tuple[str, str]]) -> int:
+        """Refresh the heartbeat of these questions (workspace, event key), where still this process's."""
+        if not keys:
+            return 0
+        host, pid = job_owner()
+        with self._conn() as conn:
+            return conn.execute("UPDATE bot_events SET heartbeat_at = now() WHERE question IS NOT NULL "
+                                "AND owner_host = %s AND owner_pid = %s AND workspace || ':' || event_key = ANY(%s)",
+                                (host, pid, [f"{w}:{k}" for w, k in keys])).rowcount
+
+    def adopt_questions(self, stale_s: float, *, starting: bool = False) -> list[dict[str, object]]:
+        """Take over the questions whose process is gone: no heartbeat for ``stale_s``, or (when
+        ``starting``) owned on this host by a process that is no longer alive or had this PID (a
+        predecessor). Each row: workspace, event_key, question, placeholder_ts, attempts (this one's)."""
+        host, me = job_owner()
+        with self._conn() as conn, conn.transaction():
+            gone: list[str] = []
+            if starting:
+                rows = conn.execute("SELECT workspace, event_key, owner_pid FROM bot_events WHERE question IS NOT NULL "
+                                    "AND owner_host = %s", (host,)).fetchall()
+                gone = [f"{r['workspace']}:{r['event_key']}" for r in rows
+                        if r["owner_pid"] == me or not _alive(r["owner_pid"])]
+            return list(conn.execute(
+                "UPDATE bot_events SET owner_host = %(host)s, owner_pid = %(pid)s, heartbeat_at = now(), "
+                "attempts = attempts + 1 WHERE question IS NOT NULL AND (workspace || ':' || event_key = ANY(%(gone)s) "
+                "OR heartbeat_at < now() - make_interval(secs => %(stale)s)) "
+                "RETURNING workspace, event_key, question, placeholder_ts, attempts",
+                {"host": host, "pid": me, "gone": gone, "stale": stale_s}).fetchall())
+
+    def replied(self, workspace: str, channel: str, message_ts: str) -> bool:
+        """Whether a reply to this message was delivered (its turn has a reply ts)."""
+        with self._conn() as conn:
+            return conn.execute("SELECT 1 FROM bot_turns WHERE workspace = %s AND channel = %s AND message_ts = %s "
+                                "AND reply_ts IS NOT NULL", (workspace, channel, message_ts)).fetchone() is not None
+
     def prune_events(self, keep_s: float = EVENT_KEEP_S) -> int:
         """Forget event keys received more than ``keep_s`` seconds ago; how many went."""
         with self._conn() as conn:

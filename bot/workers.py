@@ -16,21 +16,40 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+class BacklogFull(Exception):
+    """The pool already has ``size + backlog`` tasks waiting or running."""
+
+
 class WorkerPool:
-    def __init__(self, name: str, size: int) -> None:
+    def __init__(self, name: str, size: int, backlog: int | None = None) -> None:
+        """``backlog``: how many tasks may wait for a free thread (None: no bound); ``submit`` raises
+        ``BacklogFull`` beyond it, so a burst is refused at once instead of waiting for ever."""
         self.name = name
+        self.size, self.backlog = size, backlog
         self._queue: queue.Queue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.Queue()
-        self._busy = 0
+        self._outstanding = 0  # submitted and not finished
         self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(size)]
         for t in self._threads:
             t.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> int:
-        """Queue ``fn(*args)``; returns how many tasks are ahead of it (queued or running)."""
+        """Queue ``fn(*args)``; returns how many tasks are ahead of it (queued or running). Raises
+        ``BacklogFull`` (nothing queued) when ``backlog`` tasks are already waiting."""
         with self._lock:
-            ahead = self._queue.qsize() + self._busy
-        self._queue.put((fn, args))
+            if self.backlog is not None and self._outstanding >= self.size + self.backlog:
+                raise BacklogFull(f"{self.name}: {self._outstanding} tasks waiting or running")
+            ahead = self._outstanding
+            self._outstanding += 1
+            self._queue.put((fn, args))
+        return ahead
+
+    def submit_anyway(self, fn: Callable[..., Any], *args: Any) -> int:
+        """``submit`` beyond the backlog bound: for work accepted earlier (an interrupted question)."""
+        with self._lock:
+            ahead = self._outstanding
+            self._outstanding += 1
+            self._queue.put((fn, args))
         return ahead
 
     def _run(self) -> None:
@@ -39,15 +58,13 @@ class WorkerPool:
             if item is None:
                 return
             fn, args = item
-            with self._lock:
-                self._busy += 1
             try:
                 fn(*args)
             except Exception:  # noqa: BLE001  (a task's failure must not kill the worker)
                 log.exception("%s task failed", self.name)
             finally:
                 with self._lock:
-                    self._busy -= 1
+                    self._outstanding -= 1
 
     def shutdown(self) -> None:
         """Stop taking tasks; running ones are abandoned when the process exits."""

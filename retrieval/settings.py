@@ -157,6 +157,17 @@ class Settings(BaseSettings):
     db_pool_size: int | None = Field(
         default=None, ge=1, description="Pooled database connections per process (retrieval.pool); unset: 4, "
         "and for the bot 2 per answer worker + 6 (each search runs two queries at once).")
+    # backpressure (bot.app, retrieval.answerers.slots)
+    slack_answer_backlog: int = Field(
+        default=20, ge=0, description="Questions a bot process keeps waiting for a free answer worker; when "
+        "that many wait, a new question is not queued but gets a 'busy, please try again in a minute' reply.")
+    slack_user_questions_per_minute: int = Field(
+        default=10, ge=1, description="Questions one person may ask the bot in any 60 seconds (per workspace, "
+        "per bot process); more get a 'please wait' reply instead of an answer.")
+    model_concurrency: int = Field(
+        default=4, ge=1, description="Model-provider requests (Gemini or another answerer service) in flight at "
+        "once in one process, shared by all answer workers; a call that waits longer than its retry budget "
+        "for a slot degrades to the extractive answer.")
 
 
     @field_validator("gemini_api_key", "slack_bot_token", "slack_app_token", "slack_client_secret",

@@ -71,6 +71,15 @@ class StubStore:
     def claim_event(self, team: str, key: str) -> bool:
         return True
 
+    def claim_question(self, team: str, key: str, question: dict[str, str]) -> bool:
+        return True
+
+    def set_placeholder(self, *a: Any) -> None:
+        pass
+
+    def question_done(self, *a: Any) -> None:
+        pass
+
     def join_thread(self, *a: Any) -> None:
         pass
 

@@ -45,6 +45,8 @@ def bot_env(proxy: PgProxy, dev_corpus: str) -> dict[str, str]:
             "CHAPTERVERSE_SLACK_COLLECTION_SCOPE": "channel",
             "CHAPTERVERSE_SLACK_ADMINS": f"{ADMIN},U0ADMIN2",
             "CHAPTERVERSE_SLACK_PING_INTERVAL_S": "1",
+            # one person (ADMIN) asks most of this module's questions, faster than a person would
+            "CHAPTERVERSE_SLACK_USER_QUESTIONS_PER_MINUTE": "1000",
             # the fake serves downloads on 127.0.0.1; test_private_urls_are_refused_by_default runs without this
             "CHAPTERVERSE_SLACK_ALLOW_PRIVATE_URLS": "1"}
 

@@ -1,9 +1,19 @@
-"""The software-manual corpus (tests/corpus2) in a real index: ingest, page labels, retrieval of a
-few dev questions' gold pages, and an extractive answer whose first quote states the answer."""
+"""The software-manual corpus (tests/corpus2) in a real index: ingest, page labels, and the WHOLE dev
+question set of the ingested manual: each answerable question's gold page is retrieved in the top 5
+and its extractive answer's first quote is on a gold page and states the answer (``answer_eval``'s
+rule); each unanswerable question is refused.
+
+No question is left out: the ones the product gets wrong today are marked as expected failures
+(strict, so a fix shows up as an unexpected pass and the mark must be removed) with what goes wrong.
+The gnuplot.pdf questions need that 311-page manual ingested, which the normal suite does not pay
+for: they run with ``CV_TEST_GNUPLOT=1`` and are skipped (with that reason) otherwise.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+from typing import Any
 
 import pytest
 
@@ -11,10 +21,53 @@ from retrieval.answer_eval import outcome
 from retrieval.ask import ask
 from retrieval.search import search
 from tests.conftest import run_cli
-from tests.corpus2_fixture import dev_questions, manuals_corpus  # noqa: F401  (session fixture)
+from tests.corpus2_fixture import CORPUS2, dev_questions, manuals_corpus  # noqa: F401  (session fixture)
 
-# identifiers, a number and a plain question; all from the dev (tuning) set
-IDS = ("c2d11", "c2d15", "c2d17")
+GNUPLOT_COLLECTION = "manuals-gnuplot"  # its own collection: the shared fixture's collection is unchanged
+WITH_GNUPLOT = os.environ.get("CV_TEST_GNUPLOT") == "1"
+
+# What goes wrong today, per question (extractive answerer, default settings). Found by running this
+# module with every question; a question that starts passing fails the run until its line goes.
+RETRIEVAL_MISSES: dict[str, str] = {
+    "c2d02": "gold page 12 not in the top 5 (pages 100, 99, 107, 9, 97 are)",
+}
+ANSWER_FAILURES: dict[str, str] = {
+    "c2d02": "false refusal: the gold page is not retrieved",
+    "c2d03": "wrong but verified: the first quote is q() on PDF page 97, not the gold page 12",
+    "c2d05": "false refusal: no retrieved sentence scores above the extractive threshold",
+    "c2d06": "false refusal: no retrieved sentence scores above the extractive threshold",
+    "c2d09": "false refusal: no retrieved sentence scores above the extractive threshold",
+    "c2d10": "false refusal: no retrieved sentence scores above the extractive threshold (answered right when gnuplot.pdf is indexed too: results/answer_eval_manuals_dev.json)",
+    "c2d14": "false refusal: no retrieved sentence scores above the extractive threshold",
+    "c2d16": "false refusal: the absent-term gate finds no “tweak” in the manual",
+    "c2d19": "false refusal: no retrieved sentence scores above the extractive threshold",
+}
+
+
+def _case(q: dict[str, Any], known: dict[str, str]) -> Any:
+    marks = []
+    if q.get("document") == "gnuplot.pdf" and not WITH_GNUPLOT:
+        marks.append(pytest.mark.skip(reason="gnuplot.pdf (311 pages) is not ingested in the normal suite; "
+                                             "set CV_TEST_GNUPLOT=1"))
+    if q["id"] in known:
+        marks.append(pytest.mark.xfail(reason=known[q["id"]], strict=True))
+    return pytest.param(q, id=q["id"], marks=marks)
+
+
+ANSWERABLE = [q for q in dev_questions() if q["answerable"]]
+
+
+@pytest.fixture(scope="module")
+def collections(settings, embedder, manuals_corpus) -> list[str]:  # noqa: F811
+    """The collections the questions search: the manuals fixture, plus gnuplot.pdf when asked for."""
+    if not WITH_GNUPLOT:
+        return [manuals_corpus]
+    from ingest.pipeline import ingest_source  # noqa: PLC0415
+    from ingest.sources import read_path  # noqa: PLC0415
+
+    ingest_source(settings, embedder, read_path(str(CORPUS2 / "gnuplot.pdf"), 200_000_000), GNUPLOT_COLLECTION,
+                  quiet=True)
+    return [manuals_corpus, GNUPLOT_COLLECTION]
 
 
 def test_manual_is_ingested_with_its_printed_page_labels(settings, manuals_corpus) -> None:  # noqa: F811
@@ -27,21 +80,15 @@ def test_manual_is_ingested_with_its_printed_page_labels(settings, manuals_corpu
     assert (19, "13") in labels  # PDF page 19 is printed page 13
 
 
-def test_dev_questions_retrieve_their_gold_page(settings, manuals_corpus) -> None:  # noqa: F811
-    qs = {q["id"]: q for q in dev_questions("R-intro.pdf")}
-    missed = []
-    for qid in IDS:
-        q = qs[qid]
-        pages = {p.page for p in search(settings, q["question"], k=5, collections=[manuals_corpus]).results}
-        if not pages & set(q["pages"]):
-            missed.append((qid, q["pages"], sorted(pages)))
-    assert not missed, missed
+@pytest.mark.parametrize("q", [_case(q, RETRIEVAL_MISSES) for q in ANSWERABLE])
+def test_dev_question_retrieves_its_gold_page(settings, collections, q: dict[str, Any]) -> None:
+    found = [(p.document, p.page) for p in search(settings, q["question"], k=5, collections=collections).results]
+    assert any(doc == q["document"] and page in q["pages"] for doc, page in found), (q["pages"], found)
 
 
-# c2d40 (strsplit) belongs here too but is answered with an unrelated quote at 82db224
-# (results/answer_eval_manuals_dev.json; issue 9 item 1); add it back when that is fixed
-@pytest.mark.parametrize("qid", ["c2d42"])  # ggsave: another package's function
-def test_an_unanswerable_near_miss_is_refused(settings, manuals_corpus, qid: str) -> None:  # noqa: F811
-    q = next(q for q in dev_questions() if q["id"] == qid)
-    a = ask(settings, q["question"], collections=[manuals_corpus], answerer="extractive")
-    assert outcome(q, a) == "refused", (a.answer, [c.quote for c in a.citations])
+@pytest.mark.parametrize("q", [_case(q, ANSWER_FAILURES) for q in dev_questions()])
+def test_dev_question_is_answered_from_its_gold_page_or_refused(settings, collections, q: dict[str, Any]) -> None:
+    a = ask(settings, q["question"], collections=collections, answerer="extractive")
+    expected = "right_evidence_first" if q["answerable"] else "refused"
+    shown = (a.reason if a.refusal else a.answer, [(c.document, c.page, c.quote) for c in a.citations])
+    assert outcome(q, a) == expected, shown

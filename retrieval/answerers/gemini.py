@@ -31,6 +31,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from retrieval.answerers import AnswererError, Draft
 from retrieval.answerers.prompt import REWRITE_SYSTEM, SYSTEM, answer_prompt, repair_prompt, rewrite_prompt
+from retrieval.answerers.slots import provider_slot
 from retrieval.models import Turn
 from retrieval.settings import Settings
 from retrieval.verify import Claim, PageText, Verdict
@@ -170,10 +171,13 @@ class GeminiAnswerer:
 
     def __init__(self, api_key: str, model: str, *, base_url: str | None = None,
                  timeout_s: float = DEFAULT_TIMEOUT_S, retry_budget_s: float = DEFAULT_RETRY_BUDGET_S,
-                 max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> None:
+                 max_attempts: int = DEFAULT_MAX_ATTEMPTS, settings: Settings | None = None) -> None:
+        """``settings``: where the process-wide cap on concurrent calls comes from
+        (``CHAPTERVERSE_MODEL_CONCURRENCY``, ``retrieval.answerers.slots``); default from the environment."""
         self.model = model
         self._client = client_for(api_key, model, base_url, timeout_s)
         self._budget = _Budget(max_attempts, retry_budget_s)
+        self._settings = settings or Settings()
         self.calls = 0
 
     @classmethod
@@ -181,7 +185,8 @@ class GeminiAnswerer:
         if settings.gemini_api_key is None:
             raise AnswererError("GEMINI_API_KEY is not set")
         return cls(settings.gemini_api_key.get_secret_value(), settings.gemini_model,
-                   timeout_s=settings.gemini_timeout_s, retry_budget_s=settings.gemini_retry_budget_s)
+                   timeout_s=settings.gemini_timeout_s, retry_budget_s=settings.gemini_retry_budget_s,
+                   settings=settings)
 
     # -- one structured call ------------------------------------------------------------------
     def _generate(self, system: str, prompt: str, schema: type[BaseModel]) -> types.GenerateContentResponse:
@@ -191,9 +196,11 @@ class GeminiAnswerer:
                             stop=self._budget.stop, reraise=True)
         try:
             for attempt in retrying:
-                with attempt:
+                with attempt, provider_slot(self._settings, wait_s=self._budget.budget_s):
                     self.calls += 1
                     return self._client.models.generate_content(model=self.model, contents=prompt, config=config)
+        except AnswererError:
+            raise  # no provider slot came free in time (slots.ProviderBusy): already one clear line
         except Exception as exc:  # noqa: BLE001  (anything else from the SDK is one clear line too)
             raise AnswererError(describe(exc)) from None
         raise AnswererError("Gemini gave no response")  # pragma: no cover - the loop returns or raises
