@@ -38,7 +38,8 @@ EXIT_OK, EXIT_BAD_INPUT, EXIT_CONFIG = 0, 1, 2
 EXIT_STATUSES = (
     "Exit status: 0 answered or refused (a refusal is an answer; also when the index cannot be reached, "
     "which the reason says); 1 bad input (an empty question or query, a missing argument, a bad option); "
-    "2 misconfiguration (--answerer gemini without GEMINI_API_KEY, a --collection that does not exist, an "
+    "2 misconfiguration (--answerer gemini without GEMINI_API_KEY, --answerer openai without "
+    "CHAPTERVERSE_OPENAI_MODEL, a --collection that does not exist, an "
     "embedding model that cannot load or does not match the index). Errors are one line on stderr; "
     "nothing is printed on stdout then, not even with --json.")
 
@@ -160,13 +161,17 @@ def check_collections(settings: Settings, wanted: list[str] | None) -> None:
 
 
 def check_answerer(settings: Settings, name: str | None) -> None:
-    """An unknown answerer is bad input (exit 1); Gemini asked for without a key is misconfiguration (2)."""
-    if name is None:
-        return
-    if name not in ("gemini", "extractive"):
-        bad_input(f"unknown answerer {name!r}; use gemini or extractive")
-    if name == "gemini" and settings.gemini_api_key is None:
-        fail("--answerer gemini needs GEMINI_API_KEY (or leave --answerer out to use the extractive answerer)")
+    """An unknown answerer is bad input (exit 1); a model answerer (named, or chosen by
+    CHAPTERVERSE_ANSWERER) without its settings is misconfiguration (2)."""
+    from retrieval.answerers import ANSWERERS, unconfigured  # noqa: PLC0415
+
+    if name is not None and name not in ANSWERERS:
+        bad_input(f"unknown answerer {name!r}; use {', '.join(ANSWERERS)}")
+    chosen = name or settings.answerer
+    missing = unconfigured(settings, chosen) if chosen else None
+    if missing:
+        how = f"--answerer {chosen}" if name else f"CHAPTERVERSE_ANSWERER={chosen}"
+        fail(f"{how} needs {missing} (or use --answerer extractive, which needs no model service)")
 
 
 def require_model(settings: Settings) -> None:
@@ -355,7 +360,7 @@ def eval_latency(
 def ask(
     question: Annotated[str, typer.Argument(help="A question about the indexed documents.")],
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
-    answerer: Annotated[str | None, typer.Option(help="gemini or extractive (default: gemini when GEMINI_API_KEY is set).")] = None,
+    answerer: Annotated[str | None, typer.Option(help="gemini, openai (an OpenAI-compatible server) or extractive (default: CHAPTERVERSE_ANSWERER, else gemini when GEMINI_API_KEY is set, else extractive).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Answer QUESTION with verified, page-linked quotes, or refuse when the documents do not say.
@@ -424,7 +429,7 @@ def eval_scale(
 def eval_answers(
     questions: Annotated[Path, typer.Argument(help="Question set (the format of tests/corpus/dev_questions.json).")],
     out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/answer_eval.json"),
-    answerer: Annotated[str | None, typer.Option(help="gemini or extractive (default: gemini when GEMINI_API_KEY is set).")] = None,
+    answerer: Annotated[str | None, typer.Option(help="gemini, openai (an OpenAI-compatible server) or extractive (default: CHAPTERVERSE_ANSWERER, else gemini when GEMINI_API_KEY is set, else extractive).")] = None,
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
     calibrate: Annotated[bool, typer.Option(help="Also report the best extractive refusal threshold for this set.")] = False,
 ) -> None:
