@@ -13,11 +13,14 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrieval.answer_view import named_note
 from retrieval.models import Answer, Citation, NearestPassage
 from retrieval.textnorm import readable
+
+if TYPE_CHECKING:
+    from ingest.progress import ProgressLog
 
 SECTION_LIMIT = 3000  # characters in a section block's text (Slack)
 MAX_BLOCKS = 50  # blocks in one message (Slack)
@@ -276,6 +279,20 @@ def render_note(text: str) -> SlackMessage:
 def render_problem(text: str) -> SlackMessage:
     """A reply when something went wrong on our side; says what and what to do."""
     return SlackMessage(fallback(text), [section(f":warning: {escape(text)}")])
+
+
+def ingest_progress_text(job_id: int, progress: ProgressLog) -> str:
+    """A running ingest's progress message: ``ProgressLog.line()`` (the document, pages read / total,
+    the current step with its share done and time left, the time so far), and while pages are read,
+    the time left to read them at the rate so far."""
+    from ingest.progress import _left  # noqa: PLC0415  (the same wording as the log lines)
+
+    text = progress.line().removeprefix("ingest: ")
+    done, total = progress.pages_done, progress.pages_total
+    if progress.step == "reading pages" and total and 0 < done < total:
+        rate = done / max(progress.clock() - progress.step_started, 1e-6)
+        text += f" · {_left((total - done) / rate)} left to read the pages"
+    return f":hourglass_flowing_sand: Job #{job_id}: {escape(text)}"
 
 
 def added_by(row: dict[str, Any]) -> str:

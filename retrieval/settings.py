@@ -170,6 +170,8 @@ class Settings(BaseSettings):
         "on CPU are slow: raise it).")
     openai_retry_budget_s: float = Field(
         default=90.0, gt=0, description="Total time retries (429/5xx/timeouts, honouring Retry-After) may take.")
+    slack_progress_interval_s: float = Field(
+        default=5.0, gt=0, description="A running ingest's Slack message is updated at most this often (seconds).")
 
 
     @field_validator("gemini_api_key", "slack_bot_token", "slack_app_token", "slack_client_secret",

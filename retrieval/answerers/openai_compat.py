@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 PROVIDER = "the OpenAI-compatible server"
 NO_KEY = "no-key"  # local servers take any key; the client insists on one
+OPENAI_URL = "https://api.openai.com/v1"
 _FENCE = re.compile(r"\A\s*```(?:json)?\s*\n(?P<body>.*?)\n?\s*```\s*\Z", re.DOTALL)
 
 
@@ -81,8 +82,9 @@ _CLIENTS: ClientCache[openai.OpenAI] = ClientCache("OpenAI")
 
 def client_for(api_key: str, base_url: str | None, timeout_s: float) -> openai.OpenAI:
     """The process-wide client for these settings; its own retries are off (``RetryBudget`` retries)."""
-    return _CLIENTS.get((api_key, base_url, timeout_s), lambda: openai.OpenAI(
-        api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0))
+    url = base_url or OPENAI_URL  # explicit: the client would read OPENAI_BASE_URL again (Settings did)
+    return _CLIENTS.get((api_key, url, timeout_s), lambda: openai.OpenAI(
+        api_key=api_key, base_url=url, timeout=timeout_s, max_retries=0))
 
 
 def close_clients() -> None:
