@@ -12,10 +12,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from retrieval.answer_view import named_note
+from retrieval.answer_view import (
+    ASK_BETTER,
+    answer_repeats_quotes,
+    named_note,
+    readable_name,
+)
 from retrieval.models import Answer, Citation, NearestPassage
 from retrieval.textnorm import readable
 
@@ -52,18 +56,8 @@ def escape(text: str) -> str:
 
 
 def document_title(name: str) -> str:
-    """A short human title for a file name.
-
-    The stem before the first underscore (the part that usually names the document, e.g.
-    "14-CFR-Part-91" of "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf"). Its hyphens become
-    spaces when it reads as words ("14 CFR Part 91"), and stay in identifiers with no lower-case word
-    ("FAA-S-ACS-6C").
-    """
-    stem = PurePosixPath(name).stem if name.lower().endswith(".pdf") else name
-    head = stem.split("_", 1)[0].strip() or stem
-    if re.search(r"(?:^|-)[A-Z]?[a-z]{2,}(?:-|$)", head):
-        head = head.replace("-", " ")
-    return head
+    """A short human title for a file name (``retrieval.answer_view.readable_name``)."""
+    return readable_name(name)
 
 
 def page_text(page: int, page_label: str | None) -> str:
@@ -241,7 +235,9 @@ def render_answer(answer: Answer, *, turn_id: int | None, searched: Searched) ->
     tail = [feedback_block(turn_id)] if turn_id is not None else []
     if answer.refusal:
         return render_refusal(answer, searched=searched, tail=tail)
-    blocks: list[Block] = sections(escape(answer.answer.strip() or "(no answer text)"))
+    # an answer made of its first quote is not printed again above the quotes
+    blocks: list[Block] = [] if answer_repeats_quotes(answer) else sections(
+        escape(answer.answer.strip() or "(no answer text)"))
     for c in answer.citations:
         blocks.extend(quote_blocks(c))
     n = len(answer.citations)
@@ -264,6 +260,7 @@ def render_refusal(answer: Answer, *, searched: Searched, tail: Sequence[Block] 
     if answer.nearest:
         blocks.append(section("*Nearest passages* (not an answer; look for yourself):"))
         blocks.extend(nearest_block(n) for n in answer.nearest)
+    blocks.append(context(escape(ASK_BETTER)))
     return paginate(blocks, f"No supported answer: {reason}", tail)
 
 

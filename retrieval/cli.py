@@ -160,6 +160,22 @@ def check_collections(settings: Settings, wanted: list[str] | None) -> None:
         fail(f"no collection {', '.join(repr(c) for c in missing)}; collections: {have}")
 
 
+def titles_of(settings: Settings, names: list[str]) -> dict[str, str | None]:
+    """The titles of these documents (``documents.title``), to show instead of file names; {} when
+    the database cannot say (the cleaned file names are shown then)."""
+    from retrieval import db  # noqa: PLC0415
+
+    if not names:
+        return {}
+    try:
+        with db.connection(settings) as conn:
+            return {r["name"]: r["title"] for r in conn.execute(
+                "SELECT DISTINCT ON (name) name, title FROM documents WHERE name = ANY(%s) ORDER BY name",
+                [list(dict.fromkeys(names))]).fetchall()}
+    except DatabaseError:
+        return {}
+
+
 def check_answerer(settings: Settings, name: str | None) -> None:
     """An unknown answerer is bad input (exit 1); a model answerer (named, or chosen by
     CHAPTERVERSE_ANSWERER) without its settings is misconfiguration (2)."""
@@ -239,17 +255,18 @@ def search(
             p["rank"] = i + 1
         emit(out)
         return
+    from retrieval.answer_view import page_words, shown_title  # noqa: PLC0415
+
     if not res.results:
         typer.echo("no passages found")
-    for i, p in enumerate(res.results, 1):
-        label = f"p. {p.page_label} (PDF {p.page})" if p.page_label else f"PDF p. {p.page}"
-        st = p.stages
-        ranks = " ".join(f"{name} #{r}" for name, r in (("keyword", st.keyword_rank), ("dense", st.dense_rank),
-                                                         ("fused", st.fused_rank), ("rerank", st.rerank_rank)) if r)
-        typer.echo(f"{i}. {p.document} · {label} · score {p.score:.3f} ({ranks})")
+    titles = titles_of(settings, [p.document for p in res.results])
+    for i, p in enumerate(res.results, 1):  # in the final order; the score shown is the one that ordered it
+        first = " · named in the query, so searched first" if p.document in res.named_documents else ""
+        typer.echo(f"{i}. {shown_title(p.document, titles)} · {page_words(p.page, p.page_label)} · "
+                   f"score {p.score:.3f}{first}")
         snippet = " ".join(p.text.split())
         typer.echo(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}\n")
-    typer.echo(f"reranker: {res.reranker} · {res.timings_ms.get('total', 0):.0f} ms")
+    typer.echo(f"reranker: {res.reranker} · {res.timings_ms.get('total', 0):.0f} ms (per-stage ranks and scores: --json)")
 
 
 
@@ -391,7 +408,8 @@ def ask(
     if json_out:
         emit(as_json(result))
     else:
-        typer.echo(as_text(result))
+        shown = [c.document for c in result.citations] + [n.document for n in result.nearest]
+        typer.echo(as_text(result, titles_of(settings, shown), collection))
 
 
 @eval_app.command("scale")

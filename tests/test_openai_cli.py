@@ -54,9 +54,10 @@ def test_ask_with_a_local_openai_compatible_server(settings, dev_corpus, fake) -
     fake.script(lambda rec: Reply(200, fo.answer_body("250 knots.", [quote_from(rec, "250 knots (288 m.p.h.)")])))
     env = {**UNSET, "CHAPTERVERSE_OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": fake.api_key,
            "CHAPTERVERSE_OPENAI_MODEL": "qwen2.5:7b-instruct"}
+    del env["CHAPTERVERSE_OPENAI_API_KEY"]  # set (even blank) it would be read before OPENAI_API_KEY
     res = run_cli("ask", QUESTION, "--answerer", "openai", "--collection", "dev", "--json", env=env)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert out["answerer"] == "openai" and out["refusal"] is False and out["answer"] == "250 knots."
+    assert out["answerer"] == "openai" and out["refusal"] is False and out["answer"] == "250 knots.", out["warnings"]
     assert out["citations"][0]["page"] == 17 and "250 knots" in out["citations"][0]["quote"]
     assert len(fake.requests) == 1 and fake.requests[0].body["model"] == "qwen2.5:7b-instruct"
