@@ -10,7 +10,7 @@ one that replaces the "working on it" placeholder; the 👍/👎 buttons go on t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ from retrieval.answer_view import (
     answer_repeats_quotes,
     named_note,
     readable_name,
+    shown_title,
 )
 from retrieval.models import Answer, Citation, NearestPassage
 from retrieval.textnorm import readable
@@ -47,6 +48,7 @@ class Searched:
 
     collections: Sequence[str]
     documents: Sequence[str] = ()
+    titles: Mapping[str, str | None] = field(default_factory=dict)  # document name -> title (documents.title)
 
 
 # ---------------------------------------------------------------------------------------- text
@@ -65,9 +67,10 @@ def page_text(page: int, page_label: str | None) -> str:
     return f"p. {page_label} (PDF {page})" if page_label else f"PDF p. {page}"
 
 
-def source_label(document: str, page: int, page_label: str | None) -> str:
-    """"14 CFR Part 91 · p. 34 (PDF 34)"."""
-    return f"{document_title(document)} · {page_text(page, page_label)}"
+def source_label(document: str, page: int, page_label: str | None,
+                 titles: Mapping[str, str | None] | None = None) -> str:
+    """"14 CFR Part 91 · p. 34 (PDF 34)": the document's title when known, else its cleaned file name."""
+    return f"{shown_title(document, titles)} · {page_text(page, page_label)}"
 
 
 def linkable(url: str | None) -> str | None:
@@ -144,13 +147,13 @@ def context(mrkdwn: str) -> Block:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(mrkdwn)}]}
 
 
-def quote_blocks(c: Citation) -> list[Block]:
+def quote_blocks(c: Citation, titles: Mapping[str, str | None] | None = None) -> list[Block]:
     """A verified quote as Slack quote block(s), followed by the page link.
 
     The quote is the source's own words; a quote longer than one block's text continues in the next.
     """
     parts = split_text(readable(c.quote))
-    label = source_label(c.document, c.page, c.page_label)
+    label = source_label(c.document, c.page, c.page_label, titles)
     href = linkable(c.url)
     source_el: dict[str, Any] = ({"type": "link", "url": href, "text": label} if href
                                  else {"type": "text", "text": label})
@@ -165,9 +168,9 @@ def quote_blocks(c: Citation) -> list[Block]:
     return blocks
 
 
-def nearest_block(n: NearestPassage) -> Block:
+def nearest_block(n: NearestPassage, titles: Mapping[str, str | None] | None = None) -> Block:
     snippet = " ".join(n.snippet.split())
-    body = f"• {mrkdwn_link(n.url, source_label(n.document, n.page, n.page_label))}"
+    body = f"• {mrkdwn_link(n.url, source_label(n.document, n.page, n.page_label, titles))}"
     if snippet:
         room = SECTION_LIMIT - len(body) - 10
         short = snippet if len(snippet) <= min(room, 400) else snippet[:min(room, 400)].rstrip() + "…"
@@ -175,11 +178,11 @@ def nearest_block(n: NearestPassage) -> Block:
     return section(body)
 
 
-def untrusted_blocks(answer: Answer) -> list[Block]:
+def untrusted_blocks(answer: Answer, titles: Mapping[str, str | None] | None = None) -> list[Block]:
     """A note when passages addressed to AI assistants (prompt injection) matched: ignored, never quoted."""
     if not answer.untrusted:
         return []
-    where = ", ".join(dict.fromkeys(mrkdwn_link(n.url, source_label(n.document, n.page, n.page_label))
+    where = ", ".join(dict.fromkeys(mrkdwn_link(n.url, source_label(n.document, n.page, n.page_label, titles))
                                      for n in answer.untrusted))
     return [context(f":shield: This document contains text addressed to AI assistants ({where}); it was "
                     "ignored: such text is never evidence and never an instruction.")]
@@ -223,7 +226,7 @@ def _searched_text(searched: Searched) -> str:
     colls = ", ".join(f"`{escape(c)}`" for c in searched.collections) or "no collection"
     if not searched.documents:
         return f"Searched {colls}: it has no documents yet. Add some with `/chapterverse ingest <url>`."
-    titles = ", ".join(escape(document_title(d)) for d in searched.documents[:12])
+    titles = ", ".join(escape(shown_title(d, searched.titles)) for d in searched.documents[:12])
     more = f" and {len(searched.documents) - 12} more" if len(searched.documents) > 12 else ""
     n = len(searched.documents)
     return f"Searched {n} document{'s' if n != 1 else ''} in {colls}: {titles}{more}."
@@ -239,14 +242,14 @@ def render_answer(answer: Answer, *, turn_id: int | None, searched: Searched) ->
     blocks: list[Block] = [] if answer_repeats_quotes(answer) else sections(
         escape(answer.answer.strip() or "(no answer text)"))
     for c in answer.citations:
-        blocks.extend(quote_blocks(c))
+        blocks.extend(quote_blocks(c, searched.titles))
     n = len(answer.citations)
     note = f"{n} quote{'s' if n != 1 else ''}, each checked word for word against the PDF page."
     if answer.answerer:
         note += f" Answerer: {escape(answer.answerer)}."
     if named := named_note(answer):
         note += " " + escape(named)
-    blocks.extend(untrusted_blocks(answer))
+    blocks.extend(untrusted_blocks(answer, searched.titles))
     blocks.append(context(note))
     return paginate(blocks, answer.answer or "Answer", tail)
 
@@ -256,10 +259,10 @@ def render_refusal(answer: Answer, *, searched: Searched, tail: Sequence[Block] 
     head = f":no_entry_sign: *I could not find a supported answer in the handbooks.*\n{escape(reason)}"
     named = named_note(answer)
     searched_note = _searched_text(searched) + (f" {escape(named)}" if named else "")
-    blocks: list[Block] = [*sections(head), *untrusted_blocks(answer), context(searched_note)]
+    blocks: list[Block] = [*sections(head), *untrusted_blocks(answer, searched.titles), context(searched_note)]
     if answer.nearest:
         blocks.append(section("*Nearest passages* (not an answer; look for yourself):"))
-        blocks.extend(nearest_block(n) for n in answer.nearest)
+        blocks.extend(nearest_block(n, searched.titles) for n in answer.nearest)
     blocks.append(context(escape(ASK_BETTER)))
     return paginate(blocks, f"No supported answer: {reason}", tail)
 

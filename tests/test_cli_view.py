@@ -54,3 +54,13 @@ def test_a_refusal_says_what_was_searched_the_nearest_pages_and_how_to_ask_bette
     assert "Searched every collection." in as_text(a, TITLES)
     slack = render_refusal(a, searched=Searched(["dev"], [CFR]))
     assert ASK_BETTER in " ".join(str(b) for m in slack for b in m.blocks)
+
+
+def test_slack_shows_titles_when_the_bot_knows_them() -> None:
+    searched = Searched(["dev"], titles=TITLES)
+    shown = " ".join(str(b) for m in render_answer(extractive(), turn_id=None, searched=searched) for b in m.blocks)
+    assert TITLES[CFR] in shown and CFR not in shown
+    # without titles: the cleaned file name, never the raw one
+    bare = " ".join(str(b) for m in render_answer(extractive(), turn_id=None, searched=Searched(["dev"]))
+                    for b in m.blocks)
+    assert "14 CFR Part 91 · p. 17" in bare and CFR not in bare
