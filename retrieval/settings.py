@@ -172,6 +172,12 @@ class Settings(BaseSettings):
         default=90.0, gt=0, description="Total time retries (429/5xx/timeouts, honouring Retry-After) may take.")
     slack_progress_interval_s: float = Field(
         default=5.0, gt=0, description="A running ingest's Slack message is updated at most this often (seconds).")
+    slack_digest_channel: str = Field(
+        default="", description="Post the digest of what readers could not get answered to this channel every "
+        "`slack_digest_every_s`: a channel id (every workspace), or 'T123:C456' entries (comma separated) per "
+        "workspace. Empty: no posting (`/chapterverse digest` and `chapterverse digest` still work).")
+    slack_digest_every_s: float = Field(
+        default=7 * 86400.0, gt=0, description="How often the digest is posted (seconds; a week by default).")
 
 
     @field_validator("gemini_api_key", "slack_bot_token", "slack_app_token", "slack_client_secret",
