@@ -61,3 +61,14 @@ def test_ask_with_a_local_openai_compatible_server(settings, dev_corpus, fake) -
     assert out["answerer"] == "openai" and out["refusal"] is False and out["answer"] == "250 knots.", out["warnings"]
     assert out["citations"][0]["page"] == 17 and "250 knots" in out["citations"][0]["quote"]
     assert len(fake.requests) == 1 and fake.requests[0].body["model"] == "qwen2.5:7b-instruct"
+
+
+def test_bot_with_an_unconfigured_answerer_setting_exits_2_before_calling_slack(tmp_path) -> None:
+    env = {**UNSET, "CHAPTERVERSE_ANSWERER": "openai", "CHAPTERVERSE_HOME": str(tmp_path / "h"), "DATABASE_URL": "",
+           "SLACK_API_URL": "http://127.0.0.1:9/api/", "SLACK_BOT_TOKEN": "xoxb-1-not-a-real-token",
+           "SLACK_APP_TOKEN": "xapp-1-not-a-real-token"}
+    res = run_cli("bot", env=env, timeout=120)
+    assert res.returncode == 2, res.stderr
+    line = one_error_line(res)
+    assert line.startswith("error: CHAPTERVERSE_ANSWERER=openai needs CHAPTERVERSE_OPENAI_MODEL"), line
+    assert not (tmp_path / "h").exists()
