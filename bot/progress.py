@@ -5,7 +5,7 @@ and an estimate of the time left, at most every ``CHAPTERVERSE_SLACK_PROGRESS_IN
 ``ingest_source(progress=...)`` reports pages read, steps and passages embedded to), so the pipeline
 needs nothing new; its line ("manual.pdf: pages 120/447 read · 35 s", "...; embedding passages
 300/1,100 (27%, about 6 min left for this step) · 2m10s") is what the message says. An update is due
-when the pipeline reports (each page, each batch) or the base class's timer fires (steps that report
+when the pipeline reports (each page read, counted on ``pages_done``; each batch embedded) or the base class's timer fires (steps that report
 nothing, such as the database write) once the interval has passed; it is handed to one sender thread
 that keeps only the latest text, so a slow or failing Slack never holds the ingest up.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -81,13 +81,19 @@ class SlackProgress(ProgressLog):
         self._closing = False
         self.updates = 0  # texts handed to Slack
         self._sender = threading.Thread(target=self._send_loop, name=f"progress-{job.id}", daemon=True)
+        self._ready = True
 
     # -------------------------------------------------------------- what the pipeline reports
-    def pages(self, total: int, iterable: Iterable[int]) -> Iterator[int]:
-        for i in super().pages(total, iterable):
+    @property  # type: ignore[override]
+    def pages_done(self) -> int:
+        return self._pages_done
+
+    @pages_done.setter
+    def pages_done(self, n: int) -> None:
+        """A page read (the pipeline counts them on this attribute, or through ``pages``)."""
+        self._pages_done = n
+        if getattr(self, "_ready", False):
             self._check()
-            yield i
-        self._check()
 
     def advance(self, n: int) -> None:
         super().advance(n)
