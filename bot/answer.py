@@ -188,7 +188,9 @@ class Answering:
         scope = scope_for(self.settings, q.team, q.channel)
         answer = self.ask(q.text, history, scope.read)
         turn_id = self._save(q, answer, scope.read)
-        searched = Searched(scope.read, self._documents(scope.read) if answer.refusal else ())
+        shown = {c.document for c in answer.citations} | {n.document for n in answer.nearest}
+        docs = self._documents(scope.read, None if answer.refusal else shown)
+        searched = Searched(scope.read, list(docs) if answer.refusal else (), titles=docs)
         return render_answer(answer, turn_id=turn_id, searched=searched), turn_id
 
     def ask(self, question: str, history: Sequence[Turn], collections: Sequence[str]) -> Answer:
@@ -209,13 +211,20 @@ class Answering:
             log.warning("could not store the turn for %s: %s", q.key, exc)
             return None  # the answer is still shown, without feedback buttons
 
-    def _documents(self, collections: Sequence[str]) -> list[str]:
-        from ingest.store import list_documents  # noqa: PLC0415
-
+    def _documents(self, collections: Sequence[str], names: set[str] | None = None) -> dict[str, str | None]:
+        """Name -> title of the documents searched (``names``: only those), in one statement; empty
+        when the database is away (replies then show cleaned file names)."""
+        if names is not None and not names:
+            return {}
+        sql = "SELECT name, title FROM documents WHERE collection = ANY(%s)"
+        args: list = [list(collections)]
+        if names is not None:
+            sql, args = sql + " AND name = ANY(%s)", [*args, sorted(names)]
         try:
-            return [r["name"] for c in collections for r in self.store.run(lambda conn, c=c: list_documents(conn, c))]
+            rows = self.store.run(lambda conn: conn.execute(sql + " ORDER BY collection, name", args).fetchall())
         except DatabaseError:
-            return []
+            return {}
+        return {r["name"]: r["title"] for r in rows}
 
     def _placeholder(self, q: Question) -> str | None:
         try:

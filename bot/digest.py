@@ -13,6 +13,11 @@ refusal, the full ``Answer`` as JSON) and ``bot_feedback`` (one vote per person 
 - Refusals caused by a failure (the index unavailable, an error while answering) say nothing about
   the documents: they are counted apart, under ``errors``.
 
+- A **stale answer** is a past answer whose document was replaced (ingested again with new bytes)
+  inside the window, after the answer was given, and whose quote from it is no longer in the new
+  edition's text (compared after ``retrieval.textnorm.normalize``, across the document's pages):
+  what the thread says the manual says, it no longer says.
+
 Links: with the workspace's address known (``bot_workspaces``, recorded by the bot at start), each
 item links to the question's message in its thread (``https://acme.slack.com/archives/C…/p…``);
 otherwise to the channel (``https://slack.com/app_redirect?team=…&channel=…``).
@@ -20,13 +25,21 @@ otherwise to the channel (``https://slack.com/app_redirect?team=…&channel=…`
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from retrieval.settings import Settings
+
+log = logging.getLogger(__name__)
 
 # How ask() words a refusal that is a failure, not an answer (retrieval/ask.py)
 ERROR_REASONS = ("The index is unavailable", "Something went wrong while answering", "The answerer is unavailable",
@@ -49,6 +62,22 @@ WHERE ((t.refusal AND t.created_at >= %(since)s) OR (NOT t.refusal AND v.last_do
   AND (%(collection)s::text IS NULL OR %(collection)s = ANY(t.collections))
   AND (%(workspace)s::text IS NULL OR t.workspace = %(workspace)s)
 ORDER BY t.created_at, t.id
+"""
+
+
+STALE_QUERY = """
+SELECT t.workspace, t.id, t.channel, t.thread_ts, t.message_ts, t.user_id, t.question, t.answer, t.collections,
+       t.created_at, t.result, w.url AS workspace_url, d.collection AS doc_collection, d.id AS document_id,
+       d.name AS document, d.title, d.ingested_at
+FROM bot_turns t
+JOIN documents d ON d.collection = ANY(t.collections) AND d.ingested_at > t.created_at AND d.ingested_at >= %(since)s
+LEFT JOIN bot_workspaces w ON w.workspace = t.workspace
+WHERE NOT t.refusal
+  AND EXISTS (SELECT 1 FROM jsonb_array_elements(coalesce(t.result->'citations', '[]'::jsonb)) c
+              WHERE c->>'document' = d.name)
+  AND (%(collection)s::text IS NULL OR %(collection)s = ANY(t.collections))
+  AND (%(workspace)s::text IS NULL OR t.workspace = %(workspace)s)
+ORDER BY d.ingested_at, t.created_at, t.id
 """
 
 
@@ -115,6 +144,38 @@ def _titles(conn: psycopg.Connection, names: Sequence[str]) -> dict[str, str]:
     return {r["name"]: r["title"] for r in rows if r["title"]}
 
 
+def stale_answers(conn: psycopg.Connection, since: datetime, *, collection: str | None = None,
+                  workspace: str | None = None) -> list[dict[str, Any]]:
+    """Past answers quoting a document replaced since ``since`` (after they were given) whose quotes
+    are no longer in its new text; one item per answer and document, oldest replacement first."""
+    from retrieval.textnorm import normalize  # noqa: PLC0415
+
+    texts: dict[tuple[str, int], str] = {}
+    out: list[dict[str, Any]] = []
+    for r in conn.execute(STALE_QUERY, {"since": since, "collection": collection, "workspace": workspace}).fetchall():
+        key = (r["doc_collection"], r["document_id"])
+        if key not in texts:
+            pages = conn.execute("SELECT text FROM pages WHERE collection = %s AND document_id = %s ORDER BY page_no",
+                                 key).fetchall()
+            texts[key] = normalize("\n".join(p["text"] for p in pages))
+        cites = [c for c in (r["result"] or {}).get("citations") or [] if c.get("document") == r["document"]]
+        missing = [c for c in cites if normalize(str(c.get("quote") or "")) not in texts[key]]
+        if not missing:
+            continue
+        link, opens = thread_link(r["workspace"], r["channel"], r["thread_ts"], r["message_ts"], r["workspace_url"])
+        out.append({"kind": "stale", "question": r["question"], "answer": r["answer"],
+                    "asked_at": r["created_at"].astimezone(UTC).isoformat(timespec="seconds"),
+                    "replaced_at": r["ingested_at"].astimezone(UTC).isoformat(timespec="seconds"),
+                    "document": r["document"], "title": r["title"], "collection": r["doc_collection"],
+                    "workspace": r["workspace"], "channel": r["channel"], "thread_ts": r["thread_ts"],
+                    "message_ts": r["message_ts"], "user": r["user_id"],
+                    "missing_quotes": [{"page": c.get("page"), "page_label": c.get("page_label"),
+                                        "quote": c.get("quote")} for c in missing],
+                    "page": missing[0].get("page"), "page_label": missing[0].get("page_label"),
+                    "link": link, "link_opens": opens})
+    return out
+
+
 def digest(conn: psycopg.Connection, since: datetime, *, collection: str | None = None,
            workspace: str | None = None, now: datetime | None = None) -> dict[str, Any]:
     """The digest as one JSON-ready dict: totals, documents (most items first), errors."""
@@ -149,12 +210,14 @@ def digest(conn: psycopg.Connection, since: datetime, *, collection: str | None 
     for key, group in groups.items():
         group.title = titles.get(key) if key else None
     ordered = sorted(groups.values(), key=lambda g: (-(g.refused + g.downvoted), g.document is None, g.document or ""))
+    stale = stale_answers(conn, since, collection=collection, workspace=workspace)
     return {"since": since.astimezone(UTC).isoformat(timespec="seconds"),
             "until": now.astimezone(UTC).isoformat(timespec="seconds"),
             "collection": collection, "workspace": workspace,
             "totals": {"refused": sum(g.refused for g in ordered), "downvoted": sum(g.downvoted for g in ordered),
-                       "errors": len(errors), "documents": sum(1 for g in ordered if g.document)},
-            "documents": [g.as_dict() for g in ordered], "errors": errors}
+                       "errors": len(errors), "documents": sum(1 for g in ordered if g.document),
+                       "stale": len(stale)},
+            "documents": [g.as_dict() for g in ordered], "errors": errors, "stale": stale}
 
 
 # ------------------------------------------------------------------------------------------ text
@@ -182,13 +245,22 @@ def _heading(d: dict[str, Any]) -> str:
     t = d["totals"]
     return (f"Not answered{scope} {span}: {t['refused']} refused question{'s' if t['refused'] != 1 else ''}, "
             f"{t['downvoted']} 👎 answer{'s' if t['downvoted'] != 1 else ''}"
-            + (f", {t['errors']} failed" if t["errors"] else ""))
+            + (f", {t['errors']} failed" if t["errors"] else "")
+            + (f", {t['stale']} stale answer{'s' if t['stale'] != 1 else ''}" if t.get("stale") else ""))
+
+
+STALE_HEADING = ("Answers now out of date (their document was replaced and no longer says what they quoted; "
+                 "tell the thread)")
+
+
+def _stale_name(it: dict[str, Any]) -> str:
+    return it["title"] or it["document"]
 
 
 def as_text(d: dict[str, Any]) -> str:
     """The digest for a terminal: one block per document, the items under it with their links."""
     lines = [_heading(d)]
-    if not d["documents"] and not d["errors"]:
+    if not d["documents"] and not d["errors"] and not d.get("stale"):
         lines.append("Nothing: every question in this period was answered and no answer got a 👎.")
     for g in d["documents"]:
         name = (f"{g['title']} ({g['document']})" if g["title"] and g["title"] != g["document"]
@@ -204,6 +276,13 @@ def as_text(d: dict[str, Any]) -> str:
         for it in d["errors"]:
             lines.append(f"  {_when(it['asked_at'])}  “{_one_line(it['question'])}”: {_one_line(it['reason'], 100)}")
             lines.append(f"      {it['link']}")
+    if d.get("stale"):
+        lines.append(f"\n{STALE_HEADING}: {len(d['stale'])}")
+        for it in d["stale"]:
+            lines.append(f"  {_when(it['asked_at'])}  “{_one_line(it['question'])}” quoted {_stale_name(it)} "
+                         f"{_page(it)}, replaced {_when(it['replaced_at'])}: “{_one_line(it['missing_quotes'][0]['quote'] or '', 100)}” "
+                         "is no longer in it")
+            lines.append(f"      {it['link']}")
     return "\n".join(lines)
 
 
@@ -217,7 +296,7 @@ def as_mrkdwn(d: dict[str, Any], *, max_documents: int = 10, max_items: int = 3)
     from bot.render import escape  # noqa: PLC0415
 
     lines = [f"*{escape(_heading(d))}*"]
-    if not d["documents"] and not d["errors"]:
+    if not d["documents"] and not d["errors"] and not d.get("stale"):
         lines.append("Nothing: every question in this period was answered and no answer got a 👎.")
     for g in d["documents"][:max_documents]:
         name = g["title"] or g["document"] or "No document came close"
@@ -233,4 +312,90 @@ def as_mrkdwn(d: dict[str, Any], *, max_documents: int = 10, max_items: int = 3)
     if d["errors"]:
         lines.append(f"\n{len(d['errors'])} question(s) were not answered because something failed "
                      "(not about the documents).")
+    if d.get("stale"):
+        lines.append(f"\n*{escape(STALE_HEADING)}*: {len(d['stale'])}")
+        for it in d["stale"][:max_documents]:
+            lines.append(f"• <{it['link']}|{escape(_one_line(it['question'], 120)).replace('|', '¦')}> "
+                         f"quoted {escape(_stale_name(it))} {_page(it)}")
+        if len(d["stale"]) > max_documents:
+            lines.append(f"  … and {len(d['stale']) - max_documents} more: `chapterverse digest` lists all.")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ weekly post
+def digest_channels(setting: str, workspace: str) -> list[str]:
+    """The channels ``CHAPTERVERSE_SLACK_DIGEST_CHANNEL`` names for ``workspace``: plain ids apply to
+    every workspace, 'T123:C456' entries only to T123."""
+    out: list[str] = []
+    for entry in re.split(r"[,\s]+", setting.strip()):
+        team, _, channel = entry.rpartition(":")
+        if channel and (not team or team == workspace) and channel not in out:
+            out.append(channel)
+    return out
+
+
+CLAIM = """
+INSERT INTO bot_digest_posts (workspace, channel, posted_at) VALUES (%(workspace)s, %(channel)s, %(now)s)
+ON CONFLICT (workspace, channel) DO UPDATE SET posted_at = excluded.posted_at
+    WHERE bot_digest_posts.posted_at <= %(now)s - make_interval(secs => %(every)s)
+RETURNING posted_at
+"""
+
+
+class DigestPoster:
+    """Posts each workspace's digest of the last period to its digest channel once per period
+    (``CHAPTERVERSE_SLACK_DIGEST_CHANNEL``, ``CHAPTERVERSE_SLACK_DIGEST_EVERY_S``). Workspaces are those the
+    bot recorded at start (``bot_workspaces``). A period's post is claimed in Postgres before it is
+    sent, so several bot processes and restarts post it once; a failed post is logged and waits for
+    the next period (the digest is always there on demand: ``/chapterverse digest``)."""
+
+    def __init__(self, settings: Settings, clients: Callable[[str], WebClient], *, check_s: float = 3600.0) -> None:
+        """``clients(team)``: the workspace's WebClient (``bot.clients.Clients``); due posts are looked
+        for at start and every ``check_s``."""
+        self.settings, self.clients, self.check_s = settings, clients, check_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="digest-poster", daemon=True)
+
+    def post_due(self, now: datetime | None = None) -> list[tuple[str, str]]:
+        """Post every digest that is due; the (workspace, channel) pairs posted."""
+        from bot.render import sections  # noqa: PLC0415
+        from retrieval import pool  # noqa: PLC0415
+
+        now = now or datetime.now(UTC)
+        every = self.settings.slack_digest_every_s
+        posted: list[tuple[str, str]] = []
+        with pool.connection(self.settings) as conn:
+            teams = [r["workspace"] for r in conn.execute("SELECT workspace FROM bot_workspaces ORDER BY workspace")]
+        for team in teams:
+            for channel in digest_channels(self.settings.slack_digest_channel, team):
+                with pool.connection(self.settings) as conn:
+                    if conn.execute(CLAIM, {"workspace": team, "channel": channel, "now": now,
+                                            "every": every}).fetchone() is None:
+                        continue  # posted within the period (by this process or another)
+                    d = digest(conn, now - timedelta(seconds=every), workspace=team, now=now)
+                try:
+                    self.clients(team).chat_postMessage(channel=channel, text=_heading(d), blocks=sections(as_mrkdwn(d)),
+                                                        unfurl_links=False, unfurl_media=False)
+                    posted.append((team, channel))
+                except Exception as exc:  # noqa: BLE001  (Slack refused or unreachable: the next period)
+                    error = exc.response.get("error") if isinstance(exc, SlackApiError) else type(exc).__name__
+                    log.warning("could not post the digest to %s in %s: %s", channel, team, error)
+        return posted
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                self.post_due()
+            except Exception:  # noqa: BLE001  (database down: the next check)
+                log.warning("digest posting failed; trying again at the next check", exc_info=True)
+            if self._stop.wait(self.check_s):
+                return
+
+    def start(self) -> DigestPoster:
+        """Start posting when a digest channel is configured (else nothing runs)."""
+        if self.settings.slack_digest_channel.strip():
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from slack_sdk.errors import SlackApiError
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from bot import slack, urls
+from bot.progress import SlackProgress, dm_message
 from bot.queue import Job, JobLost, JobQueue, JobSpec, QueueFull, ReportTo
 from bot.render import render_documents
 from bot.scope import scope_for
@@ -135,10 +137,12 @@ class Jobs:
     ``clients(team)`` is the Web API client of a workspace (its own bot token in OAuth mode)."""
 
     def __init__(self, settings: Settings, clients: Callable[[str], WebClient], store: Store, queue: JobQueue,
-                 wake: Callable[[], None] | None = None) -> None:
-        """``wake`` tells this process's job runner that a job was queued (no wait for its next poll)."""
+                 wake: Callable[[], None] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        """``wake`` tells this process's job runner that a job was queued (no wait for its next poll).
+        ``clock`` paces the progress updates of running ingests (``bot.progress``)."""
         self.settings, self.clients, self.store, self.queue = settings, clients, store, queue
         self._wake = wake or (lambda: None)
+        self._clock = clock
 
     @property
     def limit(self) -> int:
@@ -238,17 +242,18 @@ class Jobs:
             self._remove(job, report)
         elif job.spec.slack_file:
             file_id = job.spec.slack_file
-            self._ingest_through_outages(job, lambda: self._download(client, file_id), report)
+            self._ingest_through_outages(job, lambda: self._download(client, file_id), report, client)
         elif job.spec.url:
             url = job.spec.url
             self._ingest_through_outages(job, lambda: fetch_url(
                 url, self.limit, self.settings.download_timeout_s,
                 check_url=lambda u: urls.refusal(self.settings, u),
-                check_address=lambda host, ip: urls.address_refusal(self.settings, host, ip)), report)
+                check_address=lambda host, ip: urls.address_refusal(self.settings, host, ip)), report, client)
         else:
             self._finish(job, ok=False, message="nothing to ingest")
 
-    def _ingest_through_outages(self, job: Job, load: Callable[[], Source], report: Reporter) -> None:
+    def _ingest_through_outages(self, job: Job, load: Callable[[], Source], report: Reporter,
+                                client: WebClient) -> None:
         """``_ingest``, run again while the database is unreachable (a restart, a failover): the
         document is written in one transaction, so an attempt cut off wrote nothing. After
         ``OUTAGE_RETRY_S`` the job fails with the database's error."""
@@ -257,7 +262,7 @@ class Jobs:
                             before_sleep=lambda state: log.warning("job %s: the database went away (%s); trying "
                                                                    "again", job.id, state.outcome.exception()))
         try:
-            retrying(self._ingest, job, load, report)
+            retrying(self._ingest, job, load, report, client)
         except IndexUnavailable as exc:
             self._finish(job, ok=False, message=str(exc))
             report(f":x: Job #{job.id} failed: {exc}")
@@ -276,9 +281,18 @@ class Jobs:
                         headers={"Authorization": f"Bearer {client.token}"})
         return dataclasses.replace(src, name=name, origin=name, url=urls.shown(str(info.get("url_private") or url)))
 
-    def _ingest(self, job: Job, load: Callable[[], Source], report: Reporter) -> None:
+    def _live(self, job: Job, client: WebClient, report: Reporter) -> Reporter:
+        """Where a running ingest's progress is shown in place: the thread's status message (the job's
+        own reporter), or a direct message for a slash command, whose replies cannot be edited."""
+        if job.spec.report.mode == "thread":
+            return report
+        return _redacting(dm_message(client, job.spec.report.user,
+                                     lambda text: status_message(job.spec.report.user, text)))
+
+    def _ingest(self, job: Job, load: Callable[[], Source], report: Reporter, client: WebClient) -> None:
         """``job.source`` is what people are shown (no query string); every report is redacted too,
-        since download errors quote the URL they were given."""
+        since download errors quote the URL they were given. Pages read and the time left are shown
+        in place while it runs (``bot.progress``); a progress DM gets the final word too."""
         from ingest.pipeline import ingest_source  # noqa: PLC0415  (PyMuPDF, torch)
         from retrieval.embed import get_embedder  # noqa: PLC0415
 
@@ -290,23 +304,33 @@ class Jobs:
                 raise JobLost(job.id)
             report(f":hourglass_flowing_sand: Job #{job.id}: {text}…")
 
+        show = self._live(job, client, report)
+        live: SlackProgress | None = None
+
+        def final(text: str) -> None:
+            report(text)
+            if show is not report and live is not None and live.updates:
+                show(text)  # the progress DM ends with the result too
+
         progress(f"downloading {job.source}")
         try:
             src = load()
             progress(f"reading {src.name} ({len(src.data) / 1e6:.1f} MB)")
             embedder = get_embedder(self.settings.embedding_model)
-            res = ingest_source(self.settings, embedder, src, collection, quiet=True, on_progress=progress,
-                                actor=_actor(job))
+            with SlackProgress(job, src.name, self.settings.slack_progress_interval_s, show,
+                               clock=self._clock) as live:
+                res = ingest_source(self.settings, embedder, src, collection, quiet=True, on_progress=progress,
+                                    progress=live, actor=_actor(job))
         except (JobLost, IndexUnavailable):
             raise  # IndexUnavailable: _ingest_through_outages tries again
         except (InputError, DatabaseError, ModelError) as exc:
             self._finish(job, ok=False, message=urls.redact(str(exc)))
-            report(f":x: Job #{job.id} failed: {exc}")
+            final(f":x: Job #{job.id} failed: {exc}")
             return
         except Exception as exc:  # noqa: BLE001
             log.exception("ingest job %s failed", job.id)
             self._finish(job, ok=False, message=f"unexpected error: {type(exc).__name__}")
-            report(f":x: Job #{job.id} failed: unexpected error ({type(exc).__name__}); nothing was stored.")
+            final(f":x: Job #{job.id} failed: unexpected error ({type(exc).__name__}); nothing was stored.")
             return
         if res.status == "unchanged":
             text = f":white_check_mark: Job #{job.id}: `{res.name}` is unchanged ({res.message}); nothing to do."
@@ -314,7 +338,7 @@ class Jobs:
             text = (f":white_check_mark: Job #{job.id}: `{res.name}` {res.status} into `{collection}`: "
                     f"{res.pages} pages, {res.chunks} chunks in {res.seconds:.0f} s. Ask away!")
         self._finish(job, ok=True, message=res.status, pages=res.pages, chunks=res.chunks)
-        report(text)
+        final(text)
 
     def _remove(self, job: Job, report: Reporter) -> None:
         from ingest.store import remove_document  # noqa: PLC0415

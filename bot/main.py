@@ -29,6 +29,7 @@ from bot.answer import Answering, default_ask
 from bot.app import Bot, build_app
 from bot.clients import Clients
 from bot.inflight import InFlightKeeper
+from bot.digest import DigestPoster
 from bot.installations import PostgresInstallationStore
 from bot.jobs import Jobs
 from bot.oauth import app_auth, multi_workspace, serve_install_pages
@@ -38,6 +39,7 @@ from bot.slack import RedactTokens
 from bot.store import Store
 from bot.urls import shown
 from bot.workers import WorkerPool
+from retrieval.answerers import unconfigured
 from retrieval.db import DatabaseError
 from retrieval.logs import quiet_libraries
 from retrieval.settings import Settings
@@ -217,6 +219,8 @@ def warm_up(settings: Settings) -> None:
 
 def run(settings: Settings) -> None:
     bot_token, app_token = tokens(settings)
+    if settings.answerer and (missing := unconfigured(settings, settings.answerer)):
+        raise ConfigError(f"CHAPTERVERSE_ANSWERER={settings.answerer} needs {missing}")
     me = check_slack(settings, bot_token)
     if me.get("team_id"):
         from bot.scope import workspace_collection  # noqa: PLC0415
@@ -250,6 +254,7 @@ def run(settings: Settings) -> None:
     jobs = Jobs(settings, clients, store, queue, wake=lambda: runner.wake() if runner else None)
     if settings.bot_runs_jobs:
         runner = JobRunner(queue, jobs.run, on_lost=jobs.on_lost).start()
+    digests = DigestPoster(settings, clients).start()  # only with CHAPTERVERSE_SLACK_DIGEST_CHANNEL
     bot = Bot(settings=settings, clients=clients, store=store, answering=Answering(settings, clients, store, io=slack_io),
               jobs=jobs, answers=answers, quick=quick)
     app = build_bolt(bot, stop, app_auth(settings, installations) if installations else {})
@@ -270,6 +275,7 @@ def run(settings: Settings) -> None:
     finally:
         handler.close()
         keeper.stop()
+        digests.stop()
         if runner is not None:
             runner.stop()
         for pool in (answers, quick):

@@ -10,14 +10,22 @@ one that replaces the "working on it" placeholder; the 👍/👎 buttons go on t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from retrieval.answer_view import named_note
+from retrieval.answer_view import (
+    ASK_BETTER,
+    answer_repeats_quotes,
+    named_note,
+    readable_name,
+    shown_title,
+)
 from retrieval.models import Answer, Citation, NearestPassage
 from retrieval.textnorm import readable
+
+if TYPE_CHECKING:
+    from ingest.progress import ProgressLog
 
 SECTION_LIMIT = 3000  # characters in a section block's text (Slack)
 MAX_BLOCKS = 50  # blocks in one message (Slack)
@@ -40,6 +48,7 @@ class Searched:
 
     collections: Sequence[str]
     documents: Sequence[str] = ()
+    titles: Mapping[str, str | None] = field(default_factory=dict)  # document name -> title (documents.title)
 
 
 # ---------------------------------------------------------------------------------------- text
@@ -49,18 +58,8 @@ def escape(text: str) -> str:
 
 
 def document_title(name: str) -> str:
-    """A short human title for a file name.
-
-    The stem before the first underscore (the part that usually names the document, e.g.
-    "14-CFR-Part-91" of "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf"). Its hyphens become
-    spaces when it reads as words ("14 CFR Part 91"), and stay in identifiers with no lower-case word
-    ("FAA-S-ACS-6C").
-    """
-    stem = PurePosixPath(name).stem if name.lower().endswith(".pdf") else name
-    head = stem.split("_", 1)[0].strip() or stem
-    if re.search(r"(?:^|-)[A-Z]?[a-z]{2,}(?:-|$)", head):
-        head = head.replace("-", " ")
-    return head
+    """A short human title for a file name (``retrieval.answer_view.readable_name``)."""
+    return readable_name(name)
 
 
 def page_text(page: int, page_label: str | None) -> str:
@@ -68,9 +67,10 @@ def page_text(page: int, page_label: str | None) -> str:
     return f"p. {page_label} (PDF {page})" if page_label else f"PDF p. {page}"
 
 
-def source_label(document: str, page: int, page_label: str | None) -> str:
-    """"14 CFR Part 91 · p. 34 (PDF 34)"."""
-    return f"{document_title(document)} · {page_text(page, page_label)}"
+def source_label(document: str, page: int, page_label: str | None,
+                 titles: Mapping[str, str | None] | None = None) -> str:
+    """"14 CFR Part 91 · p. 34 (PDF 34)": the document's title when known, else its cleaned file name."""
+    return f"{shown_title(document, titles)} · {page_text(page, page_label)}"
 
 
 def linkable(url: str | None) -> str | None:
@@ -147,13 +147,13 @@ def context(mrkdwn: str) -> Block:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(mrkdwn)}]}
 
 
-def quote_blocks(c: Citation) -> list[Block]:
+def quote_blocks(c: Citation, titles: Mapping[str, str | None] | None = None) -> list[Block]:
     """A verified quote as Slack quote block(s), followed by the page link.
 
     The quote is the source's own words; a quote longer than one block's text continues in the next.
     """
     parts = split_text(readable(c.quote))
-    label = source_label(c.document, c.page, c.page_label)
+    label = source_label(c.document, c.page, c.page_label, titles)
     href = linkable(c.url)
     source_el: dict[str, Any] = ({"type": "link", "url": href, "text": label} if href
                                  else {"type": "text", "text": label})
@@ -168,9 +168,9 @@ def quote_blocks(c: Citation) -> list[Block]:
     return blocks
 
 
-def nearest_block(n: NearestPassage) -> Block:
+def nearest_block(n: NearestPassage, titles: Mapping[str, str | None] | None = None) -> Block:
     snippet = " ".join(n.snippet.split())
-    body = f"• {mrkdwn_link(n.url, source_label(n.document, n.page, n.page_label))}"
+    body = f"• {mrkdwn_link(n.url, source_label(n.document, n.page, n.page_label, titles))}"
     if snippet:
         room = SECTION_LIMIT - len(body) - 10
         short = snippet if len(snippet) <= min(room, 400) else snippet[:min(room, 400)].rstrip() + "…"
@@ -178,11 +178,11 @@ def nearest_block(n: NearestPassage) -> Block:
     return section(body)
 
 
-def untrusted_blocks(answer: Answer) -> list[Block]:
+def untrusted_blocks(answer: Answer, titles: Mapping[str, str | None] | None = None) -> list[Block]:
     """A note when passages addressed to AI assistants (prompt injection) matched: ignored, never quoted."""
     if not answer.untrusted:
         return []
-    where = ", ".join(dict.fromkeys(mrkdwn_link(n.url, source_label(n.document, n.page, n.page_label))
+    where = ", ".join(dict.fromkeys(mrkdwn_link(n.url, source_label(n.document, n.page, n.page_label, titles))
                                      for n in answer.untrusted))
     return [context(f":shield: This document contains text addressed to AI assistants ({where}); it was "
                     "ignored: such text is never evidence and never an instruction.")]
@@ -226,7 +226,7 @@ def _searched_text(searched: Searched) -> str:
     colls = ", ".join(f"`{escape(c)}`" for c in searched.collections) or "no collection"
     if not searched.documents:
         return f"Searched {colls}: it has no documents yet. Add some with `/chapterverse ingest <url>`."
-    titles = ", ".join(escape(document_title(d)) for d in searched.documents[:12])
+    titles = ", ".join(escape(shown_title(d, searched.titles)) for d in searched.documents[:12])
     more = f" and {len(searched.documents) - 12} more" if len(searched.documents) > 12 else ""
     n = len(searched.documents)
     return f"Searched {n} document{'s' if n != 1 else ''} in {colls}: {titles}{more}."
@@ -238,16 +238,18 @@ def render_answer(answer: Answer, *, turn_id: int | None, searched: Searched) ->
     tail = [feedback_block(turn_id)] if turn_id is not None else []
     if answer.refusal:
         return render_refusal(answer, searched=searched, tail=tail)
-    blocks: list[Block] = sections(escape(answer.answer.strip() or "(no answer text)"))
+    # an answer made of its first quote is not printed again above the quotes
+    blocks: list[Block] = [] if answer_repeats_quotes(answer) else sections(
+        escape(answer.answer.strip() or "(no answer text)"))
     for c in answer.citations:
-        blocks.extend(quote_blocks(c))
+        blocks.extend(quote_blocks(c, searched.titles))
     n = len(answer.citations)
     note = f"{n} quote{'s' if n != 1 else ''}, each checked word for word against the PDF page."
     if answer.answerer:
         note += f" Answerer: {escape(answer.answerer)}."
     if named := named_note(answer):
         note += " " + escape(named)
-    blocks.extend(untrusted_blocks(answer))
+    blocks.extend(untrusted_blocks(answer, searched.titles))
     blocks.append(context(note))
     return paginate(blocks, answer.answer or "Answer", tail)
 
@@ -257,10 +259,11 @@ def render_refusal(answer: Answer, *, searched: Searched, tail: Sequence[Block] 
     head = f":no_entry_sign: *I could not find a supported answer in the handbooks.*\n{escape(reason)}"
     named = named_note(answer)
     searched_note = _searched_text(searched) + (f" {escape(named)}" if named else "")
-    blocks: list[Block] = [*sections(head), *untrusted_blocks(answer), context(searched_note)]
+    blocks: list[Block] = [*sections(head), *untrusted_blocks(answer, searched.titles), context(searched_note)]
     if answer.nearest:
         blocks.append(section("*Nearest passages* (not an answer; look for yourself):"))
-        blocks.extend(nearest_block(n) for n in answer.nearest)
+        blocks.extend(nearest_block(n, searched.titles) for n in answer.nearest)
+    blocks.append(context(escape(ASK_BETTER)))
     return paginate(blocks, f"No supported answer: {reason}", tail)
 
 
@@ -276,6 +279,20 @@ def render_note(text: str) -> SlackMessage:
 def render_problem(text: str) -> SlackMessage:
     """A reply when something went wrong on our side; says what and what to do."""
     return SlackMessage(fallback(text), [section(f":warning: {escape(text)}")])
+
+
+def ingest_progress_text(job_id: int, progress: ProgressLog) -> str:
+    """A running ingest's progress message: ``ProgressLog.line()`` (the document, pages read / total,
+    the current step with its share done and time left, the time so far), and while pages are read,
+    the time left to read them at the rate so far."""
+    from ingest.progress import _left  # noqa: PLC0415  (the same wording as the log lines)
+
+    text = progress.line().removeprefix("ingest: ")
+    done, total = progress.pages_done, progress.pages_total
+    if progress.step == "reading pages" and total and 0 < done < total:
+        rate = done / max(progress.clock() - progress.step_started, 1e-6)
+        text += f" · {_left((total - done) / rate)} left to read the pages"
+    return f":hourglass_flowing_sand: Job #{job_id}: {escape(text)}"
 
 
 def added_by(row: dict[str, Any]) -> str:

@@ -2,8 +2,8 @@
 pass) → answer with verified citations, or a refusal.
 
 ``ask`` never raises. Whatever fails (the index, the embedding model, the answer provider, the
-provider's output) ends in a refusal with a plain reason, or — when only Gemini failed — in an
-extractive answer whose quotes were verified like any other. Only verified quotes (the source's own
+provider's output) ends in a refusal with a plain reason, or — when only the model (Gemini or an
+OpenAI-compatible server) failed — in an extractive answer whose quotes were verified like any other. Only verified quotes (the source's own
 words) ever reach ``Answer.citations``.
 
 A model's free text is held to its quotes too:
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
 from retrieval import pool
-from retrieval.answerers import Answerer, AnswererError, Draft
+from retrieval.answerers import ANSWERERS, Answerer, AnswererError, Draft
 from retrieval.answerers.followup import standalone_without_model
 from retrieval.answerers.keyterms import PhraseStats
 from retrieval.answerers.support import unsupported
@@ -67,11 +67,13 @@ class _Clock:
 
 
 def choose_answerer(settings: Settings, name: str | None) -> str:
-    """``gemini`` when asked for or when a key is configured, else ``extractive``."""
-    if name in ("gemini", "extractive"):
+    """The answerer asked for, else the ``answerer`` setting, else ``gemini`` when a key is
+    configured, else ``extractive``."""
+    name = name or settings.answerer
+    if name in ANSWERERS:
         return name
     if name:
-        raise ValueError(f"unknown answerer {name!r} (use 'gemini' or 'extractive')")
+        raise ValueError(f"unknown answerer {name!r} (use {', '.join(repr(a) for a in ANSWERERS)})")
     return "gemini" if settings.gemini_api_key is not None else "extractive"
 
 
@@ -81,6 +83,10 @@ def build_answerer(settings: Settings, name: str, collections: Sequence[str] | N
         from retrieval.answerers.gemini import GeminiAnswerer  # noqa: PLC0415  (imports google-genai)
 
         return GeminiAnswerer.from_settings(settings)
+    if name == "openai":
+        from retrieval.answerers.openai_compat import OpenAICompatAnswerer  # noqa: PLC0415  (imports openai)
+
+        return OpenAICompatAnswerer.from_settings(settings)
     return build_extractive(settings, collections, threshold)
 
 
@@ -400,7 +406,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
             result.warnings.append(f"{name} answer withheld: it stated {', '.join(problems)}, which none of its "
                                    "verified quotes states; the quotes are shown alone")
             draft = draft.model_copy(update={"answer": ""})  # the verified quotes alone
-    if draft is None and name == "gemini":
+    if draft is None and name != EXTRACTIVE:  # the model failed: degrade to verbatim quotes
         fallback = build_extractive(settings, collections, extractive_threshold)
         result.answerer = "extractive"
         result.models["answerer"] = fallback.model

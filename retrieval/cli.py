@@ -38,7 +38,8 @@ EXIT_OK, EXIT_BAD_INPUT, EXIT_CONFIG = 0, 1, 2
 EXIT_STATUSES = (
     "Exit status: 0 answered or refused (a refusal is an answer; also when the index cannot be reached, "
     "which the reason says); 1 bad input (an empty question or query, a missing argument, a bad option); "
-    "2 misconfiguration (--answerer gemini without GEMINI_API_KEY, a --collection that does not exist, an "
+    "2 misconfiguration (--answerer gemini without GEMINI_API_KEY, --answerer openai without "
+    "CHAPTERVERSE_OPENAI_MODEL, a --collection that does not exist, an "
     "embedding model that cannot load or does not match the index). Errors are one line on stderr; "
     "nothing is printed on stdout then, not even with --json.")
 
@@ -159,14 +160,34 @@ def check_collections(settings: Settings, wanted: list[str] | None) -> None:
         fail(f"no collection {', '.join(repr(c) for c in missing)}; collections: {have}")
 
 
+def titles_of(settings: Settings, names: list[str]) -> dict[str, str | None]:
+    """The titles of these documents (``documents.title``), to show instead of file names; {} when
+    the database cannot say (the cleaned file names are shown then)."""
+    from retrieval import db  # noqa: PLC0415
+
+    if not names:
+        return {}
+    try:
+        with db.connection(settings) as conn:
+            return {r["name"]: r["title"] for r in conn.execute(
+                "SELECT DISTINCT ON (name) name, title FROM documents WHERE name = ANY(%s) ORDER BY name",
+                [list(dict.fromkeys(names))]).fetchall()}
+    except DatabaseError:
+        return {}
+
+
 def check_answerer(settings: Settings, name: str | None) -> None:
-    """An unknown answerer is bad input (exit 1); Gemini asked for without a key is misconfiguration (2)."""
-    if name is None:
-        return
-    if name not in ("gemini", "extractive"):
-        bad_input(f"unknown answerer {name!r}; use gemini or extractive")
-    if name == "gemini" and settings.gemini_api_key is None:
-        fail("--answerer gemini needs GEMINI_API_KEY (or leave --answerer out to use the extractive answerer)")
+    """An unknown answerer is bad input (exit 1); a model answerer (named, or chosen by
+    CHAPTERVERSE_ANSWERER) without its settings is misconfiguration (2)."""
+    from retrieval.answerers import ANSWERERS, unconfigured  # noqa: PLC0415
+
+    if name is not None and name not in ANSWERERS:
+        bad_input(f"unknown answerer {name!r}; use {', '.join(ANSWERERS)}")
+    chosen = name or settings.answerer
+    missing = unconfigured(settings, chosen) if chosen else None
+    if missing:
+        how = f"--answerer {chosen}" if name else f"CHAPTERVERSE_ANSWERER={chosen}"
+        fail(f"{how} needs {missing} (or use --answerer extractive, which needs no model service)")
 
 
 def require_model(settings: Settings) -> None:
@@ -234,17 +255,18 @@ def search(
             p["rank"] = i + 1
         emit(out)
         return
+    from retrieval.answer_view import page_words, shown_title  # noqa: PLC0415
+
     if not res.results:
         typer.echo("no passages found")
-    for i, p in enumerate(res.results, 1):
-        label = f"p. {p.page_label} (PDF {p.page})" if p.page_label else f"PDF p. {p.page}"
-        st = p.stages
-        ranks = " ".join(f"{name} #{r}" for name, r in (("keyword", st.keyword_rank), ("dense", st.dense_rank),
-                                                         ("fused", st.fused_rank), ("rerank", st.rerank_rank)) if r)
-        typer.echo(f"{i}. {p.document} · {label} · score {p.score:.3f} ({ranks})")
+    titles = titles_of(settings, [p.document for p in res.results])
+    for i, p in enumerate(res.results, 1):  # in the final order; the score shown is the one that ordered it
+        first = " · named in the query, so searched first" if p.document in res.named_documents else ""
+        typer.echo(f"{i}. {shown_title(p.document, titles)} · {page_words(p.page, p.page_label)} · "
+                   f"score {p.score:.3f}{first}")
         snippet = " ".join(p.text.split())
         typer.echo(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}\n")
-    typer.echo(f"reranker: {res.reranker} · {res.timings_ms.get('total', 0):.0f} ms")
+    typer.echo(f"reranker: {res.reranker} · {res.timings_ms.get('total', 0):.0f} ms (per-stage ranks and scores: --json)")
 
 
 
@@ -356,7 +378,7 @@ def eval_latency(
 def ask(
     question: Annotated[str, typer.Argument(help="A question about the indexed documents.")],
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
-    answerer: Annotated[str | None, typer.Option(help="gemini or extractive (default: gemini when GEMINI_API_KEY is set).")] = None,
+    answerer: Annotated[str | None, typer.Option(help="gemini, openai (an OpenAI-compatible server) or extractive (default: CHAPTERVERSE_ANSWERER, else gemini when GEMINI_API_KEY is set, else extractive).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Answer QUESTION with verified, page-linked quotes, or refuse when the documents do not say.
@@ -387,7 +409,8 @@ def ask(
     if json_out:
         emit(as_json(result))
     else:
-        typer.echo(as_text(result))
+        shown = [c.document for c in result.citations] + [n.document for n in result.nearest]
+        typer.echo(as_text(result, titles_of(settings, shown), collection))
 
 
 @eval_app.command("scale")
@@ -425,7 +448,7 @@ def eval_scale(
 def eval_answers(
     questions: Annotated[Path, typer.Argument(help="Question set (the format of tests/corpus/dev_questions.json).")],
     out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/answer_eval.json"),
-    answerer: Annotated[str | None, typer.Option(help="gemini or extractive (default: gemini when GEMINI_API_KEY is set).")] = None,
+    answerer: Annotated[str | None, typer.Option(help="gemini, openai (an OpenAI-compatible server) or extractive (default: CHAPTERVERSE_ANSWERER, else gemini when GEMINI_API_KEY is set, else extractive).")] = None,
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
     calibrate: Annotated[bool, typer.Option(help="Also report the best extractive refusal threshold for this set.")] = False,
 ) -> None:

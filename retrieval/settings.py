@@ -168,10 +168,39 @@ class Settings(BaseSettings):
         default=4, ge=1, description="Model-provider requests (Gemini or another answerer service) in flight at "
         "once in one process, shared by all answer workers; a call that waits longer than its retry budget "
         "for a slot degrades to the extractive answer.")
+    # answering: which answerer, and an OpenAI-compatible server (retrieval.answerers.openai_compat)
+    answerer: Literal["gemini", "openai", "extractive"] | None = Field(
+        default=None, description="The answerer `ask` and the bot use when none is named: 'gemini', 'openai' (an "
+        "OpenAI-compatible server: Ollama, vLLM, llama.cpp, LM Studio, OpenAI) or 'extractive'. Unset: gemini "
+        "when GEMINI_API_KEY is set, else extractive.")
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("CHAPTERVERSE_OPENAI_BASE_URL", "OPENAI_BASE_URL"),
+        description="Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:11434/v1 (Ollama); unset: "
+        "https://api.openai.com/v1.")
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("CHAPTERVERSE_OPENAI_API_KEY", "OPENAI_API_KEY"),
+        description="API key for the OpenAI-compatible server; local servers without keys need none when "
+        "the base URL is set.")
+    openai_model: str | None = Field(
+        default=None, description="Model name the OpenAI-compatible server knows (e.g. 'qwen2.5:7b-instruct', "
+        "'gpt-4o-mini'); required for the openai answerer.")
+    openai_timeout_s: float = Field(
+        default=60.0, gt=0, description="Timeout of one request to the OpenAI-compatible server (local models "
+        "on CPU are slow: raise it).")
+    openai_retry_budget_s: float = Field(
+        default=90.0, gt=0, description="Total time retries (429/5xx/timeouts, honouring Retry-After) may take.")
+    slack_progress_interval_s: float = Field(
+        default=5.0, gt=0, description="A running ingest's Slack message is updated at most this often (seconds).")
+    slack_digest_channel: str = Field(
+        default="", description="Post the digest of what readers could not get answered to this channel every "
+        "`slack_digest_every_s`: a channel id (every workspace), or 'T123:C456' entries (comma separated) per "
+        "workspace. Empty: no posting (`/chapterverse digest` and `chapterverse digest` still work).")
+    slack_digest_every_s: float = Field(
+        default=7 * 86400.0, gt=0, description="How often the digest is posted (seconds; a week by default).")
 
 
     @field_validator("gemini_api_key", "slack_bot_token", "slack_app_token", "slack_client_secret",
-                     "database_url", mode="before")
+                     "database_url", "openai_api_key", "openai_base_url", "openai_model", "answerer", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         """``GEMINI_API_KEY=`` (set but empty, as a template .env leaves it) means not set."""

@@ -125,7 +125,7 @@ def link(world: dict[str, Any], key: str) -> str:
 
 def test_digest_groups_refusals_and_downvotes_by_nearest_document(world: dict[str, Any]) -> None:
     d = digest_json(world)
-    assert d["totals"] == {"refused": 4, "downvoted": 1, "errors": 1, "documents": 2}
+    assert d["totals"] == {"refused": 4, "downvoted": 1, "errors": 1, "documents": 2, "stale": 0}
     docs = [(g["document"], g["title"], g["refused"], g["downvoted"]) for g in d["documents"]]
     assert docs == [(FUEL, "Fuel Handbook", 2, 0), (OPS, None, 1, 1), (None, None, 1, 0)]
     fuel, ops, nothing = d["documents"]
@@ -156,7 +156,7 @@ def test_since_collection_and_workspace_narrow_it(world: dict[str, Any]) -> None
     assert fuel["refused"] == 3 and "What is the oldest rule?" in [i["question"] for i in fuel["items"]]
 
     ops_channel = digest_json(world, "--collection", "slack-T0FAKE:C0OPS")
-    assert ops_channel["totals"] == {"refused": 0, "downvoted": 1, "errors": 0, "documents": 1}
+    assert ops_channel["totals"] == {"refused": 0, "downvoted": 1, "errors": 0, "documents": 1, "stale": 0}
     assert ops_channel["collection"] == "slack-T0FAKE:C0OPS"
 
     other = digest_json(world, "--workspace", OTHER_TEAM)

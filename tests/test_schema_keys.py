@@ -27,7 +27,7 @@ from tests.conftest import scratch_database
 
 BY_COLLECTION = {"documents", "pages", "chunks", "chunk_sentences", "document_lexemes", "document_audit"}
 BY_WORKSPACE = {"bot_threads", "bot_turns", "bot_feedback", "bot_events", "bot_jobs", "slack_installations",
-                "bot_workspaces"}
+                "bot_workspaces", "bot_digest_posts"}
 BY_OWN_KEY = {"slack_oauth_states": "state"}  # no workspace yet; distributed by its own key, never joined
 REFERENCE = {"embedding_model"}
 MIGRATION_BOOKKEEPING = {"_yoyo_log", "_yoyo_migration", "_yoyo_version", "yoyo_lock"}

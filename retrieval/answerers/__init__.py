@@ -1,9 +1,11 @@
 """Answerers: turn a question and the page texts it was shown into a draft answer with claimed quotes.
 
 A draft is never shown as is: ``retrieval.ask`` verifies every claimed quote against the shown page
-texts (``retrieval.verify``) and keeps only the source's own words. Two answerers exist:
-``gemini`` (google-genai, structured output) and ``extractive`` (verbatim best sentences, no model
-service). Both implement ``Answerer``.
+texts (``retrieval.verify``) and keeps only the source's own words. Three answerers exist:
+``gemini`` (google-genai, structured output), ``openai`` (any OpenAI-compatible server through the
+``openai`` client: Ollama, vLLM, llama.cpp, LM Studio, OpenAI; ``openai_compat``) and ``extractive``
+(verbatim best sentences, no model service). All implement ``Answerer``; the two model answerers share
+everything but their provider call (``structured``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,22 @@ from typing import Protocol
 from pydantic import BaseModel, Field
 
 from retrieval.models import Turn
+from retrieval.settings import Settings
 from retrieval.verify import Claim, PageText, Verdict
+
+ANSWERERS = ("gemini", "openai", "extractive")
+
+
+def unconfigured(settings: Settings, name: str) -> str | None:
+    """What the answerer ``name`` still needs from the configuration, in plain words (None: nothing)."""
+    if name == "gemini" and settings.gemini_api_key is None:
+        return "GEMINI_API_KEY"
+    if name == "openai":
+        if not settings.openai_model:
+            return "CHAPTERVERSE_OPENAI_MODEL (and CHAPTERVERSE_OPENAI_BASE_URL for a local server)"
+        if settings.openai_api_key is None and not settings.openai_base_url:
+            return "CHAPTERVERSE_OPENAI_BASE_URL (a local server) or OPENAI_API_KEY (OpenAI itself)"
+    return None
 
 
 class AnswererError(RuntimeError):

@@ -18,31 +18,30 @@ from __future__ import annotations
 import logging
 import os
 import re
-import threading
-import time
-from collections.abc import Sequence
 from typing import Any
 
 import httpx
 from google import genai
 from google.genai import errors, types
-from pydantic import BaseModel, Field, ValidationError
-from tenacity import RetryCallState, Retrying, retry_if_exception
+from pydantic import BaseModel
+from tenacity import Retrying, retry_if_exception
 
-from retrieval.answerers import AnswererError, Draft
-from retrieval.answerers.prompt import REWRITE_SYSTEM, SYSTEM, answer_prompt, repair_prompt, rewrite_prompt
+from retrieval.answerers import AnswererError
 from retrieval.answerers.slots import provider_slot
-from retrieval.models import Turn
+from retrieval.answerers.structured import (
+    BACKOFF_BASE_S,
+    BACKOFF_MAX_S,
+    DEFAULT_MAX_ATTEMPTS,
+    ClientCache,
+    RetryBudget,
+    StructuredAnswerer,
+)
 from retrieval.settings import Settings
-from retrieval.verify import Claim, PageText, Verdict
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 30.0  # per HTTP call
 DEFAULT_RETRY_BUDGET_S = 45.0  # all attempts of one call, waits included
-DEFAULT_MAX_ATTEMPTS = 4
-BACKOFF_BASE_S = 1.0
-BACKOFF_MAX_S = 16.0
 
 
 def _http_errors(name: str) -> tuple[type[BaseException], ...]:
@@ -60,24 +59,6 @@ def _http_errors(name: str) -> tuple[type[BaseException], ...]:
 TRANSPORT_ERRORS = _http_errors("TransportError")  # timeouts, connection resets and drops
 TIMEOUT_ERRORS = _http_errors("TimeoutException")
 HTTP_ERRORS = _http_errors("HTTPError")
-
-
-class ModelCitation(BaseModel):
-    id: str = Field(description="The id of the passage the quote is copied from.")
-    document: str
-    page: int
-    quote: str = Field(description="A contiguous span copied word for word from that passage's text.")
-
-
-class ModelAnswer(BaseModel):
-    answerable: bool = Field(description="False when the passages do not contain the answer.")
-    answer: str = Field(description="Short answer; empty when not answerable.")
-    citations: list[ModelCitation]
-    reason: str = Field(default="", description="When not answerable: what the passages lack.")
-
-
-class StandaloneQuestion(BaseModel):
-    question: str
 
 
 def retry_delay_s(exc: BaseException) -> float | None:
@@ -113,29 +94,7 @@ def describe(exc: BaseException) -> str:
     return f"Gemini call failed ({type(exc).__name__})"
 
 
-class _Budget:
-    """Stop and wait policies for tenacity: backoff that honours retryDelay, bounded in total time."""
-
-    def __init__(self, max_attempts: int, budget_s: float) -> None:
-        self.max_attempts = max_attempts
-        self.budget_s = budget_s
-
-    def wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        server = retry_delay_s(exc) if exc is not None else None
-        if server is not None:
-            return server  # the server said when to come back
-        return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (state.attempt_number - 1))
-
-    def stop(self, state: RetryCallState) -> bool:
-        if state.attempt_number >= self.max_attempts:
-            return True
-        elapsed = time.monotonic() - state.start_time
-        return elapsed + self.wait(state) > self.budget_s
-
-
-_CLIENTS: dict[tuple[str, str, str | None, int], genai.Client] = {}
-_CLIENTS_LOCK = threading.Lock()
+_CLIENTS: ClientCache[genai.Client] = ClientCache("Gemini")
 
 
 def client_for(api_key: str, model: str, base_url: str | None, timeout_s: float) -> genai.Client:
@@ -144,30 +103,18 @@ def client_for(api_key: str, model: str, base_url: str | None, timeout_s: float)
     its own client."""
     effective = base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or None
     timeout_ms = int(timeout_s * 1000)
-    key = (api_key, model, effective, timeout_ms)
-    with _CLIENTS_LOCK:
-        client = _CLIENTS.get(key)
-        if client is None:
-            options = types.HttpOptions(timeout=timeout_ms, base_url=effective)
-            client = genai.Client(api_key=api_key, http_options=options)
-            _CLIENTS[key] = client
-        return client
+    return _CLIENTS.get((api_key, model, effective, timeout_ms), lambda: genai.Client(
+        api_key=api_key, http_options=types.HttpOptions(timeout=timeout_ms, base_url=effective)))
 
 
 def close_clients() -> None:
     """Close and forget every cached client (tests; shutdown)."""
-    with _CLIENTS_LOCK:
-        clients = list(_CLIENTS.values())
-        _CLIENTS.clear()
-    for client in clients:
-        try:
-            client.close()
-        except Exception:  # noqa: BLE001  (closing is best effort)
-            log.debug("closing a Gemini client failed", exc_info=True)
+    _CLIENTS.close()
 
 
-class GeminiAnswerer:
+class GeminiAnswerer(StructuredAnswerer):
     name = "gemini"
+    provider = "Gemini"
 
     def __init__(self, api_key: str, model: str, *, base_url: str | None = None,
                  timeout_s: float = DEFAULT_TIMEOUT_S, retry_budget_s: float = DEFAULT_RETRY_BUDGET_S,
@@ -176,7 +123,8 @@ class GeminiAnswerer:
         (``CHAPTERVERSE_MODEL_CONCURRENCY``, ``retrieval.answerers.slots``); default from the environment."""
         self.model = model
         self._client = client_for(api_key, model, base_url, timeout_s)
-        self._budget = _Budget(max_attempts, retry_budget_s)
+        self._budget = RetryBudget(max_attempts, retry_budget_s, retry_delay_s, base_s=BACKOFF_BASE_S,
+                                   max_s=BACKOFF_MAX_S)
         self._settings = settings or Settings()
         self.calls = 0
 
@@ -205,31 +153,8 @@ class GeminiAnswerer:
             raise AnswererError(describe(exc)) from None
         raise AnswererError("Gemini gave no response")  # pragma: no cover - the loop returns or raises
 
-    def _structured(self, system: str, prompt: str, schema: type[BaseModel]) -> BaseModel:
-        response = self._generate(system, prompt, schema)
-        text = response_text(response)
-        try:
-            return schema.model_validate_json(text)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(x) for x in first.get("loc", ())) or "output"
-            raise AnswererError(f"Gemini output did not match the schema ({exc.error_count()} error(s); "
-                                f"{where}: {first.get('msg', '')})") from None
-
-    # -- Answerer ----------------------------------------------------------------------------
-    def answer(self, question: str, shown: Sequence[PageText]) -> Draft:
-        return to_draft(self._structured(SYSTEM, answer_prompt(question, shown), ModelAnswer))  # type: ignore[arg-type]
-
-    def repair(self, question: str, shown: Sequence[PageText], draft: Draft,
-               failures: Sequence[Verdict]) -> Draft:
-        return to_draft(self._structured(SYSTEM, repair_prompt(question, shown, failures), ModelAnswer))  # type: ignore[arg-type]
-
-    def standalone(self, question: str, history: Sequence[Turn]) -> str:
-        out = self._structured(REWRITE_SYSTEM, rewrite_prompt(question, history), StandaloneQuestion)
-        text = out.question.strip()  # type: ignore[attr-defined]
-        if not text:
-            raise AnswererError("Gemini returned an empty standalone question")
-        return text
+    def _text(self, system: str, prompt: str, schema: type[BaseModel]) -> str:
+        return response_text(self._generate(system, prompt, schema))
 
 
 def response_text(response: types.GenerateContentResponse) -> str:
@@ -249,10 +174,3 @@ def response_text(response: types.GenerateContentResponse) -> str:
     if finish == types.FinishReason.MAX_TOKENS:
         raise AnswererError("Gemini's answer was cut off (MAX_TOKENS)")
     return text
-
-
-def to_draft(out: ModelAnswer) -> Draft:
-    claims = [Claim(c.document, c.page, c.quote) for c in out.citations]
-    if not out.answerable:
-        return Draft(refusal=True, reason=out.reason or "the model found no answer in the passages", model_calls=1)
-    return Draft(refusal=False, answer=out.answer, claims=claims, model_calls=1)

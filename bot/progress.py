@@ -1,0 +1,145 @@
+"""A long ingest's progress in Slack: one message updated in place (chat.update) with pages done / total
+and an estimate of the time left, at most every ``CHAPTERVERSE_SLACK_PROGRESS_INTERVAL_S`` seconds.
+
+``SlackProgress`` is the ingest pipeline's own ``ingest.progress.ProgressLog`` (the object
+``ingest_source(progress=...)`` reports pages read, steps and passages embedded to), so the pipeline
+needs nothing new; its line ("manual.pdf: pages 120/447 read · 35 s", "...; embedding passages
+300/1,100 (27%, about 6 min left for this step) · 2m10s") is what the message says. An update is due
+when the pipeline reports (each page read, counted on ``pages_done``; each batch embedded) or the base class's timer fires (steps that report
+nothing, such as the database write) once the interval has passed; it is handed to one sender thread
+that keeps only the latest text, so a slow or failing Slack never holds the ingest up.
+
+Where the message lives: a shared file's status message in its thread (the job's reporter already
+updates it), or, for ``/chapterverse ingest <url>`` (whose replies are ephemeral and cannot be edited), a
+direct message to the requester, posted when the first update is due (an ingest done within one interval
+posts none) and updated with the final result.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot import slack
+from bot.queue import Job, JobLost
+from bot.render import ingest_progress_text
+from ingest.progress import ProgressLog
+
+log = logging.getLogger(__name__)
+
+Show = Callable[[str], None]
+
+
+def dm_message(client: WebClient, user: str, render: Callable[[str], slack.SlackMessage]) -> Show:
+    """A direct message to ``user``, posted on first use and updated (chat.update) after that."""
+    state: dict[str, str] = {}
+
+    def show(text: str) -> None:
+        msg = render(text)
+        try:
+            if "ts" in state:
+                slack.update(client, state["channel"], state["ts"], msg)
+            else:
+                resp = client.chat_postMessage(channel=user, text=msg.text, blocks=msg.blocks or None,
+                                               unfurl_links=False, unfurl_media=False)
+                state["channel"], state["ts"] = str(resp["channel"]), str(resp["ts"])
+        except SlackApiError as exc:
+            log.warning("could not show ingest progress to %s: %s", user, exc.response.get("error"))
+
+    return show
+
+
+class _Timer:
+    """The stream ``ProgressLog``'s timer thread writes to: each line is a chance to update."""
+
+    def __init__(self, progress: SlackProgress) -> None:
+        self.progress = progress
+
+    def write(self, _line: str) -> int:
+        self.progress.due()
+        return 0
+
+    def flush(self) -> None:
+        pass
+
+
+class SlackProgress(ProgressLog):
+    def __init__(self, job: Job, name: str, interval_s: float, show: Show,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(name, interval_s, stream=_Timer(self), clock=clock)  # type: ignore[arg-type]
+        self.job = job
+        self._show = show
+        self._last = self.started
+        self._due_lock = threading.Lock()
+        self._pending: str | None = None
+        self._wake = threading.Condition()
+        self._closing = False
+        self.updates = 0  # texts handed to Slack
+        self._sender = threading.Thread(target=self._send_loop, name=f"progress-{job.id}", daemon=True)
+        self._ready = True
+
+    # -------------------------------------------------------------- what the pipeline reports
+    @property  # type: ignore[override]
+    def pages_done(self) -> int:
+        return self._pages_done
+
+    @pages_done.setter
+    def pages_done(self, n: int) -> None:
+        """A page read (the pipeline counts them on this attribute, or through ``pages``)."""
+        self._pages_done = n
+        if getattr(self, "_ready", False):
+            self._check()
+
+    def advance(self, n: int) -> None:
+        super().advance(n)
+        self._check()
+
+    def _check(self) -> None:
+        """On the pipeline's thread: stop a job that is no longer ours; queue an update when due."""
+        if self.job.lost.is_set():
+            raise JobLost(self.job.id)
+        self.due()
+
+    # -------------------------------------------------------------- updates
+    def due(self) -> None:
+        now = self.clock()
+        with self._due_lock:
+            if now - self._last < self.interval_s:
+                return
+            self._last = now
+        text = ingest_progress_text(self.job.id, self)
+        with self._wake:
+            self._pending = text
+            self._wake.notify()
+
+    def _send_loop(self) -> None:
+        while True:
+            with self._wake:
+                while self._pending is None and not self._closing:
+                    self._wake.wait()
+                text, self._pending = self._pending, None
+                if text is None:
+                    return
+            try:
+                self._show(text)
+                self.updates += 1
+            except Exception:  # noqa: BLE001  (progress is a courtesy; the ingest goes on)
+                log.warning("job %s: progress update failed", self.job.id, exc_info=True)
+
+    def __enter__(self) -> SlackProgress:
+        self._sender.start()
+        super().__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        with self._wake:
+            self._pending = None  # the final message replaces whatever was still waiting
+            self._closing = True
+            self._wake.notify()
+        self._sender.join(10)

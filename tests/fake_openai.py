@@ -1,0 +1,142 @@
+"""A fake OpenAI-compatible API on 127.0.0.1 for tests: the real ``openai`` client talks to it over HTTP.
+
+It serves ``POST /v1/chat/completions`` (what Ollama, vLLM, llama.cpp's server, LM Studio and OpenAI
+all serve), checks the bearer key, records every request, and answers from a script like
+``tests/fake_gemini.py`` (whose ``Reply`` it uses): a queue of replies, the last one repeating; a
+reply is a JSON body with a status, headers, a delay, or a dropped connection.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tests.fake_gemini import Reply
+
+PATH = "/v1/chat/completions"
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    def content(self, role: str) -> str:
+        return "\n".join(m.get("content") or "" for m in self.body.get("messages", []) if m.get("role") == role)
+
+    @property
+    def prompt(self) -> str:
+        """The user message (the Gemini fake's ``prompt``: tests share ``passages_in``)."""
+        return self.content("user")
+
+
+@dataclass
+class FakeOpenAI:
+    api_key: str
+    replies: list[Reply | Callable[[Recorded], Reply]] = field(default_factory=list)
+    requests: list[Recorded] = field(default_factory=list)
+    base_url: str = ""
+
+    def script(self, *replies: Reply | Callable[[Recorded], Reply]) -> None:
+        self.replies = list(replies)
+        self.requests.clear()
+
+    def next_reply(self, rec: Recorded) -> Reply:
+        item = self.replies.pop(0) if len(self.replies) > 1 else (
+            self.replies[0] if self.replies else Reply(500, error_body("no script")))
+        return item(rec) if callable(item) else item
+
+
+def completion(content: str | None, finish: str = "stop", refusal: str | None = None) -> dict[str, Any]:
+    return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake",
+            "choices": [{"index": 0, "finish_reason": finish,
+                         "message": {"role": "assistant", "content": content, "refusal": refusal}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+
+
+def json_completion(obj: Any) -> dict[str, Any]:
+    return completion(json.dumps(obj))
+
+
+def answer_body(answer: str, citations: list[dict[str, Any]], answerable: bool = True, reason: str = "") -> dict:
+    return json_completion({"answerable": answerable, "answer": answer, "citations": citations, "reason": reason})
+
+
+def error_body(message: str, kind: str = "server_error") -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+@dataclass
+class Headed(Reply):
+    """A reply with extra HTTP headers (e.g. ``Retry-After``)."""
+
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:  # keep test output quiet
+            pass
+
+        def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:  # noqa: N802  (http.server naming)
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            if self.path.split("?", 1)[0] != PATH:
+                self._send(404, error_body(f"no such route {self.path}", "not_found"))
+                return
+            if self.headers.get("Authorization") != f"Bearer {fake.api_key}":
+                self._send(401, error_body("bad API key", "invalid_request_error"))
+                return
+            rec = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw or b"{}"))
+            fake.requests.append(rec)
+            reply = fake.next_reply(rec)
+            if reply.delay_s:
+                time.sleep(reply.delay_s)
+            if reply.drop:
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                return
+            try:
+                self._send(reply.status, reply.body, getattr(reply, "headers", None))
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (timeout)
+
+    return Handler
+
+
+@contextmanager
+def running(api_key: str = "test-openai-key-not-secret") -> Iterator[FakeOpenAI]:
+    fake = FakeOpenAI(api_key)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
+    server.daemon_threads = True
+    fake.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
