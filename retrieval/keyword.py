@@ -5,8 +5,8 @@ The default ranking is BM25, computed in one SQL statement:
 * the query's lexemes come from ``to_tsvector('english', query)`` (English stemming, stop words
   dropped) plus its identifier terms (``retrieval.identifiers``: ``gnu_source``, ``%in%``, ``c++``,
   which chunks carry in their tsvector too), so a question is a bag of terms, not a boolean expression;
-* candidates are the chunks matching *any* lexeme (an OR ``tsquery``, served by the GIN index): a
-  word of a long question that the corpus never uses cannot empty the result;
+* candidates are the chunks having *any* of the lexemes: a word of a long question that the corpus
+  never uses cannot empty the result;
 * each lexeme's document frequency over the searched scope is a sum of per-document counts kept at
   ingest (``document_lexemes``), so common words weigh little and rare ones a lot
   (IDF = ln(1 + (N - df + 0.5) / (df + 0.5))); N and the average chunk length come from
@@ -18,20 +18,35 @@ The default ranking is BM25, computed in one SQL statement:
 
 Scoring every chunk that has *any* query lexeme costs time in proportion to the postings of the
 query's commonest words ("aircraft", "pilot"), which grow with the collection. ``bm25_sql`` returns
-the same top ``limit`` while scoring far fewer chunks (a MaxScore-style bound, in the same statement):
+the same top ``limit`` while scoring few chunks, using the postings kept at ingest in bands
+(``retrieval.postings``: per document and lexeme, chunk ids grouped by tf and length, each band row
+with its largest tf and smallest length). For a band row of lexeme t, ``ub`` = BM25's weight of t
+computed with the row's largest tf and smallest length and the scope's IDF and average length *now*:
+no chunk of the row gets more from t (the weight grows with tf and shrinks with length).
 
-1. *seed*: the query's rarest lexeme, and the next rarest while their document frequencies add up
-   to at most 10 % of the scope's chunks (``SEED_SHARE``; at least ``SEED_POSTINGS`` and ``limit``);
-   the chunks holding any of them are scored in full;
-2. *threshold*: the ``limit``-th best of those scores, θ (0 when they are fewer than ``limit``);
-3. a lexeme contributes less than ``(k1 + 1) · idf`` to any chunk, so a chunk holding only the
-   commonest lexemes whose bounds add up to less than θ cannot reach the top ``limit``: only chunks
-   with one of the other lexemes (not already scored) are scored next, and the best ``limit`` of
-   both sets are returned. With θ = 0 this is the plain ranking over every candidate.
+1. *bounds*: every band row of the query's lexemes in the scope, with its ``ub``, read from the
+   index alone; ``u_t`` = the largest ``ub`` of lexeme t;
+2. *seed*: the ``seed`` chunks of each lexeme's best rows are scored exactly; θ = the ``limit``-th
+   best of those scores, lowered by 1e-9 of itself for rounding (0 when fewer than ``limit``).
+   θ is a score that ``limit`` chunks reach, so the ``limit``-th best score overall is at least θ;
+3. *cut-offs*: a share ``c_t`` of θ for each lexeme, ``c_t = min(u_t, λ)`` with λ chosen so that
+   Σ c_t = θ (water-filling: lexemes whose weight can never exceed their share keep all of it;
+   the others split the rest evenly);
+4. *candidates*: the chunks of the rows with ``ub > c_t``. A chunk in none of them gets at most
+   ``c_t`` from every lexeme t (it lacks t, or its row's bound is ≤ c_t), so its score is at most
+   Σ c_t = θ, below the ``limit``-th best score (θ was lowered by 1e-9 of itself, far more than the
+   rounding of any sum here): it cannot be in the top list, nor tie with its last member;
+5. a candidate's bound is Σ c_t plus, for each lexeme whose row was chosen, ``ub - c_t``; those with
+   a bound below θ are dropped by the same argument, the rest are scored exactly (with the seed);
+   the best ``limit`` of those are the top list. Every chunk scoring at least the ``limit``-th best
+   score is scored exactly, so ties fall to the lower id as in the plain ranking.
 
-Each candidate's score reads only the query's lexemes from its tsvector (``setweight`` +
+With θ = 0 (fewer than ``limit`` seed chunks) every chunk with a query lexeme is scored.
+
+An exact score reads only the query's lexemes from the chunk's tsvector (``setweight`` +
 ``ts_filter``, see ``_score_sql``) instead of unnesting all of them. ``bm25_all_sql`` scores every
-candidate the plain way (unnest and join), kept as the reference the tests compare against.
+candidate of the GIN index the plain way (unnest and join), kept as the reference the tests compare
+against.
 
 Two simpler rankings are kept for the evaluation that justified BM25: ``websearch`` (AND
 semantics, ``ts_rank_cd``) and ``or_rank`` (OR of lexemes, ``ts_rank_cd``).
@@ -51,11 +66,8 @@ from retrieval.identifiers import identifier_terms
 KeywordMethod = Literal["bm25", "websearch", "or_rank"]
 
 SEED_POSTINGS = 50
-SEED_SHARE = 0.1
-"""The rarest query lexeme, and the next rarest while their document frequencies add up to at most
-``SEED_SHARE`` of the scope's chunks (at least ``SEED_POSTINGS`` and ``limit``): those chunks are
-scored first to find the score a chunk must beat. Timed on the FAA dev collection (2k chunks) and its
-synthetic 100k and 1M copies with shares of 1-20 %: 5-10 % was best on all three."""
+"""Chunks of each query lexeme's best band rows scored first (at least ``limit``) to find θ, the
+score a chunk must beat."""
 
 
 @dataclass(frozen=True)
@@ -138,31 +150,74 @@ LIMIT %(limit)s
 """
 
 
+def _bands_sql(scope: Scope) -> str:
+    """The band rows (``lexeme_bands``) of the query's lexemes in the scope, each with its bound ``ub``."""
+    join = ("JOIN documents d ON d.collection = p.collection AND d.id = p.document_id"
+            if scope.needs_documents else "")
+    return f"""SELECT p.lexeme, p.collection, p.document_id, p.band,
+           lex.w * (p.tf_max * (%(k1)s + 1))
+               / (p.tf_max + %(k1)s * (1 - %(b)s + %(b)s * p.dl_min / stats.avgdl)) AS ub
+    FROM lex JOIN lexeme_bands p ON p.lexeme = lex.lexeme {join}
+    CROSS JOIN stats
+    WHERE {scope.sql("p", "d")}"""
+
+
+def _band_chunks_sql(rows: str) -> str:
+    """The chunk ids of the band rows ``rows`` (lexeme, collection, document_id, band, ...), read by key."""
+    return f"""SELECT r.*, x.chunk_id FROM {rows} r
+    JOIN lexeme_bands p ON p.collection = r.collection AND p.document_id = r.document_id
+                       AND p.lexeme = r.lexeme AND p.band = r.band
+    CROSS JOIN LATERAL unnest(p.chunk_ids) x(chunk_id)"""
+
+
 def bm25_sql(scope: Scope) -> str:
     """The BM25 statement (exact top ``limit``, pruned); parameters: ``query``, ``terms``
     (``query_terms(query)``), ``k1``, ``b``, ``limit``, ``seed`` and the scope's. See the module doc."""
     return f"""
-WITH {_head_sql(scope)}, ranked AS MATERIALIZED (
-    SELECT lexeme,
-           row_number() OVER (ORDER BY df, lexeme) = 1
-               OR sum(df) OVER (ORDER BY df, lexeme ROWS UNBOUNDED PRECEDING)
-                  <= greatest(%(seed)s, %(seed_share)s * (SELECT n FROM stats)) AS in_seed,
-           (%(k1)s + 1) * sum(w) OVER (ORDER BY df DESC, lexeme DESC ROWS UNBOUNDED PRECEDING) AS bound_upto
-    FROM idf WHERE df > 0
+WITH {_head_sql(scope)}, lex AS MATERIALIZED (
+    SELECT lexeme, w FROM idf WHERE df > 0
+), bands AS MATERIALIZED (
+    {_bands_sql(scope)}
+), top_bands AS MATERIALIZED (
+    SELECT * FROM (SELECT b.*, row_number() OVER (PARTITION BY lexeme ORDER BY ub DESC, collection, document_id, band)
+                   AS rn FROM bands b) t
+    WHERE rn <= %(seed)s
 ), seed AS MATERIALIZED (
-    SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tsq FROM ranked WHERE in_seed
+    SELECT DISTINCT collection, chunk_id FROM (
+        SELECT s.collection, s.chunk_id,
+               row_number() OVER (PARTITION BY s.lexeme ORDER BY s.ub DESC, s.collection, s.chunk_id) AS rn
+        FROM ({_band_chunks_sql("top_bands")}) s) t
+    WHERE rn <= %(seed)s
 ), cand1 AS (
-    {_candidates_sql(scope, "c.tsv @@ (SELECT tsq FROM seed)")}
+    SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
+    FROM seed JOIN chunks c ON c.collection = seed.collection AND c.id = seed.chunk_id
 ), scored1 AS MATERIALIZED (
     {_score_sql("cand1")}
 ), theta AS MATERIALIZED (
-    SELECT CASE WHEN count(*) >= %(limit)s THEN min(score) ELSE 0 END AS t
+    SELECT CASE WHEN count(*) >= %(limit)s THEN min(score) * (1 - 1e-9) ELSE 0 END AS t
     FROM (SELECT score FROM scored1 ORDER BY score DESC LIMIT %(limit)s) top
-), rest AS MATERIALIZED (
-    SELECT string_agg(quote_literal(r.lexeme), ' | ')::tsquery AS tsq FROM ranked r, theta
-    WHERE r.bound_upto >= theta.t * (1 - 1e-9) AND NOT r.in_seed
+), umax AS MATERIALIZED (
+    SELECT lexeme, max(ub) AS u FROM bands GROUP BY lexeme
+), fill AS (
+    SELECT u, (theta.t - coalesce(sum(u) OVER (ORDER BY u, lexeme ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))
+              / (count(*) OVER () - row_number() OVER (ORDER BY u, lexeme) + 1) AS lam, lexeme
+    FROM umax CROSS JOIN theta
+), level AS MATERIALIZED (
+    SELECT coalesce((SELECT lam FROM fill WHERE u > lam ORDER BY u, lexeme LIMIT 1), 'Infinity'::float8) AS lam
+), cut AS MATERIALIZED (
+    SELECT umax.lexeme, least(umax.u, level.lam) AS c FROM umax CROSS JOIN level
+), chosen AS MATERIALIZED (
+    SELECT b.lexeme, b.collection, b.document_id, b.band, b.ub - cut.c AS extra
+    FROM bands b JOIN cut ON cut.lexeme = b.lexeme WHERE b.ub > cut.c
+), bounded AS (
+    SELECT s.collection, s.chunk_id, sum(s.extra) + (SELECT sum(c) FROM cut) AS ub
+    FROM ({_band_chunks_sql("chosen")}) s
+    GROUP BY s.collection, s.chunk_id
 ), cand2 AS (
-    {_candidates_sql(scope, "c.tsv @@ (SELECT tsq FROM rest) AND NOT c.tsv @@ (SELECT tsq FROM seed)")}
+    SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
+    FROM bounded JOIN chunks c ON c.collection = bounded.collection AND c.id = bounded.chunk_id
+    WHERE bounded.ub >= (SELECT t FROM theta)
+      AND NOT EXISTS (SELECT 1 FROM seed WHERE seed.collection = bounded.collection AND seed.chunk_id = bounded.chunk_id)
 ), scored2 AS (
     {_score_sql("cand2")}
 )
@@ -179,7 +234,7 @@ def query_terms(query: str) -> list[str]:
 
 def bm25_params(query: str, limit: int, scope: Scope, params: BM25Params = BM25Params()) -> dict[str, object]:
     return {**scope.params(), "query": query, "terms": query_terms(query), "k1": params.k1, "b": params.b,
-            "limit": limit, "seed": max(limit, SEED_POSTINGS), "seed_share": SEED_SHARE}
+            "limit": limit, "seed": max(limit, SEED_POSTINGS)}
 
 
 def _hits(rows: list[dict]) -> list[Hit]:
