@@ -25,21 +25,24 @@ computed with the row's largest tf and smallest length and the scope's IDF and a
 no chunk of the row gets more from t (the weight grows with tf and shrinks with length).
 
 1. *bounds*: every band row of the query's lexemes in the scope, with its ``ub``, read from the
-   index alone; ``u_t`` = the largest ``ub`` of lexeme t;
-2. *seed*: the ``seed`` chunks of each lexeme's best rows are scored exactly; θ = the ``limit``-th
-   best of those scores, lowered by 1e-9 of itself for rounding (0 when fewer than ``limit``).
-   θ is a score that ``limit`` chunks reach, so the ``limit``-th best score overall is at least θ;
-3. *cut-offs*: a share ``c_t`` of θ for each lexeme, ``c_t = min(u_t, λ)`` with λ chosen so that
-   Σ c_t = θ (water-filling: lexemes whose weight can never exceed their share keep all of it;
-   the others split the rest evenly);
-4. *candidates*: the chunks of the rows with ``ub > c_t``. A chunk in none of them gets at most
-   ``c_t`` from every lexeme t (it lacks t, or its row's bound is ≤ c_t), so its score is at most
-   Σ c_t = θ, below the ``limit``-th best score (θ was lowered by 1e-9 of itself, far more than the
-   rounding of any sum here): it cannot be in the top list, nor tie with its last member;
-5. a candidate's bound is Σ c_t plus, for each lexeme whose row was chosen, ``ub - c_t``; those with
-   a bound below θ are dropped by the same argument, the rest are scored exactly (with the seed);
-   the best ``limit`` of those are the top list. Every chunk scoring at least the ``limit``-th best
-   score is scored exactly, so ties fall to the lower id as in the plain ranking.
+   index alone; ``u_t`` = the largest ``ub`` of lexeme t, U = Σ u_t;
+2. *seed*: the chunks of each lexeme's best rows (``seed`` per lexeme) and chunks having two of the
+   ``pair_lexemes`` rarest lexemes (GIN index, at most ``probe``) are scored exactly; θ = the
+   ``limit``-th best of those scores, lowered by 1e-9 of itself for rounding (0 when fewer than
+   ``limit``). ``limit`` chunks reach θ, so the ``limit``-th best score of all, θ*, is at least θ;
+3. *skipped lexemes*: in order of document frequency per unit of bound (commonest first), the
+   lexemes whose ``u_t`` add up to at most ``skip_share`` · θ; S = their sum. Their postings are
+   not read: each adds at most ``u_t`` to any chunk;
+4. *essential lexemes* (the others): their band rows are read, except rows with ``ub`` below
+   θ - (U - u_t): a chunk in such a row scores less than θ - (U - u_t) + (U - u_t) = θ ≤ θ*;
+   a chunk's bound is S plus the ``ub`` of its rows read (at least its score, unless a row of it
+   was skipped by that rule, and then it scores below θ anyway). A chunk in none of the rows read
+   scores at most S < θ (it lacks every essential lexeme, or holds one in a row skipped by the rule);
+5. chunks whose bound is below θ cannot reach θ*; of the others, the ``probe`` with the largest
+   bounds are scored exactly, which may raise θ (same argument as in 2), then every remaining one
+   whose bound reaches θ is scored exactly. The best ``limit`` scored are the top list: every chunk
+   scoring at least θ* has been scored, so ties fall to the lower id as in the plain ranking.
+   (θ is lowered by 1e-9 of itself, far more than the rounding of any sum here.)
 
 With θ = 0 (fewer than ``limit`` seed chunks) every chunk with a query lexeme is scored.
 
@@ -66,6 +69,9 @@ from retrieval.identifiers import identifier_terms
 KeywordMethod = Literal["bm25", "websearch", "or_rank"]
 
 SEED_POSTINGS = 50
+PROBE = 200
+SKIP_SHARE = 0.8
+PAIR_LEXEMES = 4
 """Chunks of each query lexeme's best band rows scored first (at least ``limit``) to find θ, the
 score a chunk must beat."""
 
@@ -150,44 +156,52 @@ LIMIT %(limit)s
 """
 
 
-def _bands_sql(scope: Scope) -> str:
-    """The band rows (``lexeme_bands``) of the query's lexemes in the scope, each with its bound ``ub``."""
-    join = ("JOIN documents d ON d.collection = p.collection AND d.id = p.document_id"
-            if scope.needs_documents else "")
-    return f"""SELECT p.lexeme, p.collection, p.document_id, p.band,
-           lex.w * (p.tf_max * (%(k1)s + 1))
-               / (p.tf_max + %(k1)s * (1 - %(b)s + %(b)s * p.dl_min / stats.avgdl)) AS ub
-    FROM lex JOIN lexeme_bands p ON p.lexeme = lex.lexeme {join}
-    CROSS JOIN stats
-    WHERE {scope.sql("p", "d")}"""
+def _ub_sql(p: str, w: str) -> str:
+    """BM25's weight of a lexeme (IDF ``w``) with the largest tf and smallest length of band row ``p``."""
+    return (f"{w} * ({p}.tf_max * (%(k1)s + 1)) "
+            f"/ ({p}.tf_max + %(k1)s * (1 - %(b)s + %(b)s * {p}.dl_min / stats.avgdl))")
 
 
-def _band_chunks_sql(rows: str) -> str:
-    """The chunk ids of the band rows ``rows`` (lexeme, collection, document_id, band, ...), read by key."""
-    return f"""SELECT r.*, x.chunk_id FROM {rows} r
-    JOIN lexeme_bands p ON p.collection = r.collection AND p.document_id = r.document_id
-                       AND p.lexeme = r.lexeme AND p.band = r.band
-    CROSS JOIN LATERAL unnest(p.chunk_ids) x(chunk_id)"""
+def _docs_join(scope: Scope) -> str:
+    return "JOIN documents d ON d.collection = p.collection AND d.id = p.document_id" if scope.needs_documents else ""
+
+
+def _bands_from(scope: Scope, lexemes: str, joins: str = "") -> str:
+    """FROM and WHERE of the band rows ``p`` of the lexemes of CTE ``lexemes`` (lexeme, w, ...) in the scope."""
+    return (f"{lexemes} lex JOIN lexeme_bands p ON p.lexeme = lex.lexeme {_docs_join(scope)} CROSS JOIN stats {joins} "
+            f"WHERE {scope.sql('p', 'd')}")
 
 
 def bm25_sql(scope: Scope) -> str:
     """The BM25 statement (exact top ``limit``, pruned); parameters: ``query``, ``terms``
-    (``query_terms(query)``), ``k1``, ``b``, ``limit``, ``seed`` and the scope's. See the module doc."""
+    (``query_terms(query)``), ``k1``, ``b``, ``limit``, ``seed``, ``probe`` and the scope's.
+    See the module doc."""
     return f"""
 WITH {_head_sql(scope)}, lex AS MATERIALIZED (
-    SELECT lexeme, w FROM idf WHERE df > 0
+    SELECT lexeme, w, df FROM idf WHERE df > 0
 ), bands AS MATERIALIZED (
-    {_bands_sql(scope)}
-), top_bands AS MATERIALIZED (
-    SELECT * FROM (SELECT b.*, row_number() OVER (PARTITION BY lexeme ORDER BY ub DESC, collection, document_id, band)
-                   AS rn FROM bands b) t
-    WHERE rn <= %(seed)s
+    SELECT p.lexeme, p.collection, p.document_id, p.band, {_ub_sql("p", "lex.w")} AS ub
+    FROM {_bands_from(scope, "lex")}
+), rarest AS MATERIALIZED (
+    SELECT lexeme, rn FROM (SELECT lexeme, row_number() OVER (ORDER BY df, lexeme) AS rn FROM lex) r
+    WHERE rn <= %(pair_lexemes)s
 ), seed AS MATERIALIZED (
-    SELECT DISTINCT collection, chunk_id FROM (
-        SELECT s.collection, s.chunk_id,
-               row_number() OVER (PARTITION BY s.lexeme ORDER BY s.ub DESC, s.collection, s.chunk_id) AS rn
-        FROM ({_band_chunks_sql("top_bands")}) s) t
-    WHERE rn <= %(seed)s
+    SELECT DISTINCT t.collection, t.chunk_id FROM lex l CROSS JOIN LATERAL (
+        SELECT top.collection, x.chunk_id
+        FROM (SELECT p.collection, p.document_id, p.band, {_ub_sql("p", "l.w")} AS ub
+              FROM lexeme_bands p {_docs_join(scope)} CROSS JOIN stats
+              WHERE p.lexeme = l.lexeme AND {scope.sql("p", "d")}
+              ORDER BY ub DESC LIMIT %(seed)s) top
+        JOIN lexeme_bands r ON r.collection = top.collection AND r.document_id = top.document_id
+                           AND r.lexeme = l.lexeme AND r.band = top.band
+        CROSS JOIN LATERAL unnest(r.chunk_ids) x(chunk_id)
+        ORDER BY top.ub DESC LIMIT %(seed)s) t
+    UNION (
+        SELECT c.collection, c.id FROM {scope.from_clause()}
+        WHERE {scope.sql()} AND c.tsv @@ (
+            SELECT string_agg('(' || quote_literal(a.lexeme) || ' & ' || quote_literal(b.lexeme) || ')', ' | ')::tsquery
+            FROM rarest a JOIN rarest b ON a.rn < b.rn)
+        LIMIT %(probe)s)
 ), cand1 AS (
     SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
     FROM seed JOIN chunks c ON c.collection = seed.collection AND c.id = seed.chunk_id
@@ -196,32 +210,40 @@ WITH {_head_sql(scope)}, lex AS MATERIALIZED (
 ), theta AS MATERIALIZED (
     SELECT CASE WHEN count(*) >= %(limit)s THEN min(score) * (1 - 1e-9) ELSE 0 END AS t
     FROM (SELECT score FROM scored1 ORDER BY score DESC LIMIT %(limit)s) top
-), umax AS MATERIALIZED (
-    SELECT lexeme, max(ub) AS u FROM bands GROUP BY lexeme
-), fill AS (
-    SELECT u, (theta.t - coalesce(sum(u) OVER (ORDER BY u, lexeme ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))
-              / (count(*) OVER () - row_number() OVER (ORDER BY u, lexeme) + 1) AS lam, lexeme
-    FROM umax CROSS JOIN theta
-), level AS MATERIALIZED (
-    SELECT coalesce((SELECT lam FROM fill WHERE u > lam ORDER BY u, lexeme LIMIT 1), 'Infinity'::float8) AS lam
-), cut AS MATERIALIZED (
-    SELECT umax.lexeme, least(umax.u, level.lam) AS c FROM umax CROSS JOIN level
-), chosen AS MATERIALIZED (
-    SELECT b.lexeme, b.collection, b.document_id, b.band, b.ub - cut.c AS extra
-    FROM bands b JOIN cut ON cut.lexeme = b.lexeme WHERE b.ub > cut.c
-), bounded AS (
-    SELECT s.collection, s.chunk_id, sum(s.extra) + (SELECT sum(c) FROM cut) AS ub
-    FROM ({_band_chunks_sql("chosen")}) s
-    GROUP BY s.collection, s.chunk_id
+), split AS MATERIALIZED (
+    SELECT u.lexeme, u.u, lex.w,
+           sum(u.u) OVER (ORDER BY lex.df / u.u DESC, u.lexeme ROWS UNBOUNDED PRECEDING) <= %(skip_share)s * theta.t AS skipped
+    FROM (SELECT lexeme, max(ub) AS u FROM bands GROUP BY lexeme) u
+    JOIN lex ON lex.lexeme = u.lexeme CROSS JOIN theta
+), essential AS MATERIALIZED (
+    SELECT lexeme, w, (SELECT t FROM theta) - ((SELECT sum(u) FROM split) - u) AS least_weight
+    FROM split WHERE NOT skipped
+), bounded AS MATERIALIZED (
+    SELECT min(p.collection) AS collection, x.chunk_id,
+           sum({_ub_sql("p", "lex.w")}) + (SELECT coalesce(sum(u), 0) FROM split WHERE skipped) AS ub
+    FROM {_bands_from(scope, "essential", "CROSS JOIN LATERAL unnest(p.chunk_ids) x(chunk_id)")}
+    AND {_ub_sql("p", "lex.w")} >= lex.least_weight
+    GROUP BY x.chunk_id
+), survivors AS MATERIALIZED (
+    SELECT collection, chunk_id, ub, row_number() OVER (ORDER BY ub DESC, collection, chunk_id) AS rn
+    FROM bounded WHERE ub >= (SELECT t FROM theta)
 ), cand2 AS (
     SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
-    FROM bounded JOIN chunks c ON c.collection = bounded.collection AND c.id = bounded.chunk_id
-    WHERE bounded.ub >= (SELECT t FROM theta)
-      AND NOT EXISTS (SELECT 1 FROM seed WHERE seed.collection = bounded.collection AND seed.chunk_id = bounded.chunk_id)
-), scored2 AS (
+    FROM survivors s JOIN chunks c ON c.collection = s.collection AND c.id = s.chunk_id
+    WHERE s.rn <= %(probe)s
+), scored2 AS MATERIALIZED (
     {_score_sql("cand2")}
+), theta2 AS MATERIALIZED (
+    SELECT greatest((SELECT t FROM theta), CASE WHEN count(*) >= %(limit)s THEN min(score) * (1 - 1e-9) ELSE 0 END) AS t
+    FROM (SELECT score FROM scored2 ORDER BY score DESC LIMIT %(limit)s) top
+), cand3 AS (
+    SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
+    FROM survivors s JOIN chunks c ON c.collection = s.collection AND c.id = s.chunk_id
+    WHERE s.rn > %(probe)s AND s.ub >= (SELECT t FROM theta2)
+), scored3 AS (
+    {_score_sql("cand3")}
 )
-SELECT collection, id AS chunk_id, score FROM (SELECT * FROM scored1 UNION ALL SELECT * FROM scored2) s
+SELECT collection, id AS chunk_id, score FROM (SELECT * FROM scored2 UNION ALL SELECT * FROM scored3) s
 ORDER BY score DESC, id
 LIMIT %(limit)s
 """
@@ -234,7 +256,7 @@ def query_terms(query: str) -> list[str]:
 
 def bm25_params(query: str, limit: int, scope: Scope, params: BM25Params = BM25Params()) -> dict[str, object]:
     return {**scope.params(), "query": query, "terms": query_terms(query), "k1": params.k1, "b": params.b,
-            "limit": limit, "seed": max(limit, SEED_POSTINGS)}
+            "limit": limit, "seed": max(limit, SEED_POSTINGS), "probe": max(limit, PROBE), "skip_share": SKIP_SHARE, "pair_lexemes": PAIR_LEXEMES}
 
 
 def _hits(rows: list[dict]) -> list[Hit]:
