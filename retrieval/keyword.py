@@ -179,23 +179,24 @@ def bm25_sql(scope: Scope) -> str:
     return f"""
 WITH {_head_sql(scope)}, lex AS MATERIALIZED (
     SELECT lexeme, w, df FROM idf WHERE df > 0
-), bands AS MATERIALIZED (
-    SELECT p.lexeme, p.collection, p.document_id, p.band, {_ub_sql("p", "lex.w")} AS ub
-    FROM {_bands_from(scope, "lex")}
+), tops AS MATERIALIZED (
+    SELECT l.lexeme, top.* FROM lex l CROSS JOIN LATERAL (
+        SELECT p.collection, p.document_id, p.band, {_ub_sql("p", "l.w")} AS ub
+        FROM lexeme_bands p {_docs_join(scope)} CROSS JOIN stats
+        WHERE p.lexeme = l.lexeme AND {scope.sql("p", "d")}
+        ORDER BY ub DESC LIMIT %(seed)s) top
 ), rarest AS MATERIALIZED (
     SELECT lexeme, rn FROM (SELECT lexeme, row_number() OVER (ORDER BY df, lexeme) AS rn FROM lex) r
     WHERE rn <= %(pair_lexemes)s
 ), seed AS MATERIALIZED (
-    SELECT DISTINCT t.collection, t.chunk_id FROM lex l CROSS JOIN LATERAL (
-        SELECT top.collection, x.chunk_id
-        FROM (SELECT p.collection, p.document_id, p.band, {_ub_sql("p", "l.w")} AS ub
-              FROM lexeme_bands p {_docs_join(scope)} CROSS JOIN stats
-              WHERE p.lexeme = l.lexeme AND {scope.sql("p", "d")}
-              ORDER BY ub DESC LIMIT %(seed)s) top
-        JOIN lexeme_bands r ON r.collection = top.collection AND r.document_id = top.document_id
-                           AND r.lexeme = l.lexeme AND r.band = top.band
-        CROSS JOIN LATERAL unnest(r.chunk_ids) x(chunk_id)
-        ORDER BY top.ub DESC LIMIT %(seed)s) t
+    SELECT collection, chunk_id FROM (
+        SELECT t.collection, x.chunk_id,
+               row_number() OVER (PARTITION BY t.lexeme ORDER BY t.ub DESC, x.chunk_id) AS rn
+        FROM tops t
+        JOIN lexeme_bands r ON r.collection = t.collection AND r.document_id = t.document_id
+                           AND r.lexeme = t.lexeme AND r.band = t.band
+        CROSS JOIN LATERAL unnest(r.chunk_ids) x(chunk_id)) s
+    WHERE rn <= %(seed)s
     UNION (
         SELECT c.collection, c.id FROM {scope.from_clause()}
         WHERE {scope.sql()} AND c.tsv @@ (
@@ -213,7 +214,7 @@ WITH {_head_sql(scope)}, lex AS MATERIALIZED (
 ), split AS MATERIALIZED (
     SELECT u.lexeme, u.u, lex.w,
            sum(u.u) OVER (ORDER BY lex.df / u.u DESC, u.lexeme ROWS UNBOUNDED PRECEDING) <= %(skip_share)s * theta.t AS skipped
-    FROM (SELECT lexeme, max(ub) AS u FROM bands GROUP BY lexeme) u
+    FROM (SELECT lexeme, max(ub) AS u FROM tops GROUP BY lexeme) u
     JOIN lex ON lex.lexeme = u.lexeme CROSS JOIN theta
 ), essential AS MATERIALIZED (
     SELECT lexeme, w, (SELECT t FROM theta) - ((SELECT sum(u) FROM split) - u) AS least_weight
