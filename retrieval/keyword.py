@@ -24,8 +24,8 @@ with its largest tf and smallest length). For a band row of lexeme t, ``ub`` = B
 computed with the row's largest tf and smallest length and the scope's IDF and average length *now*:
 no chunk of the row gets more from t (the weight grows with tf and shrinks with length).
 
-1. *bounds*: every band row of the query's lexemes in the scope, with its ``ub``, read from the
-   index alone; ``u_t`` = the largest ``ub`` of lexeme t, U = Σ u_t;
+1. *bounds*: for each query lexeme t, its ``seed`` band rows in the scope with the largest ``ub``
+   (from the index alone); ``u_t`` = the largest ``ub`` of lexeme t, U = Σ u_t;
 2. *seed*: the chunks of each lexeme's best rows (``seed`` per lexeme) and chunks having two of the
    ``pair_lexemes`` rarest lexemes (GIN index, at most ``probe``) are scored exactly; θ = the
    ``limit``-th best of those scores, lowered by 1e-9 of itself for rounding (0 when fewer than
@@ -219,19 +219,17 @@ WITH {_head_sql(scope)}, lex AS MATERIALIZED (
 ), essential AS MATERIALIZED (
     SELECT lexeme, w, (SELECT t FROM theta) - ((SELECT sum(u) FROM split) - u) AS least_weight
     FROM split WHERE NOT skipped
-), bounded AS MATERIALIZED (
-    SELECT min(p.collection) AS collection, x.chunk_id,
+), survivors AS MATERIALIZED (
+    SELECT min(p.collection) AS collection, x.chunk_id,  -- chunk ids are unique across collections
            sum({_ub_sql("p", "lex.w")}) + (SELECT coalesce(sum(u), 0) FROM split WHERE skipped) AS ub
     FROM {_bands_from(scope, "essential", "CROSS JOIN LATERAL unnest(p.chunk_ids) x(chunk_id)")}
     AND {_ub_sql("p", "lex.w")} >= lex.least_weight
     GROUP BY x.chunk_id
-), survivors AS MATERIALIZED (
-    SELECT collection, chunk_id, ub, row_number() OVER (ORDER BY ub DESC, collection, chunk_id) AS rn
-    FROM bounded WHERE ub >= (SELECT t FROM theta)
+    HAVING sum({_ub_sql("p", "lex.w")}) + (SELECT coalesce(sum(u), 0) FROM split WHERE skipped) >= (SELECT t FROM theta)
 ), cand2 AS (
     SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
-    FROM survivors s JOIN chunks c ON c.collection = s.collection AND c.id = s.chunk_id
-    WHERE s.rn <= %(probe)s
+    FROM (SELECT * FROM survivors ORDER BY ub DESC, chunk_id LIMIT %(probe)s) s
+    JOIN chunks c ON c.collection = s.collection AND c.id = s.chunk_id
 ), scored2 AS MATERIALIZED (
     {_score_sql("cand2")}
 ), theta2 AS MATERIALIZED (
@@ -240,11 +238,11 @@ WITH {_head_sql(scope)}, lex AS MATERIALIZED (
 ), cand3 AS (
     SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
     FROM survivors s JOIN chunks c ON c.collection = s.collection AND c.id = s.chunk_id
-    WHERE s.rn > %(probe)s AND s.ub >= (SELECT t FROM theta2)
+    WHERE s.ub >= (SELECT t FROM theta2)
 ), scored3 AS (
     {_score_sql("cand3")}
 )
-SELECT collection, id AS chunk_id, score FROM (SELECT * FROM scored2 UNION ALL SELECT * FROM scored3) s
+SELECT collection, id AS chunk_id, score FROM (SELECT * FROM scored2 UNION SELECT * FROM scored3) s
 ORDER BY score DESC, id
 LIMIT %(limit)s
 """
