@@ -68,9 +68,9 @@ from retrieval.identifiers import identifier_terms
 
 KeywordMethod = Literal["bm25", "websearch", "or_rank"]
 
-SEED_POSTINGS = 50
-PROBE = 200
-SKIP_SHARE = 0.8
+SEED_POSTINGS = 20
+PROBE = 100
+SKIP_SHARE = 0.5
 PAIR_LEXEMES = 4
 """Chunks of each query lexeme's best band rows scored first (at least ``limit``) to find θ, the
 score a chunk must beat."""
@@ -197,12 +197,14 @@ WITH {_head_sql(scope)}, lex AS MATERIALIZED (
                            AND r.lexeme = t.lexeme AND r.band = t.band
         CROSS JOIN LATERAL unnest(r.chunk_ids) x(chunk_id)) s
     WHERE rn <= %(seed)s
-    UNION (
-        SELECT c.collection, c.id FROM {scope.from_clause()}
-        WHERE {scope.sql()} AND c.tsv @@ (
-            SELECT string_agg('(' || quote_literal(a.lexeme) || ' & ' || quote_literal(b.lexeme) || ')', ' | ')::tsquery
-            FROM rarest a JOIN rarest b ON a.rn < b.rn)
-        LIMIT %(probe)s)
+    UNION (  -- the GIN index alone finds them: the scope is applied after (a seed outside it is no use, no harm)
+        SELECT c.collection, c.id
+        FROM (SELECT * FROM chunks WHERE tsv @@ (
+                  SELECT string_agg('(' || quote_literal(a.lexeme) || ' & ' || quote_literal(b.lexeme) || ')', ' | ')
+                         ::tsquery
+                  FROM rarest a JOIN rarest b ON a.rn < b.rn)
+              LIMIT %(probe)s) c {"JOIN documents d ON d.collection = c.collection AND d.id = c.document_id" if scope.needs_documents else ""}
+        WHERE {scope.sql()})
 ), cand1 AS (
     SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
     FROM seed JOIN chunks c ON c.collection = seed.collection AND c.id = seed.chunk_id
@@ -235,10 +237,11 @@ WITH {_head_sql(scope)}, lex AS MATERIALIZED (
 ), theta2 AS MATERIALIZED (
     SELECT greatest((SELECT t FROM theta), CASE WHEN count(*) >= %(limit)s THEN min(score) * (1 - 1e-9) ELSE 0 END) AS t
     FROM (SELECT score FROM scored2 ORDER BY score DESC LIMIT %(limit)s) top
-), cand3 AS (
+), cand3 AS (  -- read in the table's order (a bitmap over the primary key), not one probe per chunk
     SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
-    FROM survivors s JOIN chunks c ON c.collection = s.collection AND c.id = s.chunk_id
-    WHERE s.ub >= (SELECT t FROM theta2)
+    FROM chunks c
+    WHERE c.collection = ANY(ARRAY(SELECT DISTINCT collection FROM survivors))
+      AND c.id = ANY(ARRAY(SELECT chunk_id FROM survivors WHERE ub >= (SELECT t FROM theta2)))
 ), scored3 AS (
     {_score_sql("cand3")}
 )
