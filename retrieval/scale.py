@@ -5,7 +5,8 @@ are the texts of a real collection (``--source``, e.g. the dev corpus) repeated 
 are random unit vectors (the dense leg then has no structure to exploit: a pessimistic case for
 HNSW). Documents have ``DOC_CHUNKS`` chunks each; every chunk gets as many stored sentence vectors
 as the source's chunks have on average. Statistics are built with the same statements as ingest
-(``document_lexemes``, ``token_total``), the HNSW index after the bulk load, then ``ANALYZE``.
+(``document_lexemes``, ``token_total``, the keyword postings bands of ``retrieval.postings``), the
+HNSW index after the bulk load, then ``VACUUM``/``ANALYZE``.
 It then times ``search_with`` for each question (real query embeddings) with the default search
 (sentence reranker on stored vectors) and without reranking, the keyword leg alone (pruned BM25 as
 searched, and BM25 over every candidate as before pruning, with a check that both return the same
