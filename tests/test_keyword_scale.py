@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from ingest.pipeline import ingest_source
 from ingest.sources import read_path
 from ingest.store import remove_document
 from retrieval import pool
@@ -76,8 +77,6 @@ def test_pruning_keeps_the_ranking_with_document_and_multi_collection_scopes(set
 def test_pruning_keeps_the_ranking_after_a_document_is_added_and_removed(settings, embedder, dev_corpus, tmp_path):
     # a document made of the questions' own words competes for every top list and changes the scope's
     # IDF and average length; its postings come and go with it
-    from ingest.pipeline import ingest_source  # noqa: PLC0415
-
     questions = _questions(HERE / "corpus" / "dev_questions.json")
     extra = "dev-postings-extra"
     pages = [" ".join(questions[i:i + 4]) * 3 for i in range(0, len(questions), 4)]
