@@ -5,8 +5,8 @@ The default ranking is BM25, computed in one SQL statement:
 * the query's lexemes come from ``to_tsvector('english', query)`` (English stemming, stop words
   dropped) plus its identifier terms (``retrieval.identifiers``: ``gnu_source``, ``%in%``, ``c++``,
   which chunks carry in their tsvector too), so a question is a bag of terms, not a boolean expression;
-* candidates are the chunks matching *any* lexeme (an OR ``tsquery``, served by the GIN index): a
-  word of a long question that the corpus never uses cannot empty the result;
+* candidates are the chunks having *any* of the lexemes: a word of a long question that the corpus
+  never uses cannot empty the result;
 * each lexeme's document frequency over the searched scope is a sum of per-document counts kept at
   ingest (``document_lexemes``), so common words weigh little and rare ones a lot
   (IDF = ln(1 + (N - df + 0.5) / (df + 0.5))); N and the average chunk length come from
@@ -18,20 +18,38 @@ The default ranking is BM25, computed in one SQL statement:
 
 Scoring every chunk that has *any* query lexeme costs time in proportion to the postings of the
 query's commonest words ("aircraft", "pilot"), which grow with the collection. ``bm25_sql`` returns
-the same top ``limit`` while scoring far fewer chunks (a MaxScore-style bound, in the same statement):
+the same top ``limit`` while scoring few chunks, using the postings kept at ingest in bands
+(``retrieval.postings``: per document and lexeme, chunk ids grouped by tf and length, each band row
+with its largest tf and smallest length). For a band row of lexeme t, ``ub`` = BM25's weight of t
+computed with the row's largest tf and smallest length and the scope's IDF and average length *now*:
+no chunk of the row gets more from t (the weight grows with tf and shrinks with length).
 
-1. *seed*: the query's rarest lexeme, and the next rarest while their document frequencies add up
-   to at most 10 % of the scope's chunks (``SEED_SHARE``; at least ``SEED_POSTINGS`` and ``limit``);
-   the chunks holding any of them are scored in full;
-2. *threshold*: the ``limit``-th best of those scores, θ (0 when they are fewer than ``limit``);
-3. a lexeme contributes less than ``(k1 + 1) · idf`` to any chunk, so a chunk holding only the
-   commonest lexemes whose bounds add up to less than θ cannot reach the top ``limit``: only chunks
-   with one of the other lexemes (not already scored) are scored next, and the best ``limit`` of
-   both sets are returned. With θ = 0 this is the plain ranking over every candidate.
+1. *bounds*: for each query lexeme t, its ``seed`` band rows in the scope with the largest ``ub``
+   (from the index alone); ``u_t`` = the largest ``ub`` of lexeme t, U = Σ u_t;
+2. *seed*: the chunks of each lexeme's best rows (``seed`` per lexeme) and chunks having two of the
+   ``pair_lexemes`` rarest lexemes (GIN index, at most ``probe``) are scored exactly; θ = the
+   ``limit``-th best of those scores, lowered by 1e-9 of itself for rounding (0 when fewer than
+   ``limit``). ``limit`` chunks reach θ, so the ``limit``-th best score of all, θ*, is at least θ;
+3. *skipped lexemes*: in order of document frequency per unit of bound (commonest first), the
+   lexemes whose ``u_t`` add up to at most ``skip_share`` · θ; S = their sum. Their postings are
+   not read: each adds at most ``u_t`` to any chunk;
+4. *essential lexemes* (the others): their band rows are read, except rows with ``ub`` below
+   θ - (U - u_t): a chunk in such a row scores less than θ - (U - u_t) + (U - u_t) = θ ≤ θ*;
+   a chunk's bound is S plus the ``ub`` of its rows read (at least its score, unless a row of it
+   was skipped by that rule, and then it scores below θ anyway). A chunk in none of the rows read
+   scores at most S < θ (it lacks every essential lexeme, or holds one in a row skipped by the rule);
+5. chunks whose bound is below θ cannot reach θ*; of the others, the ``probe`` with the largest
+   bounds are scored exactly, which may raise θ (same argument as in 2), then every remaining one
+   whose bound reaches θ is scored exactly. The best ``limit`` scored are the top list: every chunk
+   scoring at least θ* has been scored, so ties fall to the lower id as in the plain ranking.
+   (θ is lowered by 1e-9 of itself, far more than the rounding of any sum here.)
 
-Each candidate's score reads only the query's lexemes from its tsvector (``setweight`` +
+With θ = 0 (fewer than ``limit`` seed chunks) every chunk with a query lexeme is scored.
+
+An exact score reads only the query's lexemes from the chunk's tsvector (``setweight`` +
 ``ts_filter``, see ``_score_sql``) instead of unnesting all of them. ``bm25_all_sql`` scores every
-candidate the plain way (unnest and join), kept as the reference the tests compare against.
+candidate of the GIN index the plain way (unnest and join), kept as the reference the tests compare
+against.
 
 Two simpler rankings are kept for the evaluation that justified BM25: ``websearch`` (AND
 semantics, ``ts_rank_cd``) and ``or_rank`` (OR of lexemes, ``ts_rank_cd``).
@@ -50,12 +68,12 @@ from retrieval.identifiers import identifier_terms
 
 KeywordMethod = Literal["bm25", "websearch", "or_rank"]
 
-SEED_POSTINGS = 50
-SEED_SHARE = 0.1
-"""The rarest query lexeme, and the next rarest while their document frequencies add up to at most
-``SEED_SHARE`` of the scope's chunks (at least ``SEED_POSTINGS`` and ``limit``): those chunks are
-scored first to find the score a chunk must beat. Timed on the FAA dev collection (2k chunks) and its
-synthetic 100k and 1M copies with shares of 1-20 %: 5-10 % was best on all three."""
+SEED_POSTINGS = 20
+PROBE = 100
+SKIP_SHARE = 0.5
+PAIR_LEXEMES = 4
+"""Chunks of each query lexeme's best band rows scored first (at least ``limit``) to find θ, the
+score a chunk must beat."""
 
 
 @dataclass(frozen=True)
@@ -138,35 +156,96 @@ LIMIT %(limit)s
 """
 
 
+def _ub_sql(p: str, w: str) -> str:
+    """BM25's weight of a lexeme (IDF ``w``) with the largest tf and smallest length of band row ``p``."""
+    return (f"{w} * ({p}.tf_max * (%(k1)s + 1)) "
+            f"/ ({p}.tf_max + %(k1)s * (1 - %(b)s + %(b)s * {p}.dl_min / stats.avgdl))")
+
+
+def _docs_join(scope: Scope) -> str:
+    return "JOIN documents d ON d.collection = p.collection AND d.id = p.document_id" if scope.needs_documents else ""
+
+
+def _bands_from(scope: Scope, lexemes: str, joins: str = "") -> str:
+    """FROM and WHERE of the band rows ``p`` of the lexemes of CTE ``lexemes`` (lexeme, w, ...) in the scope."""
+    return (f"{lexemes} lex JOIN lexeme_bands p ON p.lexeme = lex.lexeme {_docs_join(scope)} CROSS JOIN stats {joins} "
+            f"WHERE {scope.sql('p', 'd')}")
+
+
 def bm25_sql(scope: Scope) -> str:
     """The BM25 statement (exact top ``limit``, pruned); parameters: ``query``, ``terms``
-    (``query_terms(query)``), ``k1``, ``b``, ``limit``, ``seed`` and the scope's. See the module doc."""
+    (``query_terms(query)``), ``k1``, ``b``, ``limit``, ``seed``, ``probe`` and the scope's.
+    See the module doc."""
     return f"""
-WITH {_head_sql(scope)}, ranked AS MATERIALIZED (
-    SELECT lexeme,
-           row_number() OVER (ORDER BY df, lexeme) = 1
-               OR sum(df) OVER (ORDER BY df, lexeme ROWS UNBOUNDED PRECEDING)
-                  <= greatest(%(seed)s, %(seed_share)s * (SELECT n FROM stats)) AS in_seed,
-           (%(k1)s + 1) * sum(w) OVER (ORDER BY df DESC, lexeme DESC ROWS UNBOUNDED PRECEDING) AS bound_upto
-    FROM idf WHERE df > 0
+WITH {_head_sql(scope)}, lex AS MATERIALIZED (
+    SELECT lexeme, w, df FROM idf WHERE df > 0
+), tops AS MATERIALIZED (
+    SELECT l.lexeme, top.* FROM lex l CROSS JOIN LATERAL (
+        SELECT p.collection, p.document_id, p.band, {_ub_sql("p", "l.w")} AS ub
+        FROM lexeme_bands p {_docs_join(scope)} CROSS JOIN stats
+        WHERE p.lexeme = l.lexeme AND {scope.sql("p", "d")}
+        ORDER BY ub DESC LIMIT %(seed)s) top
+), rarest AS MATERIALIZED (
+    SELECT lexeme, rn FROM (SELECT lexeme, row_number() OVER (ORDER BY df, lexeme) AS rn FROM lex) r
+    WHERE rn <= %(pair_lexemes)s
 ), seed AS MATERIALIZED (
-    SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tsq FROM ranked WHERE in_seed
+    SELECT collection, chunk_id FROM (
+        SELECT t.collection, x.chunk_id,
+               row_number() OVER (PARTITION BY t.lexeme ORDER BY t.ub DESC, x.chunk_id) AS rn
+        FROM tops t
+        JOIN lexeme_bands r ON r.collection = t.collection AND r.document_id = t.document_id
+                           AND r.lexeme = t.lexeme AND r.band = t.band
+        CROSS JOIN LATERAL unnest(r.chunk_ids) x(chunk_id)) s
+    WHERE rn <= %(seed)s
+    UNION (  -- the GIN index alone finds them: the scope is applied after (a seed outside it is no use, no harm)
+        SELECT c.collection, c.id
+        FROM (SELECT * FROM chunks WHERE tsv @@ (
+                  SELECT string_agg('(' || quote_literal(a.lexeme) || ' & ' || quote_literal(b.lexeme) || ')', ' | ')
+                         ::tsquery
+                  FROM rarest a JOIN rarest b ON a.rn < b.rn)
+              LIMIT %(probe)s) c {"JOIN documents d ON d.collection = c.collection AND d.id = c.document_id" if scope.needs_documents else ""}
+        WHERE {scope.sql()})
 ), cand1 AS (
-    {_candidates_sql(scope, "c.tsv @@ (SELECT tsq FROM seed)")}
+    SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
+    FROM seed JOIN chunks c ON c.collection = seed.collection AND c.id = seed.chunk_id
 ), scored1 AS MATERIALIZED (
     {_score_sql("cand1")}
 ), theta AS MATERIALIZED (
-    SELECT CASE WHEN count(*) >= %(limit)s THEN min(score) ELSE 0 END AS t
+    SELECT CASE WHEN count(*) >= %(limit)s THEN min(score) * (1 - 1e-9) ELSE 0 END AS t
     FROM (SELECT score FROM scored1 ORDER BY score DESC LIMIT %(limit)s) top
-), rest AS MATERIALIZED (
-    SELECT string_agg(quote_literal(r.lexeme), ' | ')::tsquery AS tsq FROM ranked r, theta
-    WHERE r.bound_upto >= theta.t * (1 - 1e-9) AND NOT r.in_seed
+), split AS MATERIALIZED (
+    SELECT u.lexeme, u.u, lex.w,
+           sum(u.u) OVER (ORDER BY lex.df / u.u DESC, u.lexeme ROWS UNBOUNDED PRECEDING) <= %(skip_share)s * theta.t AS skipped
+    FROM (SELECT lexeme, max(ub) AS u FROM tops GROUP BY lexeme) u
+    JOIN lex ON lex.lexeme = u.lexeme CROSS JOIN theta
+), essential AS MATERIALIZED (
+    SELECT lexeme, w, (SELECT t FROM theta) - ((SELECT sum(u) FROM split) - u) AS least_weight
+    FROM split WHERE NOT skipped
+), survivors AS MATERIALIZED (
+    SELECT min(p.collection) AS collection, x.chunk_id,  -- chunk ids are unique across collections
+           sum({_ub_sql("p", "lex.w")}) + (SELECT coalesce(sum(u), 0) FROM split WHERE skipped) AS ub
+    FROM {_bands_from(scope, "essential", "CROSS JOIN LATERAL unnest(p.chunk_ids) x(chunk_id)")}
+    AND {_ub_sql("p", "lex.w")} >= lex.least_weight
+    GROUP BY x.chunk_id
+    HAVING sum({_ub_sql("p", "lex.w")}) + (SELECT coalesce(sum(u), 0) FROM split WHERE skipped) >= (SELECT t FROM theta)
 ), cand2 AS (
-    {_candidates_sql(scope, "c.tsv @@ (SELECT tsq FROM rest) AND NOT c.tsv @@ (SELECT tsq FROM seed)")}
-), scored2 AS (
+    SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
+    FROM (SELECT * FROM survivors ORDER BY ub DESC, chunk_id LIMIT %(probe)s) s
+    JOIN chunks c ON c.collection = s.collection AND c.id = s.chunk_id
+), scored2 AS MATERIALIZED (
     {_score_sql("cand2")}
+), theta2 AS MATERIALIZED (
+    SELECT greatest((SELECT t FROM theta), CASE WHEN count(*) >= %(limit)s THEN min(score) * (1 - 1e-9) ELSE 0 END) AS t
+    FROM (SELECT score FROM scored2 ORDER BY score DESC LIMIT %(limit)s) top
+), cand3 AS (  -- read in the table's order (a bitmap over the primary key), not one probe per chunk
+    SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
+    FROM chunks c
+    WHERE c.collection = ANY(ARRAY(SELECT DISTINCT collection FROM survivors))
+      AND c.id = ANY(ARRAY(SELECT chunk_id FROM survivors WHERE ub >= (SELECT t FROM theta2)))
+), scored3 AS (
+    {_score_sql("cand3")}
 )
-SELECT collection, id AS chunk_id, score FROM (SELECT * FROM scored1 UNION ALL SELECT * FROM scored2) s
+SELECT collection, id AS chunk_id, score FROM (SELECT * FROM scored2 UNION SELECT * FROM scored3) s
 ORDER BY score DESC, id
 LIMIT %(limit)s
 """
@@ -179,7 +258,7 @@ def query_terms(query: str) -> list[str]:
 
 def bm25_params(query: str, limit: int, scope: Scope, params: BM25Params = BM25Params()) -> dict[str, object]:
     return {**scope.params(), "query": query, "terms": query_terms(query), "k1": params.k1, "b": params.b,
-            "limit": limit, "seed": max(limit, SEED_POSTINGS), "seed_share": SEED_SHARE}
+            "limit": limit, "seed": max(limit, SEED_POSTINGS), "probe": max(limit, PROBE), "skip_share": SKIP_SHARE, "pair_lexemes": PAIR_LEXEMES}
 
 
 def _hits(rows: list[dict]) -> list[Hit]:

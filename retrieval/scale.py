@@ -5,7 +5,8 @@ are the texts of a real collection (``--source``, e.g. the dev corpus) repeated 
 are random unit vectors (the dense leg then has no structure to exploit: a pessimistic case for
 HNSW). Documents have ``DOC_CHUNKS`` chunks each; every chunk gets as many stored sentence vectors
 as the source's chunks have on average. Statistics are built with the same statements as ingest
-(``document_lexemes``, ``token_total``), the HNSW index after the bulk load, then ``ANALYZE``.
+(``document_lexemes``, ``token_total``, the keyword postings bands of ``retrieval.postings``), the
+HNSW index after the bulk load, then ``VACUUM``/``ANALYZE``.
 It then times ``search_with`` for each question (real query embeddings) with the default search
 (sentence reranker on stored vectors) and without reranking, the keyword leg alone (pruned BM25 as
 searched, and BM25 over every candidate as before pruning, with a check that both return the same
@@ -30,6 +31,7 @@ from retrieval.embed import get_embedder
 from retrieval.evaluate import load_questions
 from retrieval.filters import Scope
 from retrieval.keyword import bm25, bm25_all
+from retrieval.postings import write_collection_postings
 from retrieval.search import default_config, search_with
 from retrieval.settings import Settings
 
@@ -81,6 +83,7 @@ def build(settings: Settings, n: int, source_rows: Sequence[tuple], sentences_pe
             conn.execute("DELETE FROM documents WHERE collection = %s", (COLLECTION,))
             conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
             conn.execute("DROP INDEX IF EXISTS chunks_tsv")  # built once after the load: faster than kept up
+            conn.execute("DROP INDEX IF EXISTS lexeme_bands_lexeme")
             conn.execute("CREATE TEMP TABLE src (i int, text text, context text, search_text text, "
                          "token_count int, terms text[]) ON COMMIT DROP")
             with conn.cursor() as cur, cur.copy("COPY src FROM STDIN") as copy:
@@ -111,6 +114,7 @@ def build(settings: Settings, n: int, source_rows: Sequence[tuple], sentences_pe
                          "SELECT c.collection, c.document_id, u.lexeme, count(*) FROM chunks c "
                          "CROSS JOIN LATERAL unnest(c.tsv) u WHERE c.collection = %s "
                          "GROUP BY c.collection, c.document_id, u.lexeme", (COLLECTION,))
+            write_collection_postings(conn, COLLECTION)
             if vectors:
                 conn.execute("INSERT INTO chunk_sentences (collection, chunk_id, sentence_no, embedding) "
                              "SELECT c.collection, c.id, g, c.embedding::halfvec FROM chunks c "
@@ -118,8 +122,11 @@ def build(settings: Settings, n: int, source_rows: Sequence[tuple], sentences_pe
                              (sentences_per_chunk, COLLECTION))
         conn.execute("SET maintenance_work_mem = '2GB'")
         conn.execute("CREATE INDEX chunks_tsv ON chunks USING gin (tsv)")
+        conn.execute("CREATE INDEX lexeme_bands_lexeme ON lexeme_bands (lexeme, collection) "
+                     "INCLUDE (document_id, band, tf_max, dl_min)")  # as in migration 0016
         if vectors:
             conn.execute("CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops)")
+        conn.execute("VACUUM (ANALYZE) lexeme_bands")  # visibility map: its index is read alone
         conn.execute("ANALYZE")
     return time.perf_counter() - t0
 
@@ -131,6 +138,7 @@ def sizes(settings: Settings) -> dict[str, int]:
             "SELECT pg_total_relation_size('chunks') AS chunks_total, "
             "coalesce(pg_relation_size(to_regclass('chunks_embedding_hnsw')), 0) AS hnsw_index, pg_relation_size('chunks_tsv') AS tsv_gin_index, "
             "pg_total_relation_size('document_lexemes') AS document_lexemes, "
+            "pg_total_relation_size('lexeme_bands') AS lexeme_bands, "
             "pg_total_relation_size('chunk_sentences') AS chunk_sentences, "
             "pg_database_size(current_database()) AS database").fetchone()
     return {k: int(v) for k, v in row.items()}

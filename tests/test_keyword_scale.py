@@ -1,6 +1,7 @@
-"""The keyword leg's pruning (retrieval.keyword.bm25_sql) returns exactly the ranking of scoring every
-chunk that has any query lexeme, on the real collections and their real questions, while scoring
-fewer chunks."""
+"""The keyword leg's pruning (retrieval.keyword.bm25_sql, bounded by the postings bands of
+retrieval.postings) returns exactly the ranking of scoring every chunk that has any query lexeme, on
+the real collections and their real questions, also after a document is added and removed, while
+scoring fewer chunks."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from ingest.pipeline import ingest_source
+from ingest.sources import read_path
+from ingest.store import remove_document
 from retrieval import pool
 from retrieval.filters import Scope
 from retrieval.keyword import bm25, bm25_all, bm25_all_sql, bm25_params, bm25_sql
 from tests.corpus2_fixture import manuals_corpus  # noqa: F401  (fixture)
+from tests.pdfgen import text_pdf
 
 HERE = Path(__file__).resolve().parent
 CFR = "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf"
@@ -67,6 +72,37 @@ def test_pruning_keeps_the_ranking_with_document_and_multi_collection_scopes(set
         for scope in scopes:
             for q in questions:
                 assert _ranking(bm25(conn, q, 10, scope)) == _ranking(bm25_all(conn, q, 10, scope)), (scope, q)
+
+
+def test_pruning_keeps_the_ranking_after_a_document_is_added_and_removed(settings, embedder, dev_corpus, tmp_path):
+    # a document made of the questions' own words competes for every top list and changes the scope's
+    # IDF and average length; its postings come and go with it
+    questions = _questions(HERE / "corpus" / "dev_questions.json")
+    extra = "dev-postings-extra"
+    pages = [" ".join(questions[i:i + 4]) * 3 for i in range(0, len(questions), 4)]
+    pdf = text_pdf(tmp_path / "questions-as-manual.pdf", pages)
+    scope = Scope.of([dev_corpus, extra])
+
+    def same_rankings(conn: psycopg.Connection) -> list[int]:
+        tops: list[int] = []
+        for q in questions:
+            pruned = _ranking(bm25(conn, q, 10, scope))
+            assert pruned == _ranking(bm25_all(conn, q, 10, scope)), q
+            tops += [cid for cid, _ in pruned]
+        return tops
+
+    ingest_source(settings, embedder, read_path(str(pdf), 10_000_000), extra, quiet=True)
+    with pool.connection(settings) as conn:
+        try:
+            ids = {r["id"] for r in conn.execute("SELECT id FROM chunks WHERE collection = %s", (extra,))}
+            bands = conn.execute("SELECT count(*) AS n FROM lexeme_bands WHERE collection = %s", (extra,)).fetchone()
+            assert ids and bands["n"] > 0
+            assert ids & set(same_rankings(conn)), "the added document should reach some top lists"
+        finally:
+            assert remove_document(conn, pdf.name, extra) == [extra]
+        left = conn.execute("SELECT count(*) AS n FROM lexeme_bands WHERE collection = %s", (extra,)).fetchone()
+        assert left["n"] == 0  # removed with the document
+        assert not ids & set(same_rankings(conn))
 
 
 def test_few_matches_fall_back_to_every_candidate(settings, dev_corpus):
