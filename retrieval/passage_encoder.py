@@ -153,14 +153,7 @@ class PassageEncoder:
         return Encoded(vectors, windows, missing)
 
     def _run(self, encs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-        width = max(len(e.ids) for e in encs)
-        arrays = {name: np.zeros((len(encs), width), dtype=np.int64) for name in self.meta.inputs}
-        for r, e in enumerate(encs):
-            n = len(e.ids)
-            for name, values in (("input_ids", e.ids), ("attention_mask", e.attention_mask),
-                                 ("token_type_ids", e.type_ids)):
-                if name in arrays:
-                    arrays[name][r, :n] = values
+        arrays = qe.padded(encs, self.meta.inputs)
         mask = arrays["attention_mask"]
         states = self._session.run(None, arrays)[0]
         return np.asarray(states, dtype=np.float32), mask

@@ -145,17 +145,21 @@ class QueryEncoder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.meta.dim), dtype=np.float32)
-        encs = self._tokenizer.encode_batch(list(texts))
-        width = max(len(e.ids) for e in encs)
-        arrays = {name: np.zeros((len(encs), width), dtype=np.int64) for name in self.meta.inputs}
-        for i, e in enumerate(encs):
-            n = len(e.ids)
-            for name, values in (("input_ids", e.ids), ("attention_mask", e.attention_mask),
-                                 ("token_type_ids", e.type_ids)):
-                if name in arrays:
-                    arrays[name][i, :n] = values
-        out = self._session.run(None, arrays)[0]
+        out = self._session.run(None, padded(self._tokenizer.encode_batch(list(texts)), self.meta.inputs))[0]
         return np.asarray(out, dtype=np.float32)
+
+
+def padded(encs: Sequence[Any], inputs: Sequence[str]) -> dict[str, np.ndarray]:
+    """The graph's ``inputs`` for a batch of ``tokenizers`` encodings, zero-padded to the longest."""
+    width = max(len(e.ids) for e in encs)
+    arrays = {name: np.zeros((len(encs), width), dtype=np.int64) for name in inputs}
+    for i, e in enumerate(encs):
+        n = len(e.ids)
+        for name, values in (("input_ids", e.ids), ("attention_mask", e.attention_mask),
+                             ("token_type_ids", e.type_ids)):
+            if name in arrays:
+                arrays[name][i, :n] = values
+    return arrays
 
 
 def first_line(exc: BaseException) -> str:

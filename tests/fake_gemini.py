@@ -139,15 +139,22 @@ def _handler(fake: FakeGemini) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def running(api_key: str = "test-key-not-secret") -> Iterator[FakeGemini]:
-    fake = FakeGemini(api_key)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A threaded HTTP server on 127.0.0.1 (a free port) for the duration; yields its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    fake.base_url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield fake
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def running(api_key: str = "test-key-not-secret") -> Iterator[FakeGemini]:
+    fake = FakeGemini(api_key)
+    with serving(_handler(fake)) as base:
+        fake.base_url = base
+        yield fake

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.fake_gemini import Reply
+from tests.fake_gemini import Reply, serving
 
 PATH = "/v1/chat/completions"
 
@@ -130,13 +129,6 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def running(api_key: str = "test-openai-key-not-secret") -> Iterator[FakeOpenAI]:
     fake = FakeOpenAI(api_key)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    server.daemon_threads = True
-    fake.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(_handler(fake)) as base:
+        fake.base_url = f"{base}/v1"
         yield fake
-    finally:
-        server.shutdown()
-        server.server_close()
