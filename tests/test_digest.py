@@ -196,7 +196,7 @@ def test_slash_digest_for_admins_only(world: dict[str, Any], fake: FakeSlack) ->
     text = msg["text"]
     assert "4 refused" not in text  # the other workspace's question is not shown in this one
     assert "3 refused questions, 1 👎 answer, 1 failed" in text
-    assert f"*Fuel Handbook*: 2 refused" in text
+    assert "*Fuel Handbook*: 2 refused" in text
     assert f"<{link(world, 'best')}|How much unusable fuel is in each tank?>" in text
     assert "Which form do I file?" not in text
 

@@ -7,7 +7,6 @@ import json
 import logging
 import uuid
 
-import numpy as np
 import pytest
 
 from ingest.pipeline import ingest_source
