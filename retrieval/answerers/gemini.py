@@ -24,10 +24,8 @@ import httpx
 from google import genai
 from google.genai import errors, types
 from pydantic import BaseModel
-from tenacity import Retrying, retry_if_exception
 
 from retrieval.answerers import AnswererError
-from retrieval.answerers.slots import provider_slot
 from retrieval.answerers.structured import (
     BACKOFF_BASE_S,
     BACKOFF_MAX_S,
@@ -140,18 +138,8 @@ class GeminiAnswerer(StructuredAnswerer):
     def _generate(self, system: str, prompt: str, schema: type[BaseModel]) -> types.GenerateContentResponse:
         config = types.GenerateContentConfig(system_instruction=system, response_mime_type="application/json",
                                              response_schema=schema, temperature=0.0)
-        retrying = Retrying(retry=retry_if_exception(is_retryable), wait=self._budget.wait,
-                            stop=self._budget.stop, reraise=True)
-        try:
-            for attempt in retrying:
-                with attempt, provider_slot(self._settings, wait_s=self._budget.budget_s):
-                    self.calls += 1
-                    return self._client.models.generate_content(model=self.model, contents=prompt, config=config)
-        except AnswererError:
-            raise  # no provider slot came free in time (slots.ProviderBusy): already one clear line
-        except Exception as exc:  # noqa: BLE001  (anything else from the SDK is one clear line too)
-            raise AnswererError(describe(exc)) from None
-        raise AnswererError("Gemini gave no response")  # pragma: no cover - the loop returns or raises
+        return self._request(lambda: self._client.models.generate_content(model=self.model, contents=prompt,
+                                                                          config=config), is_retryable, describe)
 
     def _text(self, system: str, prompt: str, schema: type[BaseModel]) -> str:
         return response_text(self._generate(system, prompt, schema))

@@ -22,10 +22,8 @@ import re
 import openai
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
-from tenacity import Retrying, retry_if_exception
 
 from retrieval.answerers import AnswererError, unconfigured
-from retrieval.answerers.slots import provider_slot
 from retrieval.answerers.structured import (
     BACKOFF_BASE_S,
     BACKOFF_MAX_S,
@@ -141,20 +139,10 @@ class OpenAICompatAnswerer(StructuredAnswerer):
     def _complete(self, system: str, prompt: str, schema: type[BaseModel]) -> ChatCompletion:
         response_format = {"type": "json_schema",
                            "json_schema": {"name": schema.__name__, "strict": True, "schema": strict_schema(schema)}}
-        retrying = Retrying(retry=retry_if_exception(is_retryable), wait=self._budget.wait,
-                            stop=self._budget.stop, reraise=True)
-        try:
-            for attempt in retrying:
-                with attempt, provider_slot(self._settings, wait_s=self._budget.budget_s):
-                    self.calls += 1
-                    return self._client.chat.completions.create(
-                        model=self.model, temperature=0.0, response_format=response_format,  # type: ignore[arg-type]
-                        messages=[{"role": "system", "content": system}, {"role": "user", "content": prompt}])
-        except AnswererError:
-            raise  # no provider slot came free in time (slots.ProviderBusy): already one clear line
-        except Exception as exc:  # noqa: BLE001  (anything else from the client is one clear line too)
-            raise AnswererError(describe(exc)) from None
-        raise AnswererError(f"{PROVIDER} gave no response")  # pragma: no cover - the loop returns or raises
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+        return self._request(lambda: self._client.chat.completions.create(
+            model=self.model, temperature=0.0, response_format=response_format,  # type: ignore[arg-type]
+            messages=messages), is_retryable, describe)
 
     def _text(self, system: str, prompt: str, schema: type[BaseModel]) -> str:
         return message_text(self._complete(system, prompt, schema))

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
-from tenacity import RetryCallState
+from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from retrieval.answerers import AnswererError, Draft
 from retrieval.answerers.prompt import (
@@ -29,6 +29,7 @@ from retrieval.answerers.prompt import (
     repair_prompt,
     rewrite_prompt,
 )
+from retrieval.answerers.slots import provider_slot
 from retrieval.models import Turn
 from retrieval.verify import Claim, PageText, Verdict
 
@@ -83,6 +84,7 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R")
 
 
 def parse_output(text: str, schema: type[M], provider: str) -> M:
@@ -170,9 +172,31 @@ class StructuredAnswerer:
     provider = ""
     model = ""
 
+    _budget: RetryBudget  # set by subclasses: retries of one request
+    _settings: Any  # retrieval.settings.Settings: the process-wide cap on model calls
+    calls = 0
+
     def _text(self, system: str, prompt: str, schema: type[BaseModel]) -> str:
         """One structured request (retried within the budget): the model's JSON text."""
         raise NotImplementedError
+
+    def _request(self, send: Callable[[], R], retryable: Callable[[BaseException], bool],
+                 describe: Callable[[BaseException], str]) -> R:
+        """``send()`` retried on ``retryable`` errors within the budget, each attempt holding a slot of
+        the process-wide cap on model calls (``slots.provider_slot``); any other failure becomes one
+        AnswererError line (``describe``), never the provider's text."""
+        retrying = Retrying(retry=retry_if_exception(retryable), wait=self._budget.wait, stop=self._budget.stop,
+                            reraise=True)
+        try:
+            for attempt in retrying:
+                with attempt, provider_slot(self._settings, wait_s=self._budget.budget_s):
+                    self.calls += 1
+                    return send()
+        except AnswererError:
+            raise  # no provider slot came free in time (slots.ProviderBusy): already one clear line
+        except Exception as exc:  # noqa: BLE001  (anything else from the client is one clear line too)
+            raise AnswererError(describe(exc)) from None
+        raise AnswererError(f"{self.provider} gave no response")  # pragma: no cover - the loop returns or raises
 
     def _structured(self, system: str, prompt: str, schema: type[M]) -> M:
         return parse_output(self._text(system, prompt, schema), schema, self.provider)
