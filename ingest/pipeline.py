@@ -125,13 +125,10 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
                                                      on_batch=_counting(bar, progress))
     finally:
         bar.close()
-    vectors = np.zeros((len(chunks), embedder.dim), dtype=np.float32)
-    sentence_vectors: list[np.ndarray] = [np.zeros((0, embedder.dim), dtype=np.float32)] * len(chunks)
-    for j, i in enumerate(todo):
-        vectors[i], sentence_vectors[i] = fresh[j], fresh_windows[j]
-    for i, k in enumerate(keys):
-        if k in reuse:
-            vectors[i], sentence_vectors[i] = reuse[k].vector, reuse[k].sentence_vectors
+    embedded = iter(zip(fresh, fresh_windows, strict=True))  # in ``todo`` order, the order of ``keys``
+    pairs = [(reuse[k].vector, reuse[k].sentence_vectors) if k in reuse else next(embedded) for k in keys]
+    vectors = np.array([v for v, _ in pairs], dtype=np.float32).reshape(len(chunks), embedder.dim)
+    sentence_vectors = [w for _, w in pairs]
     if on_progress:
         on_progress(f"{src.name}: {len(chunks)} chunks embedded")
     if progress:

@@ -258,6 +258,11 @@ class Embedder:
                  self.name, time.perf_counter() - t0, written.probe_cosine)
         return enc
 
+    def prepare_passages(self) -> None:
+        """Make ``embed_chunks`` ready now: load the ONNX passage encoder, exporting it first if needed
+        (torch is loaded once for that); a model without one embeds with torch later."""
+        self._passage_encoder()
+
     def passage_encoder_status(self) -> str:
         if self._passage_cache is None:
             return "torch (no passage-encoder cache configured)"
