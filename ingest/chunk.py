@@ -14,7 +14,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from retrieval.text.injection import overlaps
+from retrieval.text.injection import PARAGRAPH_BREAK, overlaps
+from retrieval.text.spans import pieces
 from ingest.pdf import Page
 
 TokenCounter = Callable[[str], int]
@@ -44,20 +45,11 @@ class Chunk:
     untrusted: bool = False  # made of prompt-injection paragraphs only (never mixed with other text)
 
 
-_PARA = re.compile(r"\n[ \t]*\n")
 _SENT = re.compile(r"(?<=[.;?!])[\"')\]]?\s+(?=[\"'(\[§A-Z0-9])")
 
 
 def _spans(text: str, start: int, end: int, pattern: re.Pattern[str]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    pos = start
-    for m in pattern.finditer(text, start, end):
-        if text[pos:m.start()].strip():
-            out.append((pos, m.start()))
-        pos = m.end()
-    if text[pos:end].strip():
-        out.append((pos, end))
-    return [_trim(text, s, e) for s, e in out]
+    return [_trim(text, s, e) for s, e in pieces(text, pattern, start, end)]
 
 
 def _trim(text: str, s: int, e: int) -> tuple[int, int]:
@@ -86,7 +78,7 @@ def units_of(page: Page, budget: int, count: TokenCounter) -> list[Unit]:
     text = page.text
     b0, b1 = page.body
     units: list[Unit] = []
-    for ps, pe in _spans(text, b0, b1, _PARA):
+    for ps, pe in _spans(text, b0, b1, PARAGRAPH_BREAK):
         first = True
         for ss, se in _spans(text, ps, pe, _SENT):
             n = count(text[ss:se])

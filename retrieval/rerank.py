@@ -22,6 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from retrieval.embed import Embedder
+from retrieval.text.spans import pieces
 
 log = logging.getLogger(__name__)
 
@@ -65,16 +66,8 @@ _SENTENCE = re.compile(r"(?<=[.;:?!])\s+|\n\s*\n")
 def sentence_spans(text: str, min_words: int = 4) -> list[tuple[int, int]]:
     """Where the sentences of a passage lie in it, as [start, end) character spans; a sentence of
     fewer than ``min_words`` words is merged into the next one (the span then covers both)."""
-    pieces: list[tuple[int, int]] = []
-    pos = 0
-    for m in _SENTENCE.finditer(text):
-        if text[pos:m.start()].strip():
-            pieces.append((pos, m.start()))
-        pos = m.end()
-    if text[pos:].strip():
-        pieces.append((pos, len(text)))
     merged: list[tuple[int, int]] = []
-    for s, e in pieces:
+    for s, e in pieces(text, _SENTENCE):
         if merged and len(text[merged[-1][0]:merged[-1][1]].split()) < min_words:
             merged[-1] = (merged[-1][0], e)
         else:

@@ -25,6 +25,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from retrieval.text.spans import pieces
+
 _I = re.IGNORECASE
 
 # Names of AI readers. Bare "AI" is not one (FAA: "attitude indicator (AI)"); it counts only where a
@@ -101,21 +103,12 @@ def is_injection(text: str) -> bool:
     return assess(text) is not None
 
 
-_PARA = re.compile(r"\n[ \t]*\n")
+PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")  # a blank line
 
 
 def paragraphs(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
     """Character spans of the paragraphs of ``text[start:end]`` (blocks separated by a blank line)."""
-    end = len(text) if end is None else end
-    out: list[tuple[int, int]] = []
-    pos = start
-    for m in _PARA.finditer(text, start, end):
-        if text[pos:m.start()].strip():
-            out.append((pos, m.start()))
-        pos = m.end()
-    if text[pos:end].strip():
-        out.append((pos, end))
-    return out
+    return pieces(text, PARAGRAPH_BREAK, start, end)
 
 
 def untrusted_spans(text: str, start: int = 0, end: int | None = None) -> tuple[tuple[int, int], ...]:
