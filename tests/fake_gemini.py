@@ -94,6 +94,24 @@ def safety_stop() -> dict[str, Any]:
                                                "blocked": True}]}], "modelVersion": "fake"}
 
 
+def play(handler: BaseHTTPRequestHandler, reply: Any, send: Callable[[], None]) -> None:
+    """Deliver a scripted reply: after its ``delay_s``, or not at all when it says ``drop`` (the
+    connection is cut); a client that gave up meanwhile (its timeout) is no error."""
+    if reply.delay_s:
+        time.sleep(reply.delay_s)
+    if reply.drop:
+        handler.close_connection = True
+        try:
+            handler.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        return
+    try:
+        send()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the client gave up (timeout)
+
+
 def _handler(fake: FakeGemini) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -121,19 +139,7 @@ def _handler(fake: FakeGemini) -> type[BaseHTTPRequestHandler]:
             rec = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw or b"{}"))
             fake.requests.append(rec)
             reply = fake.next_reply(rec)
-            if reply.delay_s:
-                time.sleep(reply.delay_s)
-            if reply.drop:
-                self.close_connection = True
-                try:
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                return
-            try:
-                self._send(reply.status, reply.body)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (timeout)
+            play(self, reply, lambda: self._send(reply.status, reply.body))
 
     return Handler
 

@@ -9,15 +9,13 @@ reply is a JSON body with a status, headers, a delay, or a dropped connection.
 from __future__ import annotations
 
 import json
-import socket
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.fake_gemini import Reply, serving
+from tests.fake_gemini import Reply, play, serving
 
 PATH = "/v1/chat/completions"
 
@@ -109,19 +107,7 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             rec = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw or b"{}"))
             fake.requests.append(rec)
             reply = fake.next_reply(rec)
-            if reply.delay_s:
-                time.sleep(reply.delay_s)
-            if reply.drop:
-                self.close_connection = True
-                try:
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                return
-            try:
-                self._send(reply.status, reply.body, getattr(reply, "headers", None))
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (timeout)
+            play(self, reply, lambda: self._send(reply.status, reply.body, getattr(reply, "headers", None)))
 
     return Handler
 
