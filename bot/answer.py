@@ -22,7 +22,7 @@ from bot import slack
 from bot.render import Searched, render_answer, render_note, render_placeholder, render_problem
 from bot.scope import scope_for
 from bot.store import Store
-from retrieval.db import DatabaseError
+from retrieval.store.db import DatabaseError
 from retrieval.models import Answer, Turn
 from retrieval.settings import Settings
 
@@ -67,7 +67,7 @@ def strip_mentions(text: str, bot_user_id: str) -> str:
 
 
 def default_ask() -> AskFn:
-    from retrieval.ask import ask  # noqa: PLC0415  (loads the models)
+    from retrieval.answer.ask import ask  # noqa: PLC0415  (loads the models)
 
     return ask
 

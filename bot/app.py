@@ -39,7 +39,7 @@ from bot.limits import RateLimiter
 from bot.slack import make_client
 from bot.store import Store
 from bot.workers import BacklogFull, WorkerPool
-from retrieval.db import DatabaseError
+from retrieval.store.db import DatabaseError
 from retrieval.settings import Settings
 
 log = logging.getLogger(__name__)

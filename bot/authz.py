@@ -26,7 +26,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from retrieval.db import DatabaseError
+from retrieval.store.db import DatabaseError
 from retrieval.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from retrieval.cli import JsonOpt, bad_input, emit, fail, load_settings, ready
-from retrieval.db import DatabaseError
+from retrieval.store.db import DatabaseError
 
 
 def run_bot_command(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log each step to stderr.")] = False) -> None:
@@ -39,7 +39,7 @@ def digest(
     """What readers could not get answered in Slack: refused questions and 👎-voted answers, grouped by
     the nearest document, with counts and links to the threads."""
     from bot.digest import BadSince, as_text, digest as build_digest, parse_since  # noqa: PLC0415
-    from retrieval import db  # noqa: PLC0415
+    from retrieval.store import db  # noqa: PLC0415
 
     try:
         start = parse_since(since)

@@ -15,7 +15,7 @@ refusal, the full ``Answer`` as JSON) and ``bot_feedback`` (one vote per person 
 
 - A **stale answer** is a past answer whose document was replaced (ingested again with new bytes)
   inside the window, after the answer was given, and whose quote from it is no longer in the new
-  edition's text (compared after ``retrieval.textnorm.normalize``, across the document's pages):
+  edition's text (compared after ``retrieval.text.textnorm.normalize``, across the document's pages):
   what the thread says the manual says, it no longer says.
 
 Links: with the workspace's address known (``bot_workspaces``, recorded by the bot at start), each
@@ -41,7 +41,7 @@ from retrieval.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# How ask() words a refusal that is a failure, not an answer (retrieval/ask.py)
+# How ask() words a refusal that is a failure, not an answer (retrieval/answer/ask.py)
 ERROR_REASONS = ("The index is unavailable", "Something went wrong while answering", "The answerer is unavailable",
                  "The search model is unavailable", "The question is empty")
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(m|min|h|d|w)\s*", re.IGNORECASE)
@@ -148,7 +148,7 @@ def stale_answers(conn: psycopg.Connection, since: datetime, *, collection: str 
                   workspace: str | None = None) -> list[dict[str, Any]]:
     """Past answers quoting a document replaced since ``since`` (after they were given) whose quotes
     are no longer in its new text; one item per answer and document, oldest replacement first."""
-    from retrieval.textnorm import normalize  # noqa: PLC0415
+    from retrieval.text.textnorm import normalize  # noqa: PLC0415
 
     texts: dict[tuple[str, int], str] = {}
     out: list[dict[str, Any]] = []
@@ -359,7 +359,7 @@ class DigestPoster:
     def post_due(self, now: datetime | None = None) -> list[tuple[str, str]]:
         """Post every digest that is due; the (workspace, channel) pairs posted."""
         from bot.render import sections  # noqa: PLC0415
-        from retrieval import pool  # noqa: PLC0415
+        from retrieval.store import pool  # noqa: PLC0415
 
         now = now or datetime.now(UTC)
         every = self.settings.slack_digest_every_s

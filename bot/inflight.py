@@ -18,7 +18,7 @@ from typing import Any
 
 from bot.answer import Answering, Question
 from bot.workers import WorkerPool
-from retrieval.db import DatabaseError
+from retrieval.store.db import DatabaseError
 
 log = logging.getLogger(__name__)
 

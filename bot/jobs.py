@@ -27,8 +27,8 @@ from bot.scope import scope_for
 from bot.store import Store
 from ingest.sources import InputError, Source, fetch_url
 from ingest.store import Actor
-from retrieval.db import DatabaseError, IndexUnavailable
-from retrieval.embed import ModelError
+from retrieval.store.db import DatabaseError, IndexUnavailable
+from retrieval.encode.embed import ModelError
 from retrieval.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -294,7 +294,7 @@ class Jobs:
         since download errors quote the URL they were given. Pages read and the time left are shown
         in place while it runs (``bot.progress``); a progress DM gets the final word too."""
         from ingest.pipeline import ingest_source  # noqa: PLC0415  (PyMuPDF, torch)
-        from retrieval.embed import get_embedder  # noqa: PLC0415
+        from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
         collection = job.spec.collection
 

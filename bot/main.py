@@ -39,8 +39,8 @@ from bot.slack import RedactTokens
 from bot.store import Store
 from bot.urls import shown
 from bot.workers import WorkerPool
-from retrieval.answerers import unconfigured
-from retrieval.db import DatabaseError
+from retrieval.answer.answerers import unconfigured
+from retrieval.store.db import DatabaseError
 from retrieval.logs import quiet_libraries
 from retrieval.settings import Settings
 
@@ -208,7 +208,7 @@ def warm_up(settings: Settings) -> None:
     """Load the embedding model and the answering pipeline before the first question needs them."""
     t0 = time.perf_counter()
     try:
-        from retrieval.embed import get_embedder  # noqa: PLC0415
+        from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
         default_ask()
         get_embedder(settings.embedding_model)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from retrieval.answer_view import (
+from retrieval.answer.answer_view import (
     ASK_BETTER,
     answer_repeats_quotes,
     named_note,
@@ -22,7 +22,7 @@ from retrieval.answer_view import (
     shown_title,
 )
 from retrieval.models import Answer, Citation, NearestPassage
-from retrieval.textnorm import readable
+from retrieval.text.textnorm import readable
 
 if TYPE_CHECKING:
     from ingest.progress import ProgressLog
@@ -58,7 +58,7 @@ def escape(text: str) -> str:
 
 
 def document_title(name: str) -> str:
-    """A short human title for a file name (``retrieval.answer_view.readable_name``)."""
+    """A short human title for a file name (``retrieval.answer.answer_view.readable_name``)."""
     return readable_name(name)
 
 

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 
 from bot.queue import HEARTBEAT_S, STALE_S, Job, JobLost, JobQueue
-from retrieval.db import DatabaseError
+from retrieval.store.db import DatabaseError
 
 log = logging.getLogger(__name__)
 

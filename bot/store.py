@@ -1,9 +1,9 @@
 """The bot's Postgres state: event dedup, threads, turns and feedback (tables of 0002_bot.sql); jobs
 are in ``bot.queue``.
 
-Every function borrows a connection from the process's one pool (``retrieval.pool``, shared with
+Every function borrows a connection from the process's one pool (``retrieval.store.pool``, shared with
 searches and sized to the workers); each is checked when handed out, so a database that goes away
-and comes back is picked up again without restarting the bot. Failures surface as ``retrieval.db.DatabaseError``
+and comes back is picked up again without restarting the bot. Failures surface as ``retrieval.store.db.DatabaseError``
 (``IndexUnavailable`` when the server cannot be reached).
 """
 
@@ -19,8 +19,8 @@ from typing import TypeVar
 import psycopg
 from psycopg.types.json import Jsonb
 
-from retrieval import db, pool
-from retrieval.db import DatabaseError, IndexUnavailable, first_line
+from retrieval.store import db, pool
+from retrieval.store.db import DatabaseError, IndexUnavailable, first_line
 from retrieval.models import Answer, Turn
 from retrieval.settings import Settings
 

@@ -2,7 +2,7 @@
 are those a user sees. Per document: wall seconds, the ingest process's CPU seconds (user + system,
 all its threads), the embedded Postgres server's CPU seconds over the same time, pages per second and
 pages per CPU-second, peak memory; and the load average, so a busy machine shows in the figures.
-The one-time export of the passage encoder (``retrieval.passage_encoder``) is made before the clock
+The one-time export of the passage encoder (``retrieval.encode.passage_encoder``) is made before the clock
 starts and reported on its own."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ingest import store
-from retrieval import db
-from retrieval.embed import get_embedder
+from retrieval.store import db
+from retrieval.encode.embed import get_embedder
 from retrieval.settings import Settings
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

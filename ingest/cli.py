@@ -21,8 +21,8 @@ from retrieval.cli import (
     ready,
     save_result,
 )
-from retrieval.db import DatabaseError
-from retrieval.embed import ModelError
+from retrieval.store.db import DatabaseError
+from retrieval.encode.embed import ModelError
 
 
 def ingest(
@@ -39,7 +39,7 @@ def ingest(
     """
     from ingest.pipeline import ingest_source  # noqa: PLC0415  (loads PyMuPDF)
     from ingest.progress import ProgressLog  # noqa: PLC0415
-    from retrieval.embed import get_embedder  # noqa: PLC0415
+    from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
@@ -100,7 +100,7 @@ def docs(
 ) -> None:
     """List ingested documents."""
     from ingest.store import list_documents  # noqa: PLC0415
-    from retrieval import db  # noqa: PLC0415
+    from retrieval.store import db  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
@@ -123,7 +123,7 @@ def remove(
 ) -> None:
     """Remove a document (its pages and chunks) from the index."""
     from ingest.store import AmbiguousName, remove_document  # noqa: PLC0415
-    from retrieval import db  # noqa: PLC0415
+    from retrieval.store import db  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
@@ -186,7 +186,7 @@ def eval_train_reader(
     except (ValueError, OSError) as exc:
         fail(str(exc))
     settings = load_settings()
-    from retrieval.embed import resolve_model_path  # noqa: PLC0415
+    from retrieval.encode.embed import resolve_model_path  # noqa: PLC0415
 
     result = train(pairs, resolve_model_path(settings.embedding_model), out, seed=seed, epochs=epochs,
                    batch_size=batch_size, lr=lr, max_length=max_length, valid_share=valid_share)

@@ -15,17 +15,17 @@ from ingest.chunk import Chunk, chunk_pages
 from ingest.isolate import Limits, Parsed, parse
 from ingest.progress import ProgressLog
 from ingest.sources import Source
-from retrieval import db, index
-from retrieval.embed import Embedder
-from retrieval.identifiers import identifier_terms
+from retrieval.store import db, index
+from retrieval.encode.embed import Embedder
+from retrieval.text.identifiers import identifier_terms
 from retrieval.settings import Settings
-from retrieval.textnorm import search_text
+from retrieval.text.textnorm import search_text
 
 log = logging.getLogger(__name__)
 
 # Bump when extraction or chunking changes: documents indexed by an older pipeline are re-indexed
 # when ingested again, instead of being skipped as unchanged.
-PIPELINE_VERSION = "2026-12-04.1"  # .4 (12-04.1): chunk and sentence vectors from one int8 ONNX pass (retrieval.passage_encoder); .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
+PIPELINE_VERSION = "2026-12-04.1"  # .4 (12-04.1): chunk and sentence vectors from one int8 ONNX pass (retrieval.encode.passage_encoder); .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
 
 
 @dataclass

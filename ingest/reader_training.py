@@ -3,7 +3,7 @@
 Built from the training questions in ``retrieval/eval/reader_data/questions/*.jsonl`` and the PDFs
 they were written from (``retrieval/eval/reader_data/fetch.sh``), read the way ingest reads any PDF
 (``ingest.pdf.extract``: visible text, headings, running headers dropped) and cut into sentences the
-way the extractive answerer cuts the shown text (``retrieval.answerers.extractive.sentences``), so
+way the extractive answerer cuts the shown text (``retrieval.answer.answerers.extractive.sentences``), so
 the reader is trained on the kind of input it scores at answer time.
 
 For each answerable question the positive is the sentence of its page that contains the question's
@@ -28,10 +28,10 @@ from pydantic import BaseModel
 
 from ingest.chunk import _section_titles
 from ingest.pdf import Page, extract
-from retrieval.answerers.extractive import is_title, sentences
-from retrieval.answerers.lexical import content_terms
-from retrieval.textnorm import normalize
-from retrieval.verify import without_cell_joiners
+from retrieval.answer.answerers.extractive import is_title, sentences
+from retrieval.answer.answerers.lexical import content_terms
+from retrieval.text.textnorm import normalize
+from retrieval.answer.verify import without_cell_joiners
 
 SAME_PAGE_NEGATIVES = 3
 NEAR_PAGE_NEGATIVES = 3

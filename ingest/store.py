@@ -13,8 +13,8 @@ import psycopg
 
 from ingest.chunk import Chunk
 from ingest.pdf import Page
-from retrieval.postings import write_postings
-from retrieval.sentence_index import copy_rows
+from retrieval.store.index import copy_rows
+from retrieval.store.postings import write_postings
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class Reusable:
 
 def chunk_key(search_text: str, context: str | None, text: str) -> tuple[str, str, str]:
     """What a chunk's vectors are a function of: the indexed text one pass reads, and the heading
-    and text its sentence windows come from (``retrieval.sentence_index.late_chunk``)."""
+    and text its sentence windows come from (``retrieval.encode.sentence_index.late_chunk``)."""
     return search_text, context or "", text
 
 
@@ -157,7 +157,7 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
             "SELECT c.collection, c.document_id, u.lexeme, count(*) FROM chunks c CROSS JOIN LATERAL unnest(c.tsv) u "
             "WHERE c.collection = %s AND c.document_id = %s GROUP BY c.collection, c.document_id, u.lexeme",
             (collection, doc_id))
-        write_postings(conn, collection, doc_id)  # keyword postings in bands (retrieval.postings)
+        write_postings(conn, collection, doc_id)  # keyword postings in bands (retrieval.store.postings)
         if sentence_vectors is not None:
             ids = {r["ordinal"]: int(r["id"]) for r in conn.execute(
                 "SELECT ordinal, id FROM chunks WHERE collection = %s AND document_id = %s", (collection, doc_id))}

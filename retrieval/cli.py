@@ -29,8 +29,8 @@ os.environ.setdefault("PYMUPDF_SUGGEST_LAYOUT_ANALYZER", "0")
 import typer  # noqa: E402
 from typer.core import TyperGroup  # noqa: E402
 
-from retrieval.db import DatabaseError  # noqa: E402
-from retrieval.embed import ModelError  # noqa: E402
+from retrieval.store.db import DatabaseError  # noqa: E402
+from retrieval.encode.embed import ModelError  # noqa: E402
 from retrieval.logs import quiet_libraries  # noqa: E402
 from retrieval.settings import Settings, get_settings  # noqa: E402
 
@@ -128,7 +128,7 @@ def emit(obj: Any) -> None:
 
 
 def save_result(out: Path, result: dict) -> None:
-    from retrieval.results import write_result  # noqa: PLC0415  (one writer: adds the git commit it ran at)
+    from retrieval.eval.results import write_result  # noqa: PLC0415  (one writer: adds the git commit it ran at)
 
     write_result(out, result)
 
@@ -146,7 +146,7 @@ def check_collections(settings: Settings, wanted: list[str] | None) -> None:
     """Exit 2 when a named collection holds no documents: "no collection 'nosuch'; collections: dev, mine"."""
     if not wanted:
         return
-    from retrieval import db  # noqa: PLC0415
+    from retrieval.store import db  # noqa: PLC0415
 
     try:
         with db.connection(settings) as conn:
@@ -163,7 +163,7 @@ def check_collections(settings: Settings, wanted: list[str] | None) -> None:
 def titles_of(settings: Settings, names: list[str]) -> dict[str, str | None]:
     """The titles of these documents (``documents.title``), to show instead of file names; {} when
     the database cannot say (the cleaned file names are shown then)."""
-    from retrieval import db  # noqa: PLC0415
+    from retrieval.store import db  # noqa: PLC0415
 
     if not names:
         return {}
@@ -179,7 +179,7 @@ def titles_of(settings: Settings, names: list[str]) -> dict[str, str | None]:
 def check_answerer(settings: Settings, name: str | None) -> None:
     """An unknown answerer is bad input (exit 1); a model answerer (named, or chosen by
     CHAPTERVERSE_ANSWERER) without its settings is misconfiguration (2)."""
-    from retrieval.answerers import ANSWERERS, unconfigured  # noqa: PLC0415
+    from retrieval.answer.answerers import ANSWERERS, unconfigured  # noqa: PLC0415
 
     if name is not None and name not in ANSWERERS:
         bad_input(f"unknown answerer {name!r}; use {', '.join(ANSWERERS)}")
@@ -192,8 +192,8 @@ def check_answerer(settings: Settings, name: str | None) -> None:
 
 def require_model(settings: Settings) -> None:
     """Load the embedding model and check it is the one the index was built with; exit 2 if not."""
-    from retrieval.embed import get_embedder  # noqa: PLC0415
-    from retrieval.search import check_model  # noqa: PLC0415
+    from retrieval.encode.embed import get_embedder  # noqa: PLC0415
+    from retrieval.search.search import check_model  # noqa: PLC0415
 
     with timed("model_load"):
         try:
@@ -211,7 +211,7 @@ def load_settings() -> Settings:
 
 
 def ready(settings: Settings) -> None:
-    from retrieval import db  # noqa: PLC0415
+    from retrieval.store import db  # noqa: PLC0415
 
     try:
         with timed("db_start"):
@@ -236,7 +236,7 @@ def search(
 ) -> None:
     """Find the passages that best match QUERY."""
     with timed("imports"):
-        from retrieval.search import search as run_search  # noqa: PLC0415
+        from retrieval.search.search import search as run_search  # noqa: PLC0415
 
     if not query.strip():
         bad_input("the query is empty; say what to look for")
@@ -255,7 +255,7 @@ def search(
             p["rank"] = i + 1
         emit(out)
         return
-    from retrieval.answer_view import page_words, shown_title  # noqa: PLC0415
+    from retrieval.answer.answer_view import page_words, shown_title  # noqa: PLC0415
 
     if not res.results:
         typer.echo("no passages found")
@@ -274,9 +274,9 @@ def search(
 @db_app.command("status")
 def db_status(json_out: JsonOpt = False) -> None:
     """Where the index lives, its schema version and embedding model."""
-    from retrieval import db, index  # noqa: PLC0415
-    from retrieval.embed import get_embedder  # noqa: PLC0415
-    from retrieval.rerank import describe as describe_reranker  # noqa: PLC0415
+    from retrieval.store import db, index  # noqa: PLC0415
+    from retrieval.encode.embed import get_embedder  # noqa: PLC0415
+    from retrieval.search.rerank import describe as describe_reranker  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
@@ -304,8 +304,8 @@ def db_status(json_out: JsonOpt = False) -> None:
 @db_app.command("reembed")
 def db_reembed() -> None:
     """Re-embed every chunk with the configured CHAPTERVERSE_EMBEDDING_MODEL (one transaction)."""
-    from retrieval import db, index  # noqa: PLC0415
-    from retrieval.embed import get_embedder  # noqa: PLC0415
+    from retrieval.store import db, index  # noqa: PLC0415
+    from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
@@ -332,7 +332,7 @@ def eval_retrieval(
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
 ) -> None:
     """Recall@1/@5, MRR@10, nDCG@5 of keyword, dense, RRF and RRF + each available reranker."""
-    from retrieval.evaluate import evaluate  # noqa: PLC0415
+    from retrieval.eval.evaluate import evaluate  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
@@ -357,7 +357,7 @@ def eval_latency(
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
 ) -> None:
     """Search latency p50/p95 per stage (embed query, keyword, vector, fuse, rerank, total)."""
-    from retrieval.bench import run as run_bench  # noqa: PLC0415
+    from retrieval.eval.bench import run as run_bench  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
@@ -385,11 +385,11 @@ def ask(
 
     A refusal is an answer, not an error: it is printed (as JSON with --json) with exit status 0, also
     when the index cannot be reached (the database is down); the reason says so."""
-    from retrieval import db  # noqa: PLC0415
+    from retrieval.store import db  # noqa: PLC0415
     with timed("imports"):
-        from retrieval.answer_view import as_json, as_text  # noqa: PLC0415
-        from retrieval.ask import ask as run_ask  # noqa: PLC0415
-        from retrieval.ask import index_unavailable  # noqa: PLC0415
+        from retrieval.answer.answer_view import as_json, as_text  # noqa: PLC0415
+        from retrieval.answer.ask import ask as run_ask  # noqa: PLC0415
+        from retrieval.answer.ask import index_unavailable  # noqa: PLC0415
 
     if not question.strip():
         bad_input("the question is empty; ask something, e.g. chapterverse ask \"What is the maximum airspeed below 10,000 feet?\"")
@@ -423,7 +423,7 @@ def eval_scale(
     keyword_only: Annotated[bool, typer.Option(help="No vectors: build and time the keyword leg only.")] = False,
 ) -> None:
     """Search p50/p95 and index size on synthetic collections of 10k, 100k, 1M chunks (scratch databases)."""
-    from retrieval.scale import SIZES, run as run_scale  # noqa: PLC0415
+    from retrieval.eval.scale import SIZES, run as run_scale  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
@@ -453,7 +453,7 @@ def eval_answers(
     calibrate: Annotated[bool, typer.Option(help="Also report the best extractive refusal threshold for this set.")] = False,
 ) -> None:
     """Answered-correctly rate, refusal precision/recall, false refusals, citations dropped by verification."""
-    from retrieval.answer_eval import evaluate as run_eval  # noqa: PLC0415
+    from retrieval.eval.answer_eval import evaluate as run_eval  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
@@ -487,7 +487,7 @@ def eval_reader_latency(
     rounds: Annotated[int, typer.Option(min=1)] = 1,
 ) -> None:
     """The reader's cost per question (the sentences the answerer really gives it) and ask end to end."""
-    from retrieval.answer_eval import load_questions  # noqa: PLC0415
+    from retrieval.eval.answer_eval import load_questions  # noqa: PLC0415
     from retrieval.reader.bench import run as run_bench  # noqa: PLC0415
 
     settings = load_settings()
@@ -512,7 +512,7 @@ def eval_calibrate(
     """One extractive refusal threshold fitted over the probe runs of several question sets."""
     import json  # noqa: PLC0415
 
-    from retrieval.answer_eval import calibrate as fit  # noqa: PLC0415
+    from retrieval.eval.answer_eval import calibrate as fit  # noqa: PLC0415
 
     rows: list[dict] = []
     try:
@@ -539,8 +539,8 @@ def eval_report(
     check: Annotated[bool, typer.Option(help="Only check that the README table is current (exit 1 if not).")] = False,
 ) -> None:
     """Rewrite the README's answer-results table from results/answer_eval*.json (FAA and manuals side by side)."""
-    from retrieval.report import COMPARISONS, load_columns, render, render_comparison, update_readme  # noqa: PLC0415
-    from retrieval.results import REPO  # noqa: PLC0415
+    from retrieval.eval.report import COMPARISONS, load_columns, render, render_comparison, update_readme  # noqa: PLC0415
+    from retrieval.eval.results import REPO  # noqa: PLC0415
 
     try:
         cols, older = load_columns(results, REPO)

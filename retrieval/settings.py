@@ -86,7 +86,7 @@ class Settings(BaseSettings):
     )
     quote_support_check: bool = Field(
         default=True, description="On the model (Gemini) path, drop a verified quote that the reader rates as "
-        "stating nothing towards the question (retrieval.verify.support_checked); off when the reader's "
+        "stating nothing towards the question (retrieval.answer.verify.support_checked); off when the reader's "
         "weights are missing.")
     gemini_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("GEMINI_API_KEY", "CHAPTERVERSE_GEMINI_API_KEY")
@@ -155,9 +155,9 @@ class Settings(BaseSettings):
         default=None, description="Fernet key(s) encrypting Slack installation tokens in Postgres (comma "
         "separated: the first encrypts, all decrypt, for rotation). Unset: tokens are stored in plain text.")
     db_pool_size: int | None = Field(
-        default=None, ge=1, description="Pooled database connections per process (retrieval.pool); unset: 4, "
+        default=None, ge=1, description="Pooled database connections per process (retrieval.store.pool); unset: 4, "
         "and for the bot 2 per answer worker + 6 (each search runs two queries at once).")
-    # backpressure (bot.app, retrieval.answerers.slots)
+    # backpressure (bot.app, retrieval.answer.answerers.slots)
     slack_answer_backlog: int = Field(
         default=20, ge=0, description="Questions a bot process keeps waiting for a free answer worker; when "
         "that many wait, a new question is not queued but gets a 'busy, please try again in a minute' reply.")
@@ -168,7 +168,7 @@ class Settings(BaseSettings):
         default=4, ge=1, description="Model-provider requests (Gemini or another answerer service) in flight at "
         "once in one process, shared by all answer workers; a call that waits longer than its retry budget "
         "for a slot degrades to the extractive answer.")
-    # answering: which answerer, and an OpenAI-compatible server (retrieval.answerers.openai_compat)
+    # answering: which answerer, and an OpenAI-compatible server (retrieval.answer.answerers.openai_compat)
     answerer: Literal["gemini", "openai", "extractive"] | None = Field(
         default=None, description="The answerer `ask` and the bot use when none is named: 'gemini', 'openai' (an "
         "OpenAI-compatible server: Ollama, vLLM, llama.cpp, LM Studio, OpenAI) or 'extractive'. Unset: gemini "

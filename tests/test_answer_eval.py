@@ -12,12 +12,12 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from retrieval.answer_eval import judge, load_questions, outcome, quote_holds, summarise
-from retrieval.ask import ask
+from retrieval.eval.answer_eval import judge, load_questions, outcome, quote_holds, summarise
+from retrieval.answer.ask import ask
 from retrieval.models import Answer, Citation
-from retrieval.report import END, START, load_columns, render, update_readme
-from retrieval.results import provenance, write_result
-from retrieval.textnorm import normalize
+from retrieval.eval.report import END, START, load_columns, render, update_readme
+from retrieval.eval.results import provenance, write_result
+from retrieval.text.textnorm import normalize
 from tests.conftest import run_cli
 from tests.corpus2_fixture import CORPUS2, dev_questions, manuals_corpus  # noqa: F401  (session fixture)
 

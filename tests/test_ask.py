@@ -7,20 +7,20 @@ import json
 import pymupdf
 import pytest
 
-from retrieval.answerers.followup import is_elliptical, standalone_without_model
-from retrieval.answerers.support import unquoted_numbers, unsupported
-from retrieval.ask import ask
+from retrieval.answer.answerers.followup import is_elliptical, standalone_without_model
+from retrieval.answer.answerers.support import unquoted_numbers, unsupported
+from retrieval.answer.ask import ask
 from retrieval.models import Turn
 from retrieval.settings import Settings
-from retrieval.textnorm import normalize
+from retrieval.text.textnorm import normalize
 from tests.conftest import run_cli
 
-LENIENT = 0.475  # the refusal threshold before wrong answers counted in its calibration (retrieval.answer_eval)
+LENIENT = 0.475  # the refusal threshold before wrong answers counted in its calibration (retrieval.eval.answer_eval)
 
 
 def _assert_all_quotes_on_their_pages(settings: Settings, answer) -> None:
     """Every citation shown is the source's own words on the page it names (checked independently)."""
-    from retrieval import db  # noqa: PLC0415
+    from retrieval.store import db  # noqa: PLC0415
 
     with db.connection(settings) as conn:
         for c in answer.citations:

@@ -79,7 +79,7 @@ def _commit() -> str:
 
 
 def main() -> int:
-    from retrieval import db  # noqa: PLC0415
+    from retrieval.store import db  # noqa: PLC0415
     from retrieval.settings import Settings  # noqa: PLC0415
     from tests.conftest import DEV_PDFS  # noqa: PLC0415
     from tests.test_bot_support import BotProcess  # noqa: PLC0415
@@ -92,7 +92,7 @@ def main() -> int:
     db.ready(settings)
     from ingest.pipeline import ingest_source  # noqa: PLC0415
     from ingest.sources import read_path  # noqa: PLC0415
-    from retrieval.embed import get_embedder  # noqa: PLC0415
+    from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
     for pdf in DEV_PDFS:  # a no-op when already ingested
         ingest_source(settings, get_embedder(settings.embedding_model), read_path(str(pdf), 200_000_000), "dev", quiet=True)

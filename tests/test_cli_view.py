@@ -1,11 +1,11 @@
-"""What `chapterverse ask` prints for people (retrieval.answer_view, pure): documents by title, each quote
+"""What `chapterverse ask` prints for people (retrieval.answer.answer_view, pure): documents by title, each quote
 once, no internal scores, and a refusal that says what was searched, the nearest pages and how to ask
 better. The Slack rendering shares the same rules (bot.render)."""
 
 from __future__ import annotations
 
 from bot.render import Searched, render_answer, render_refusal
-from retrieval.answer_view import ASK_BETTER, as_text, readable_name, shown_title
+from retrieval.answer.answer_view import ASK_BETTER, as_text, readable_name, shown_title
 from retrieval.models import Answer, Citation, NearestPassage
 
 CFR = "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf"

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from retrieval.answer_eval import outcome
-from retrieval.ask import ask
-from retrieval.search import search
+from retrieval.eval.answer_eval import outcome
+from retrieval.answer.ask import ask
+from retrieval.search.search import search
 from tests.conftest import run_cli
 from tests.corpus2_fixture import CORPUS2, dev_questions, manuals_corpus  # noqa: F401  (session fixture)
 

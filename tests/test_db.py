@@ -14,14 +14,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from retrieval import db, index
+from retrieval.store import db, index
 from retrieval.settings import Settings
 from tests.conftest import run_cli, scratch_database
 from tests.pdfgen import text_pdf
 
 HOLD = """
 import sys, time
-from retrieval import db
+from retrieval.store import db
 from retrieval.settings import Settings
 db.ready(Settings())
 print("ready", flush=True)
@@ -112,6 +112,30 @@ def test_migrations_are_versioned_and_idempotent(scratch_db):
         tables = {r["tablename"] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname='public'")}
     assert applied[0] == "0001_init" and applied == sorted(set(applied))
     assert {"documents", "pages", "chunks", "embedding_model"} <= tables
+    assert {"bot_jobs", "bot_turns", "slack_installations"} <= tables  # bot/migrations, by entry point
+
+
+def test_the_index_migrates_without_the_bot_and_the_bot_migrates_on_top(scratch_db):
+    """The core's migrations stand alone (no bot table, no dependency on one); the bot's, found
+    through the ``chapterverse.migrations`` entry point, apply after them on the same database."""
+    from yoyo import get_backend, read_migrations  # noqa: PLC0415
+
+    core, *others = db.migration_sources()
+    assert [str(o).rstrip("/").endswith("bot/migrations") for o in others] == [True]
+    backend = get_backend(db._yoyo_uri(scratch_db))
+    try:
+        with backend.lock():
+            backend.apply_migrations(backend.to_apply(read_migrations(str(core))))
+    finally:
+        backend.connection.close()
+    s = Settings(database_url=scratch_db)
+    with db.connection(s) as conn:
+        tables = {r["tablename"] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname='public'")}
+    assert "chunks" in tables and not {t for t in tables if t.startswith(("bot_", "slack_"))}
+    db.migrate(s)
+    with db.connection(s) as conn:
+        tables = {r["tablename"] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname='public'")}
+    assert {"bot_jobs", "bot_events", "bot_digest_posts", "slack_oauth_states"} <= tables
 
 
 def test_model_mismatch_is_a_clear_error_and_reembed_fixes_it(scratch_db, tmp_path):

@@ -15,7 +15,7 @@ import pymupdf
 import pytest
 
 from bot.store import Store
-from retrieval import pool
+from retrieval.store import pool
 from retrieval.models import Answer, Citation, NearestPassage
 from retrieval.settings import Settings
 from tests.conftest import run_cli, scratch_database

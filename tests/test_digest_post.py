@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from bot.digest import DigestPoster, digest_channels
 from bot.slack import make_client
 from bot.store import Store
-from retrieval import db, pool
+from retrieval.store import db, pool
 from retrieval.models import Answer, NearestPassage
 from retrieval.settings import Settings
 from tests.conftest import scratch_database

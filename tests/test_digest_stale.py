@@ -11,7 +11,7 @@ from bot.digest import STALE_HEADING, as_mrkdwn, as_text, digest
 from bot.store import Store
 from ingest.pipeline import ingest_source
 from ingest.sources import read_path
-from retrieval import db, pool
+from retrieval.store import db, pool
 from retrieval.models import Answer, Citation
 from retrieval.settings import Settings
 from tests.conftest import run_cli, scratch_database

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from retrieval.answer_eval import calibrate
-from retrieval.answerers.evidence import counts, expected_answer, quantities, satisfies, specific_terms
-from retrieval.answerers.extractive import (
+from retrieval.eval.answer_eval import calibrate
+from retrieval.answer.answerers.evidence import counts, expected_answer, quantities, satisfies, specific_terms
+from retrieval.answer.answerers.extractive import (
     MAX_QUOTES,
     QUOTE_MARGIN,
     RANK_PENALTY,
@@ -28,7 +28,7 @@ from retrieval.answerers.extractive import (
     with_neighbours,
 )
 from retrieval.models import Turn
-from retrieval.verify import Claim, PageText, verify_claims
+from retrieval.answer.verify import Claim, PageText, verify_claims
 
 # --- expected answer type ----------------------------------------------------------------------
 
@@ -250,7 +250,7 @@ def test_calibration_refuses_wrong_answers_and_keeps_right_ones() -> None:
 
 
 def test_headings_and_contents_entries_are_not_quoted_but_table_rows_are() -> None:
-    from retrieval.answerers.extractive import sentences  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive import sentences  # noqa: PLC0415
 
     text = ("IV. TAKEOFFS, LANDINGS, AND GO-AROUNDS\nNote: The examiner must select two takeoff and two landing "
             "tasks.\nEligibility Requirements for a Private Pilot Certificate..........66\n"
@@ -272,7 +272,7 @@ FUEL_PAGE = ("VISUAL FLIGHT RULES\n\n§ 91.151\nFuel requirements for flight in\
 
 
 def test_a_sentence_that_stops_short_continues_into_the_next_lines() -> None:
-    from retrieval.answerers.extractive import sentences  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive import sentences  # noqa: PLC0415
 
     spans = [" ".join(FUEL_PAGE[s:e].split()) for s, e in sentences(FUEL_PAGE)]
     rule = next(x for x in spans if x.startswith("(a) No person"))
@@ -281,7 +281,7 @@ def test_a_sentence_that_stops_short_continues_into_the_next_lines() -> None:
 
 
 def test_a_table_value_stays_with_its_row_label() -> None:
-    from retrieval.answerers.extractive import sentences  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive import sentences  # noqa: PLC0415
 
     table = ("Class G:\n1,200 feet or\nless above\nthe surface\nFor aircraft other\nthan helicopters:\nDay, except as\n"
              "provided in\n§ 91.155(b).\n1 statute mile ......\nClear of clouds.\nNight, except as\nprovided in\n"
@@ -302,13 +302,13 @@ def test_a_table_value_stays_with_its_row_label() -> None:
     ("4.5 seconds is the default delay between two frames of the animation, unless changed.", "", False),
 ])
 def test_headings_and_contents_entries_are_not_quotes(text: str, heading: str, title: bool) -> None:
-    from retrieval.answerers.extractive import is_title  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive import is_title  # noqa: PLC0415
 
     assert is_title(text, heading) is title
 
 
 def test_designators_are_matched_as_phrases() -> None:
-    from retrieval.answerers.extractive import designators  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive import designators  # noqa: PLC0415
 
     assert designators("What is the minimum visibility in Class G airspace by day?") == ["class g"]
     assert designators("Which rules of Part 61 apply to Figure 3?") == ["part 61", "figure 3"]
@@ -316,7 +316,7 @@ def test_designators_are_matched_as_phrases() -> None:
 
 
 def test_sentence_bounds_widen_a_chunk_cut_mid_sentence() -> None:
-    from retrieval.ask import sentence_bounds  # noqa: PLC0415
+    from retrieval.answer.ask import sentence_bounds  # noqa: PLC0415
 
     start = FUEL_PAGE.index("No person may begin")
     end = FUEL_PAGE.index("landing and,") + len("landing and,")
@@ -327,7 +327,7 @@ def test_sentence_bounds_widen_a_chunk_cut_mid_sentence() -> None:
 def test_sentence_bounds_never_start_inside_a_word_hyphenated_across_a_break() -> None:
     """14 CFR 91.167 as stored: a chunk began at "copters" after "heli-" and a blank line, and the
     answerer quoted "copters, fly after that for 30 minutes", which is not on the page as a reader sees it."""
-    from retrieval.ask import sentence_bounds  # noqa: PLC0415
+    from retrieval.answer.ask import sentence_bounds  # noqa: PLC0415
 
     page = ("(2) Except as provided in paragraph\n(b) of this section, fly from that airport\nto the alternate "
             "airport; and\n\n(3) Fly after that for 45 minutes at\nnormal cruising speed or, for heli-\n\n"
@@ -369,7 +369,7 @@ def test_default_profile_reads_software_units(text: str, kinds: set[str]) -> Non
 
 
 def test_no_candidate_starts_inside_a_word_hyphenated_across_lines() -> None:
-    from retrieval.answerers.extractive import candidates  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive import candidates  # noqa: PLC0415
 
     text = ("(b) No person may begin a flight in a rotorcraft unless there is enough fuel for heli-\n\n"
             "copters, fly after that for 30 minutes at normal cruising speed.\n\n"
@@ -467,7 +467,7 @@ def test_a_title_case_heading_is_never_glued_into_a_quote() -> None:
 
 
 def test_software_manual_sentences_may_open_in_lower_case_but_not_after_abbreviations() -> None:
-    from retrieval.answerers.extractive import sentences  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive import sentences  # noqa: PLC0415
     from retrieval.profile import Profile  # noqa: PLC0415
 
     text = ("The refresh command is similar to replot, with two major differences. refresh reformats and "
@@ -489,7 +489,7 @@ NIGHT_PAGE = ("(a) No person may begin a flight in an airplane under VFR conditi
 
 
 def test_a_follow_up_is_answered_by_a_quote_about_what_it_adds() -> None:
-    from retrieval.answerers.followup import followup_terms, standalone_without_model  # noqa: PLC0415
+    from retrieval.answer.answerers.followup import followup_terms, standalone_without_model  # noqa: PLC0415
 
     history = [Turn(question="What fuel reserve must an airplane carry for a VFR flight during the day?", answer="")]
     standalone = standalone_without_model("and at night?", history)

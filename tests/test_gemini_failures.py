@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from retrieval.answerers import gemini as gemini_mod
-from retrieval.ask import NO_SUPPORT, ask
+from retrieval.answer.answerers import gemini as gemini_mod
+from retrieval.answer.ask import NO_SUPPORT, ask
 from retrieval.models import Answer, Turn
 from tests import fake_gemini as fg
 from tests.test_ask import _assert_all_quotes_on_their_pages

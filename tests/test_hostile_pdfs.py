@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval import db
+from retrieval.store import db
 from tests.conftest import run_cli
 from tests.pdfgen import bomb_pdf, huge_text_page_pdf, many_pages_pdf, text_pdf
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval import db
+from retrieval.store import db
 from tests.conftest import DEV_PDFS, run_cli
 from tests.pdfgen import LOREM, encrypted_pdf, hidden_text_pdf, image_only_pdf, long_pdf, one_word_headings_pdf, text_pdf
 

@@ -25,7 +25,7 @@ from pydantic import SecretStr
 from ingest.chunk import chunk_pages
 from retrieval.text.injection import assess, is_injection
 from ingest.pdf import extract
-from retrieval.premise import examine, premise_note
+from retrieval.answer.premise import examine, premise_note
 from tests.conftest import run_cli
 from tests.pdfgen import HIDDEN_NOTE, INJECTION_NOTE, aircraft_manual_pdf
 
@@ -180,7 +180,7 @@ def gemini() -> Iterator[Any]:
 
 def test_gemini_never_sees_the_injection_and_answers_from_the_row(settings, manual, gemini, monkeypatch) -> None:
     """A gullible model: it quotes the injection when shown it, else the table row. It is never shown it."""
-    from retrieval.ask import ask  # noqa: PLC0415
+    from retrieval.answer.ask import ask  # noqa: PLC0415
     from tests import fake_gemini as fg  # noqa: PLC0415
     from tests.test_gemini_failures import passages_in  # noqa: PLC0415
 

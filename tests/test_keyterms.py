@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from retrieval.answerers.keyterms import (
+from retrieval.answer.answerers.keyterms import (
     KeyTerm,
     PhraseStats,
     key_terms,

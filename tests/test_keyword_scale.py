@@ -1,5 +1,5 @@
-"""The keyword leg's pruning (retrieval.keyword.bm25_sql, bounded by the postings bands of
-retrieval.postings) returns exactly the ranking of scoring every chunk that has any query lexeme, on
+"""The keyword leg's pruning (retrieval.search.keyword.bm25_sql, bounded by the postings bands of
+retrieval.store.postings) returns exactly the ranking of scoring every chunk that has any query lexeme, on
 the real collections and their real questions, also after a document is added and removed, while
 scoring fewer chunks."""
 
@@ -14,9 +14,9 @@ import pytest
 from ingest.pipeline import ingest_source
 from ingest.sources import read_path
 from ingest.store import remove_document
-from retrieval import pool
-from retrieval.filters import Scope
-from retrieval.keyword import bm25, bm25_all, bm25_all_sql, bm25_params, bm25_sql
+from retrieval.store import pool
+from retrieval.search.filters import Scope
+from retrieval.search.keyword import bm25, bm25_all, bm25_all_sql, bm25_params, bm25_sql
 from tests.corpus2_fixture import manuals_corpus  # noqa: F401  (fixture)
 from tests.pdfgen import text_pdf
 
@@ -129,7 +129,7 @@ def test_pruning_scores_fewer_chunks_on_common_word_questions(settings, dev_corp
 
 
 def test_eval_scale_keyword_only_times_both_rankings_and_finds_them_equal(settings, dev_corpus, tmp_path):
-    from retrieval.scale import run  # noqa: PLC0415
+    from retrieval.eval.scale import run  # noqa: PLC0415
 
     questions = json.loads((HERE / "corpus" / "dev_questions.json").read_text())[:4]
     path = tmp_path / "questions.json"

@@ -12,6 +12,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN = {"retrieval": {"bot", "ingest"}, "ingest": {"bot"}}
 ALLOWED: set[Path] = set()  # no exceptions: the CLI collects the intake's and the bot's commands by entry point
+# Inside the core, by stage: evaluation is never imported by search or answer code; storage and the
+# text toolkit sit below everything; search does not reach into answering.
+STAGES_FORBIDDEN = {
+    "retrieval/text": {"retrieval.store", "retrieval.encode", "retrieval.search", "retrieval.answer", "retrieval.eval"},
+    "retrieval/store": {"retrieval.encode", "retrieval.search", "retrieval.answer", "retrieval.eval"},
+    "retrieval/encode": {"retrieval.search", "retrieval.answer", "retrieval.eval"},
+    "retrieval/search": {"retrieval.answer", "retrieval.eval"},
+    "retrieval/answer": {"retrieval.eval"},
+}
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -39,6 +48,27 @@ def violations() -> list[str]:
 
 def test_core_imports_neither_bot_nor_ingest_and_ingest_not_bot() -> None:
     assert violations() == []
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+def test_the_core_is_layered_by_stage() -> None:
+    found = []
+    for folder, banned in STAGES_FORBIDDEN.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for name in sorted(imported_modules(path)):
+                if any(name == b or name.startswith(b + ".") for b in banned):
+                    found.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert found == []
 
 
 def test_the_check_catches_a_forbidden_import(tmp_path: Path) -> None:

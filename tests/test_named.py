@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from retrieval.named import named_documents, title_cues, title_words
-from retrieval.search import search
+from retrieval.search.named import named_documents, title_cues, title_words
+from retrieval.search.search import search
 from tests.conftest import run_cli
 
 MANUALS = {"R-intro.pdf": "R intro", "gnuplot.pdf": "gnuplot documentation"}

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import pytest
 from pydantic import SecretStr
 
-from retrieval.answerers import openai_compat, structured
-from retrieval.answerers.structured import ModelAnswer
-from retrieval.ask import NO_SUPPORT, ask
+from retrieval.answer.answerers import openai_compat, structured
+from retrieval.answer.answerers.structured import ModelAnswer
+from retrieval.answer.ask import NO_SUPPORT, ask
 from retrieval.models import Answer, Turn
 from tests import fake_openai as fo
 from tests.fake_gemini import Reply

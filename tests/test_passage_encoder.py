@@ -1,4 +1,4 @@
-"""Ingest's passage encoder (retrieval.passage_encoder through Embedder.embed_chunks): one int8
+"""Ingest's passage encoder (retrieval.encode.passage_encoder through Embedder.embed_chunks): one int8
 ONNX pass per chunk gives the chunk's vector (close to torch's) and every sentence window's vector;
 an ingest with the export in place never imports torch; a model that is not mean-pooled, or a
 damaged export, falls back to torch (re-exported), never a crash or a wrong vector."""
@@ -18,11 +18,11 @@ import pytest
 from ingest.chunk import chunk_pages
 from ingest.pdf import document_title, extract
 from ingest.pipeline import indexed_text
-from retrieval import passage_encoder as pe
-from retrieval import query_encoder as qe
-from retrieval.embed import BUNDLED, Embedder, resolve_model_path
-from retrieval.sentence_index import window_spans, windows_of
-from retrieval.textnorm import search_text
+from retrieval.encode import passage_encoder as pe
+from retrieval.encode import query_encoder as qe
+from retrieval.encode.embed import BUNDLED, Embedder, resolve_model_path
+from retrieval.encode.sentence_index import window_spans, windows_of
+from retrieval.text.textnorm import search_text
 
 CORPUS = Path(__file__).parent / "corpus"
 MODEL_PATH = resolve_model_path(BUNDLED)
@@ -87,7 +87,7 @@ def test_one_int8_pass_gives_the_chunk_vectors_and_every_window(embedder, cfr_ch
 def test_ingest_with_the_export_in_place_does_not_import_torch(embedder, settings, cfr_chunks, tmp_path):
     embedder.embed_chunks(*cfr_chunks)  # the export exists in the test home now
     code = (
-        "import sys; from retrieval.embed import Embedder, passage_cache_root, query_cache_root\n"
+        "import sys; from retrieval.encode.embed import Embedder, passage_cache_root, query_cache_root\n"
         f"e = Embedder({BUNDLED!r}, query_cache=query_cache_root(), passage_cache=passage_cache_root())\n"
         "v, w = e.embed_chunks(['Fuel requirements for flight in VFR conditions. At night, 45 minutes.'],"
         " [('Fuel', 'Fuel requirements for flight in VFR conditions. At night, 45 minutes.')])\n"

@@ -1,4 +1,4 @@
-"""The ONNX query encoder (retrieval.query_encoder via retrieval.embed.Embedder): the vectors are
+"""The ONNX query encoder (retrieval.encode.query_encoder via retrieval.encode.embed.Embedder): the vectors are
 torch's, a query process does not import torch, and a missing, corrupt or foreign export falls back
 to torch and is rewritten, never a crash or a wrong vector. Real model, real export, real CLI."""
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval import query_encoder as qe
-from retrieval.embed import BUNDLED, Embedder, query_cache_root, resolve_model_path
+from retrieval.encode import query_encoder as qe
+from retrieval.encode.embed import BUNDLED, Embedder, query_cache_root, resolve_model_path
 
 MODEL_PATH = resolve_model_path(BUNDLED)
 
@@ -268,7 +268,7 @@ def test_unwritable_state_directory_still_answers(tmp_path: Path, reference: np.
 
 QUERY_PROCESS = """
 import json, sys
-from retrieval.embed import get_embedder
+from retrieval.encode.embed import get_embedder
 from retrieval.settings import get_settings
 emb = get_embedder(get_settings().embedding_model)
 vec = emb.embed_query(sys.argv[1])

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from retrieval import reader
-from retrieval.answerers.extractive import ExtractiveAnswerer
-from retrieval.verify import PageText
+from retrieval.answer.answerers.extractive import ExtractiveAnswerer
+from retrieval.answer.verify import PageText
 
 
 def test_shipped_weights_match_their_card() -> None:

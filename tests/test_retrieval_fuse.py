@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.evaluate import Question, first_hit, metrics, ndcg_at
-from retrieval.fuse import Hit, Span, diversify, near_duplicates, overlap_chars, rrf
+from retrieval.eval.evaluate import Question, first_hit, metrics, ndcg_at
+from retrieval.search.fuse import Hit, Span, diversify, near_duplicates, overlap_chars, rrf
 from retrieval.models import Passage
-from retrieval.search import combine_ranks
+from retrieval.search.search import combine_ranks
 
 
 def hits(*ids: int) -> list[Hit]:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from retrieval import pool
-from retrieval.filters import Scope
-from retrieval.keyword import bm25
-from retrieval.rerank import FALLBACK, choose
-from retrieval.search import SearchConfig, search, search_with
+from retrieval.store import pool
+from retrieval.search.filters import Scope
+from retrieval.search.keyword import bm25
+from retrieval.search.rerank import FALLBACK, choose
+from retrieval.search.search import SearchConfig, search, search_with
 from retrieval.settings import Settings
 from tests.conftest import run_cli
 
@@ -102,8 +102,8 @@ def test_result_reports_stage_ranks(settings, dev_corpus):
 
 
 def test_parallel_and_single_statement_modes_return_the_same_lists(settings, dev_corpus):
-    from retrieval.embed import get_embedder  # noqa: PLC0415
-    from retrieval.search import run_legs  # noqa: PLC0415
+    from retrieval.encode.embed import get_embedder  # noqa: PLC0415
+    from retrieval.search.search import run_legs  # noqa: PLC0415
 
     emb = get_embedder(settings.embedding_model)
     q = "How often must the altimeter and static pressure system be tested for IFR flight?"
@@ -119,7 +119,7 @@ def test_parallel_and_single_statement_modes_return_the_same_lists(settings, dev
 def test_unloadable_reranker_falls_back_logs_once_and_is_reported(settings, dev_corpus, tmp_path, caplog):
     missing = str(tmp_path / "no-such-cross-encoder")
     s = settings.model_copy(update={"reranker": missing})
-    with caplog.at_level(logging.WARNING, logger="retrieval.rerank"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.search.rerank"):
         first = search(s, "fuel reserve for VFR flight at night", k=3, collections=[dev_corpus])
         second = search(s, "oxygen above 12,500 feet", k=3, collections=[dev_corpus])
     assert first.reranker == second.reranker == FALLBACK
@@ -160,7 +160,7 @@ def _tiny_cross_encoder(path: Path) -> Path:
 def test_cross_encoder_path_with_a_tiny_model(settings, dev_corpus, tmp_path):
     model_dir = _tiny_cross_encoder(tmp_path / "tiny-ce")
     s = settings.model_copy(update={"reranker": str(model_dir)})
-    choice = choose(str(model_dir), __import__("retrieval.embed", fromlist=["x"]).get_embedder(s.embedding_model))
+    choice = choose(str(model_dir), __import__("retrieval.encode.embed", fromlist=["x"]).get_embedder(s.embedding_model))
     assert choice.name == f"cross-encoder:{model_dir}" and not choice.note
     res = search(s, "fuel reserve for a VFR flight at night", k=5, collections=[dev_corpus])
     assert res.reranker == f"cross-encoder:{model_dir}"

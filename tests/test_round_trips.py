@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from retrieval.ask import ask
+from retrieval.answer.ask import ask
 
 MAX_STATEMENTS = 8
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval import db
+from retrieval.store import db
 from retrieval.settings import Settings
 from tests.conftest import scratch_database
 

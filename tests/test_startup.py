@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval import embedded
+from retrieval.store import embedded
 from tests.conftest import ROOT
 from tests.pdfgen import text_pdf
 
@@ -140,7 +140,7 @@ def test_a_database_that_cannot_be_reached_stops_pytest_with_one_message(tmp_pat
 
 HOLD = """
 import time
-from retrieval import db
+from retrieval.store import db
 from retrieval.settings import Settings
 db.ready(Settings())
 print("ready", flush=True)

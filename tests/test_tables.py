@@ -11,7 +11,7 @@ import pytest
 
 from ingest.pdf import extract
 from retrieval.text.tables import Line, find_tables
-from retrieval.verify import locate
+from retrieval.answer.verify import locate
 from tests.conftest import DEV_PDFS
 from tests.pdfgen import LIMITATIONS_HEADER, LIMITATIONS_ROWS, aircraft_manual_pdf
 

@@ -17,8 +17,8 @@ import pytest
 from pydantic import SecretStr
 
 from bot.app import BUSY, RATE_LIMITED
-from retrieval.answerers import gemini as gemini_mod
-from retrieval.ask import ask
+from retrieval.answer.answerers import gemini as gemini_mod
+from retrieval.answer.ask import ask
 from tests import fake_gemini as fg
 from tests.fake_slack import FakeSlack
 from tests.fake_slack import fake  # noqa: F401  (the module's fake Slack: a pytest fixture)

@@ -10,9 +10,9 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from retrieval import db
+from retrieval.store import db
 from retrieval.settings import Settings
-from retrieval.verify import page_url
+from retrieval.answer.verify import page_url
 from tests.conftest import scratch_database
 from tests.leaks import database_hits
 
@@ -45,8 +45,9 @@ def test_migration_0013_removes_queries_older_versions_stored(pg_url: str) -> No
             conn.execute("INSERT INTO bot_turns (workspace, channel, thread_ts, message_ts, user_id, question, refusal, "
                          "collections, result) VALUES ('T1', 'C1', '1.0', '1.0', 'U1', 'q', false, '{c}', %s)",
                          (Jsonb(result),))
-            sql = (resources.files("retrieval") / "migrations" / "0013_url_queries.sql").read_text()
-            conn.execute(sql)  # the migration's statements again, now over rows an older version wrote
+            for sql in ((resources.files("retrieval.store") / "migrations" / "0013_url_queries.sql").read_text(),
+                        (resources.files("bot.migrations") / "0013_url_queries_bot.sql").read_text()):
+                conn.execute(sql)  # the migrations' statements again, now over rows an older version wrote
             doc = conn.execute("SELECT source, url FROM documents WHERE collection = 'c'").fetchone()
             assert doc == {"source": "https://bucket.example/m.pdf", "url": "https://bucket.example/m.pdf"}
             jobs = conn.execute("SELECT status, source, message, payload FROM bot_jobs ORDER BY id").fetchall()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from retrieval.models import Passage
-from retrieval.textnorm import normalize, normalize_with_map, search_text
-from retrieval.verify import (
+from retrieval.text.textnorm import normalize, normalize_with_map, search_text
+from retrieval.answer.verify import (
     Claim,
     PageText,
     SourcePage,
@@ -282,7 +282,7 @@ def test_table_cell_joiners_are_layout_not_words() -> None:
     the PDF's own words verifies, a quote cut from the stored row verifies too, and neither shows
     the inserted "|" as the document's. (Known limit: the stored text cannot tell a " | " of the
     document's own from a joiner, so "ls grep" also verifies against "ls | grep".)"""
-    from retrieval.verify import Claim, PageText, verify_claim
+    from retrieval.answer.verify import Claim, PageText, verify_claim
 
     page = PageText(document="R-intro.pdf", page=101, text=(
         "Table of commands\nINSTALL | Install add-on packages.\nREMOVE | Remove add-on packages.\n"
@@ -300,7 +300,7 @@ def test_a_verified_quote_that_says_nothing_towards_the_question_is_dropped() ->
     reader rates as stating nothing towards the question, fails like an unverified one."""
     import numpy as np
 
-    from retrieval.verify import Claim, PageText, support_checked, verify_claims
+    from retrieval.answer.verify import Claim, PageText, support_checked, verify_claims
 
     class Reader:
         def score(self, question, texts):
@@ -320,8 +320,8 @@ def test_a_verified_quote_that_says_nothing_towards_the_question_is_dropped() ->
 
 
 def test_readable_joins_only_line_break_hyphenation_and_verification_still_uses_the_page() -> None:
-    from retrieval.textnorm import readable
-    from retrieval.verify import Claim, PageText, verify_claim
+    from retrieval.text.textnorm import readable
+    from retrieval.answer.verify import Claim, PageText, verify_claim
 
     page = PageText(document="cfr.pdf", page=17, text="no person may op-\nerate an aircraft under Part-\n91 or pre- and post-flight")
     assert readable(page.text) == "no person may operate an aircraft under Part- 91 or pre- and post-flight"

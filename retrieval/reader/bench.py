@@ -33,7 +33,7 @@ def load_seconds_fresh_process(directory: Path) -> float:
 
 def run(settings: Settings, questions: Sequence[dict[str, Any]], collections: Sequence[str] | None,
         command: str, rounds: int = 1) -> dict[str, Any]:
-    from retrieval.ask import ask  # noqa: PLC0415
+    from retrieval.answer.ask import ask  # noqa: PLC0415
 
     directory = reader_mod.reader_dir()
     r = reader_mod.load_reader(directory)

@@ -1,0 +1,216 @@
+"""What every model answerer shares (Gemini, OpenAI-compatible): the output models, their JSON
+schema, pydantic validation of the model's text, the retry policy and the client cache.
+
+A provider module supplies only its call: ``StructuredAnswerer._text(system, prompt, schema)`` sends
+one structured request (with retries through ``RetryBudget``) and returns the model's JSON text, or
+raises ``AnswererError`` with one clear line. Everything after it — validation against the pydantic
+model, turning it into a ``Draft``, the answer/repair/rewrite prompts — is here, so both providers
+keep the same contract: passages as data (``retrieval.answer.answerers.prompt``), structured output
+validated by pydantic, every quote verified afterwards by ``retrieval.answer.ask``.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, Field, ValidationError
+from tenacity import RetryCallState, Retrying, retry_if_exception
+
+from retrieval.answer.answerers import AnswererError, Draft
+from retrieval.answer.answerers.prompt import (
+    REWRITE_SYSTEM,
+    SYSTEM,
+    answer_prompt,
+    repair_prompt,
+    rewrite_prompt,
+)
+from retrieval.answer.answerers.slots import provider_slot
+from retrieval.models import Turn
+from retrieval.answer.verify import Claim, PageText, Verdict
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_ATTEMPTS = 4
+BACKOFF_BASE_S = 1.0
+BACKOFF_MAX_S = 16.0
+
+
+class ModelCitation(BaseModel):
+    id: str = Field(description="The id of the passage the quote is copied from.")
+    document: str
+    page: int
+    quote: str = Field(description="A contiguous span copied word for word from that passage's text.")
+
+
+class ModelAnswer(BaseModel):
+    answerable: bool = Field(description="False when the passages do not contain the answer.")
+    answer: str = Field(description="Short answer; empty when not answerable.")
+    citations: list[ModelCitation]
+    reason: str = Field(default="", description="When not answerable: what the passages lack.")
+
+
+class StandaloneQuestion(BaseModel):
+    question: str
+
+
+def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema in the strict form OpenAI-style structured output asks for: every
+    object lists all its properties as required and allows no others; no defaults. The pydantic
+    model still validates the reply (a field with a default may then be given, as it must be)."""
+    schema = copy.deepcopy(model.model_json_schema())
+    stack: list[Any] = [schema]
+    while stack:  # every node is a schema; "properties" and "$defs" map names to schemas
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        node.pop("default", None)
+        for key, value in node.items():
+            if key in ("properties", "$defs") and isinstance(value, dict):
+                stack.extend(value.values())
+            elif isinstance(value, dict | list):
+                stack.append(value)
+        if isinstance(node.get("properties"), dict):
+            node["required"] = list(node["properties"])
+            node["additionalProperties"] = False
+    return schema
+
+
+M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R")
+
+
+def parse_output(text: str, schema: type[M], provider: str) -> M:
+    """The model's JSON text validated by pydantic, or AnswererError saying where it went wrong."""
+    try:
+        return schema.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ())) or "output"
+        raise AnswererError(f"{provider} output did not match the schema ({exc.error_count()} error(s); "
+                            f"{where}: {first.get('msg', '')})") from None
+
+
+def to_draft(out: ModelAnswer) -> Draft:
+    claims = [Claim(c.document, c.page, c.quote) for c in out.citations]
+    if not out.answerable:
+        return Draft(refusal=True, reason=out.reason or "the model found no answer in the passages", model_calls=1)
+    return Draft(refusal=False, answer=out.answer, claims=claims, model_calls=1)
+
+
+class RetryBudget:
+    """Stop and wait policies for tenacity: exponential backoff (or exactly the delay the server
+    asked for, read by ``server_delay``), at most ``max_attempts`` calls, and no retry that would
+    end past ``budget_s`` of total time."""
+
+    def __init__(self, max_attempts: int, budget_s: float,
+                 server_delay: Callable[[BaseException], float | None] = lambda exc: None, *,
+                 base_s: float = BACKOFF_BASE_S, max_s: float = BACKOFF_MAX_S) -> None:
+        self.max_attempts = max_attempts
+        self.budget_s = budget_s
+        self.server_delay = server_delay
+        self.base_s = base_s
+        self.max_s = max_s
+
+    def wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        server = self.server_delay(exc) if exc is not None else None
+        if server is not None:
+            return server  # the server said when to come back
+        return min(self.max_s, self.base_s * 2 ** (state.attempt_number - 1))
+
+    def stop(self, state: RetryCallState) -> bool:
+        if state.attempt_number >= self.max_attempts:
+            return True
+        elapsed = time.monotonic() - state.start_time
+        return elapsed + self.wait(state) > self.budget_s
+
+
+C = TypeVar("C")
+
+
+class ClientCache(Generic[C]):
+    """One client per settings key for the whole process (thread-safe), so its HTTP connection pool
+    is reused and not leaked by every ``ask()``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._clients: dict[Hashable, C] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, build: Callable[[], C]) -> C:
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                client = self._clients[key] = build()
+            return client
+
+    def close(self) -> None:
+        """Close and forget every cached client (tests; shutdown)."""
+        with self._lock:
+            clients = list(self._clients.values())
+            self._clients.clear()
+        for client in clients:
+            try:
+                client.close()  # type: ignore[attr-defined]
+            except Exception:
+                log.debug("closing a %s client failed", self.name, exc_info=True)
+
+
+class StructuredAnswerer:
+    """An ``Answerer`` backed by a model that replies with JSON for a pydantic schema. Subclasses
+    set ``name``, ``provider`` (for messages) and ``model``, and implement ``_text``."""
+
+    name = ""
+    provider = ""
+    model = ""
+
+    _budget: RetryBudget  # set by subclasses: retries of one request
+    _settings: Any  # retrieval.settings.Settings: the process-wide cap on model calls
+    calls = 0
+
+    def _text(self, system: str, prompt: str, schema: type[BaseModel]) -> str:
+        """One structured request (retried within the budget): the model's JSON text."""
+        raise NotImplementedError
+
+    def _request(self, send: Callable[[], R], retryable: Callable[[BaseException], bool],
+                 describe: Callable[[BaseException], str]) -> R:
+        """``send()`` retried on ``retryable`` errors within the budget, each attempt holding a slot of
+        the process-wide cap on model calls (``slots.provider_slot``); any other failure becomes one
+        AnswererError line (``describe``), never the provider's text."""
+        retrying = Retrying(retry=retry_if_exception(retryable), wait=self._budget.wait, stop=self._budget.stop,
+                            reraise=True)
+        try:
+            for attempt in retrying:
+                with attempt, provider_slot(self._settings, wait_s=self._budget.budget_s):
+                    self.calls += 1
+                    return send()
+        except AnswererError:
+            raise  # no provider slot came free in time (slots.ProviderBusy): already one clear line
+        except Exception as exc:  # noqa: BLE001  (anything else from the client is one clear line too)
+            raise AnswererError(describe(exc)) from None
+        raise AnswererError(f"{self.provider} gave no response")  # pragma: no cover - the loop returns or raises
+
+    def _structured(self, system: str, prompt: str, schema: type[M]) -> M:
+        return parse_output(self._text(system, prompt, schema), schema, self.provider)
+
+    # -- Answerer ----------------------------------------------------------------------------
+    def answer(self, question: str, shown: Sequence[PageText]) -> Draft:
+        return to_draft(self._structured(SYSTEM, answer_prompt(question, shown), ModelAnswer))
+
+    def repair(self, question: str, shown: Sequence[PageText], draft: Draft,
+               failures: Sequence[Verdict]) -> Draft:
+        return to_draft(self._structured(SYSTEM, repair_prompt(question, shown, failures), ModelAnswer))
+
+    def standalone(self, question: str, history: Sequence[Turn]) -> str:
+        text = self._structured(REWRITE_SYSTEM, rewrite_prompt(question, history), StandaloneQuestion).question.strip()
+        if not text:
+            raise AnswererError(f"{self.provider} returned an empty standalone question")
+        return text

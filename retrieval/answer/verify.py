@@ -1,0 +1,296 @@
+"""Mechanical quote verification (pure functions).
+
+A quote counts as a citation only when, after ``textnorm.normalize``, it is a substring of the
+normalised text of the page it cites *as the answerer was shown it* (``PageText``: one document
+page, restricted to the slice of the page that a retrieved passage showed). Normalisation forgives
+case, whitespace and line breaks, ligatures, curly quotes and dashes, and words hyphenated across
+line breaks; nothing else. On top of the substring test the match must sit on word boundaries, so a
+quoted "50 knots" does not verify against "250 knots" and "40 degrees" not against "-40 degrees".
+Quotes too short to carry meaning are rejected; their length is counted in words as a reader
+counts them (``reader_words``: "10,000", "x11()" and "%in%" are one word each). The citation shown to users carries the source's
+own words: the normalised match is mapped back to the raw page text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from retrieval.models import Citation, Passage
+from retrieval.text.tables import CELL_SEP, is_table_row
+from retrieval.text.urls import shown_url
+from retrieval.text.textnorm import normalize, normalize_with_map
+
+MIN_QUOTE_WORDS = 4  # "a word or two" is not a citation
+MIN_QUOTE_CHARS = 12  # normalised characters, so "a b c d" does not pass either
+
+_ALNUM = re.compile(r"\w")
+# characters that would extend a number across the match boundary ("1,000" vs ",000", "-40" vs "40")
+_NUMBER_GLUE = "-.,"
+
+
+@dataclass(frozen=True)
+class Strictness:
+    min_words: int = MIN_QUOTE_WORDS
+    min_chars: int = MIN_QUOTE_CHARS
+
+
+@dataclass(frozen=True)
+class PageText:
+    """The text of one page as the answerer was shown it (a slice of the page's own text)."""
+
+    document: str
+    page: int  # 1-based PDF page index
+    text: str
+    page_label: str | None = None
+    url: str | None = None
+    passage_id: str = ""  # the id the answerer saw for the passage this slice came from
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A citation as an answerer proposed it: unverified."""
+
+    document: str
+    page: int
+    quote: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    claim: Claim
+    citation: Citation | None  # set when verified: the source's own words
+    reason: str = ""  # why it failed, in words a model (repair pass) and a person can act on
+
+    @property
+    def ok(self) -> bool:
+        return self.citation is not None
+
+
+@dataclass(frozen=True)
+class Match:
+    start: int  # raw offsets into the page text
+    end: int
+    text: str  # the source's own words
+
+
+@dataclass
+class Verification:
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def citations(self) -> list[Citation]:
+        out: list[Citation] = []
+        seen: set[tuple[str, int, str]] = set()
+        for v in self.verdicts:
+            if v.citation is not None:
+                key = (v.citation.document, v.citation.page, normalize(v.citation.quote))
+                if key not in seen:
+                    seen.add(key)
+                    out.append(v.citation)
+        return out
+
+    @property
+    def failures(self) -> list[Verdict]:
+        return [v for v in self.verdicts if not v.ok]
+
+
+class Support(Protocol):
+    """Scores (question, quote) → probability that the quote states the answer (``retrieval.reader``)."""
+
+    def score(self, question: str, texts: Sequence[str]) -> Any: ...
+
+
+SUPPORT_MIN = 0.05  # a model's verified quote the reader rates below this does not support the answer
+
+
+def support_checked(verification: Verification, question: str, reader: Support | None,
+                    minimum: float = SUPPORT_MIN) -> Verification:
+    """Verified quotes that the reader finds say nothing towards the question become failures,
+    dropped like unverified ones (the repair pass is told why). Without a reader: unchanged.
+    The bar is low on purpose: a model may cite context beside the sentence that answers."""
+    ok = [i for i, v in enumerate(verification.verdicts) if v.citation is not None]
+    if reader is None or not ok:
+        return verification
+    probs = reader.score(question, [" ".join(verification.verdicts[i].citation.quote.split()) for i in ok])
+    verdicts = list(verification.verdicts)
+    for i, p in zip(ok, probs, strict=True):
+        if float(p) < minimum:
+            verdicts[i] = Verdict(verdicts[i].claim, None, "the quote is on the page but does not state anything "
+                                                          "that answers the question")
+    return Verification(verdicts)
+
+
+def reader_words(text: str) -> int:
+    """Words as a reader counts them: whitespace-separated tokens with a letter or digit in them, so
+    "10,000", "3.5", "x11()", "%in%" and "set-up" are one word each and a lone dash or bullet is none.
+    A word broken across a line ("air- craft") is one word after normalisation."""
+    return sum(1 for tok in normalize(text).split() if _ALNUM.search(tok))
+
+
+def too_short(quote: str, strictness: Strictness = Strictness()) -> bool:
+    norm = normalize(quote)
+    return reader_words(norm) < strictness.min_words or len(norm) < strictness.min_chars
+
+
+def _boundary_ok(norm: str, start: int, end: int) -> bool:
+    """The match [start, end) in ``norm`` neither starts nor ends inside a word or a number."""
+    first, last = norm[start], norm[end - 1]
+    if start > 0 and first.isalnum():
+        before = norm[start - 1]
+        if before.isalnum():
+            return False
+        if first.isdigit() and before in _NUMBER_GLUE:
+            return False
+    if end < len(norm) and last.isalnum():
+        after = norm[end]
+        if after.isalnum():
+            return False
+        # "3" cut out of "3-5", "3.5" or "3,500": the number (or range) goes on past the match
+        if last.isdigit() and after in _NUMBER_GLUE and end + 1 < len(norm) and norm[end + 1].isdigit():
+            return False
+    return True
+
+
+_LAYOUT_GAP = " " * len(CELL_SEP)
+
+
+def without_cell_joiners(text: str) -> str:
+    """``text`` with the cell separator that ingest writes between the cells of a table row
+    (``CELL_SEP``, " | ") turned back into the blank space the PDF has there; same length, so offsets
+    stay valid. The stored text cannot tell a document's own " | " ("ls | grep") from a joiner, so
+    it is layout too: a quote may omit it, never change a word around it."""
+    if CELL_SEP not in text:
+        return text
+    return "".join(line.replace(CELL_SEP, _LAYOUT_GAP) if is_table_row(line) else line
+                   for line in text.splitlines(keepends=True))
+
+
+def locate(quote: str, source: str) -> Match | None:
+    """Find ``quote`` in ``source`` after normalisation; return the source's own words, or None.
+
+    The cell separators of table rows are layout, not words: the quote is found in the source with
+    them turned back into blank space, whether the quote carries them (cut from the shown text) or
+    not (the PDF's own words), and the words returned never contain them."""
+    if not normalize(quote):
+        return None
+    plain = without_cell_joiners(source)
+    hay, index = normalize_with_map(plain)
+    for variant in dict.fromkeys((quote, quote.replace(CELL_SEP, _LAYOUT_GAP))):
+        needle = normalize(variant)
+        pos = hay.find(needle)
+        while pos >= 0:
+            end = pos + len(needle)
+            if _boundary_ok(hay, pos, end):
+                raw_start, raw_end = index[pos], index[end - 1] + 1
+                return Match(raw_start, raw_end, " ".join(plain[raw_start:raw_end].split(_LAYOUT_GAP)))
+            pos = hay.find(needle, pos + 1)
+    return None
+
+
+def verify_claim(claim: Claim, shown: Sequence[PageText], strictness: Strictness = Strictness()) -> Verdict:
+    """Check one claim against the page texts the answerer was shown."""
+    if too_short(claim.quote, strictness):
+        return Verdict(claim, None, f"quote is too short to be a citation (needs at least {strictness.min_words} "
+                                    "words)")
+    same_doc = [p for p in shown if p.document == claim.document]
+    if not same_doc:
+        return Verdict(claim, None, f"document {claim.document!r} was not among the passages provided")
+    same_page = [p for p in same_doc if p.page == claim.page]
+    for p in same_page:
+        m = locate(claim.quote, p.text)
+        if m is not None:
+            return Verdict(claim, Citation(document=p.document, page=p.page, page_label=p.page_label,
+                                           quote=m.text.strip(), url=p.url))
+    elsewhere = sorted({p.page for p in same_doc if p.page != claim.page and locate(claim.quote, p.text)})
+    if not same_page:
+        hint = f"; the quote does appear on page {elsewhere[0]}" if elsewhere else ""
+        return Verdict(claim, None, f"page {claim.page} of {claim.document!r} was not among the passages "
+                                    f"provided{hint}")
+    if elsewhere:
+        return Verdict(claim, None, f"the quote is not on page {claim.page}; it appears on page {elsewhere[0]}")
+    return Verdict(claim, None, f"the quote does not appear word for word on page {claim.page} of "
+                                f"{claim.document!r}")
+
+
+def verify_claims(claims: Iterable[Claim], shown: Sequence[PageText],
+                  strictness: Strictness = Strictness()) -> Verification:
+    return Verification([verify_claim(c, shown, strictness) for c in claims])
+
+
+def page_url(document: str, page: int, document_url: str | None, file_base_url: str | None) -> str | None:
+    """A link that opens the PDF at ``page``: the document's own URL, else ``<base>/<name>``.
+
+    The document's URL is used without its user info and query string, whatever was stored (an
+    index made before they were dropped at ingest may still hold a signed URL's signature)."""
+    base = _without_query(document_url) if document_url else None
+    if not base and file_base_url:
+        base = file_base_url.rstrip("/") + "/" + document
+    if not base:
+        return None
+    return f"{base.split('#', 1)[0]}#page={page}"
+
+
+def _without_query(url: str) -> str | None:
+    try:
+        urlsplit(url)
+    except ValueError:
+        return None  # not a URL that can be shown safely: no link
+    return shown_url(url)
+
+
+@dataclass(frozen=True)
+class SourcePage:
+    """A page's own stored text and printed label (from the index)."""
+
+    text: str
+    label: str | None = None
+
+
+def page_slices(passage: Passage, pages: Mapping[int, SourcePage]) -> dict[int, str]:
+    """The part of each page a passage showed, cut from the pages' own texts (keyed by page number).
+
+    A passage runs from ``char_start`` on ``page`` to ``char_end`` on ``page_end``. A page missing
+    from ``pages`` is left out, except that a one-page passage is its own slice.
+    """
+    out: dict[int, str] = {}
+    for no in range(passage.page, passage.page_end + 1):
+        src = pages.get(no)
+        if src is None:
+            if passage.page == passage.page_end:
+                out[no] = passage.text
+            continue
+        lo = passage.char_start if no == passage.page else 0
+        hi = passage.char_end if no == passage.page_end else len(src.text)
+        out[no] = src.text[lo:hi]
+    return out
+
+
+def shown_slices(passage: Passage, passage_id: str, pages: Mapping[int, SourcePage], *,
+                 file_base_url: str | None = None) -> list[PageText]:
+    """PageTexts for one shown passage, one per page it covers, in the page's own words. At a page
+    break, edge lines the passage text does not contain are trimmed (the running header/footer
+    between the pages was not shown); the slice itself stays contiguous page text."""
+    shown_norm = normalize(passage.text)
+    out: list[PageText] = []
+    for no, text in page_slices(passage, pages).items():
+        lines = text.split("\n")
+        # trim the edges next to a page break (running header/footer) down to lines that were shown
+        if no != passage.page:
+            while lines and lines[0].strip() and normalize(lines[0]) not in shown_norm:
+                lines.pop(0)
+        if no != passage.page_end:
+            while lines and lines[-1].strip() and normalize(lines[-1]) not in shown_norm:
+                lines.pop()
+        body = "\n".join(lines).strip("\n")
+        if not body.strip():
+            continue
+        src = pages.get(no)
+        label = src.label if src is not None else (passage.page_label if no == passage.page else None)
+        out.append(PageText(document=passage.document, page=no, text=body, page_label=label,
+                            url=page_url(passage.document, no, passage.document_url, file_base_url),
+                            passage_id=passage_id))
+    return out

@@ -1,0 +1,348 @@
+"""Passage vectors for ingest in one int8 forward pass per chunk, without torch.
+
+Each chunk used to go through the model twice in PyTorch fp32: once whole (the chunk's vector) and
+once per sentence window (the sentence reranker's stored vectors). Here the embedding model's
+transformer is exported once to ONNX with its *token* states as output, its MatMul weights
+quantized to int8 (onnxruntime dynamic quantization, per output channel), and run with
+onnxruntime on all cores:
+
+* a chunk's vector is the mean of all its token states, L2-normalised: the model's own pooling
+  (sentence-transformers ``Pooling`` in mean mode, then ``Normalize``), so it is the vector the
+  torch model gives, up to int8 rounding (cosine >= INT8_MIN_COSINE on the probes, measured at export);
+* a sentence window's vector is the mean of the states of the tokens inside the window, taken
+  from the same pass ("late chunking", Günther et al. 2024): the window's tokens have read the
+  whole chunk, its heading and the document title, and no token is embedded twice.
+
+Only models that pool by the mean of token states can be split this way; any other model gets a
+``meta.json`` that says why and is embedded by ``retrieval.encode.embed`` with torch as before. If int8
+rounding moves the probes' vectors by more than INT8_MIN_COSINE the export keeps the fp32 graph and
+says so in ``meta.json``.
+
+Layout under the state directory (``CHAPTERVERSE_HOME``)::
+
+    passage-encoder/<key>/passages.onnx   token states out; int8 (or fp32, see meta.json)
+    passage-encoder/<key>/meta.json       inputs, precision, checksum, probe vectors
+
+``<key>`` identifies the model directory's files (``retrieval.encode.query_encoder.model_key``), so
+another model or changed files select another export. Writing is atomic (temporary directory,
+then rename), as for the query encoder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ValidationError
+
+from retrieval.encode import query_encoder as qe
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1  # bump when the graph's inputs/outputs, the quantization or the probes change
+GRAPH = "passages.onnx"
+INT8_MIN_COSINE = 0.97  # int8 probe vectors at least this close to torch's, else the fp32 graph ships
+LOAD_MIN_COSINE = 0.999  # a loaded graph must reproduce the probe vectors its export recorded
+BATCH = 8  # texts per run: smaller batches are a little faster per token on 2 cores (8: 13.2k, 32: 11.7k, 64: 10.4k tokens per CPU-second on 14 CFR 91)
+
+Spans = Sequence[tuple[int, int]]  # character spans [start, end) into one text
+
+
+class Meta(BaseModel):
+    """``meta.json``: a usable export, or the reason this model has none."""
+
+    format: int
+    key: str
+    model_path: str
+    unsupported: str | None = None
+    inputs: list[str] = []
+    max_length: int = 0
+    dim: int = 0
+    precision: Literal["int8", "fp32"] = "int8"
+    probe_cosine: float = 0.0  # the smallest cosine between this graph's and torch's probe vectors
+    int8_note: str = ""  # why the int8 graph was not kept, when it was not
+    onnx_bytes: int = 0
+    onnx_sha256: str = ""
+    probe_vectors: list[list[float]] = []  # this graph's own vectors of the first LOAD_PROBES probes
+
+
+def read_meta(directory: Path) -> Meta | None:
+    try:
+        return Meta.model_validate_json((directory / "meta.json").read_text())
+    except (OSError, ValidationError, ValueError):
+        return None
+
+
+def cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class Encoded:
+    vectors: np.ndarray  # (texts, dim), L2-normalised
+    windows: list[np.ndarray]  # per text: (windows, dim), L2-normalised; a row of NaN: no token inside
+    missing: list[tuple[int, int]]  # (text, window) whose spans hold no token (truncated, not found)
+
+
+class PassageEncoder:
+    """A loaded export: ``encode`` gives passage vectors and, for given character spans of each
+    passage, the pooled vectors of the tokens inside them. One onnxruntime session with one thread
+    per core, batches sorted by length and padded to the batch's longest."""
+
+    def __init__(self, directory: Path, model_path: str, meta: Meta) -> None:
+        import onnxruntime as ort  # noqa: PLC0415
+        from tokenizers import Tokenizer  # noqa: PLC0415
+
+        graph = directory / GRAPH
+        data = graph.read_bytes()
+        if hashlib.sha256(data).hexdigest() != meta.onnx_sha256:
+            raise qe.QueryEncoderError(f"{graph} is not the file its export wrote (checksum)")
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        opts.intra_op_num_threads = cores()
+        # idle threads spinning would burn the CPU seconds ingest is measured in
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.meta = meta
+        self._session = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+        self._tokenizer = Tokenizer.from_file(str(Path(model_path) / "tokenizer.json"))
+        self._tokenizer.enable_truncation(meta.max_length)
+        self._tokenizer.no_padding()
+
+    def encode(self, texts: Sequence[str], spans: Sequence[Sequence[Spans]] | None = None, *,
+               batch_size: int = BATCH, on_batch: Callable[[int], object] | None = None) -> Encoded:
+        """Vectors of ``texts``; with ``spans`` (per text, per window, the character spans the
+        window covers in that text), also each window's vector, pooled from the same pass."""
+        dim = self.meta.dim
+        vectors = np.zeros((len(texts), dim), dtype=np.float32)
+        windows = [np.full((len(spans[i]) if spans else 0, dim), np.nan, dtype=np.float32)
+                   for i in range(len(texts))]
+        missing: list[tuple[int, int]] = []
+        if not texts:
+            return Encoded(vectors, windows, missing)
+        encs = self._tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids), reverse=True)
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            states, mask = self._run([encs[i] for i in idx])
+            for row, i in enumerate(idx):
+                n = int(mask[row].sum())
+                vectors[i] = _unit(states[row, :n].mean(axis=0))
+                if spans:
+                    offsets = np.asarray(encs[i].offsets, dtype=np.int64).reshape(-1, 2)
+                    special = np.asarray(encs[i].special_tokens_mask, dtype=bool)
+                    for w, pieces in enumerate(spans[i]):
+                        chosen = _tokens_inside(offsets, special, pieces)
+                        if chosen.any():
+                            windows[i][w] = _unit(states[row, :n][chosen].mean(axis=0))
+                        else:
+                            missing.append((i, w))
+            if on_batch:
+                on_batch(len(idx))
+        return Encoded(vectors, windows, missing)
+
+    def _run(self, encs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        arrays = qe.padded(encs, self.meta.inputs)
+        mask = arrays["attention_mask"]
+        states = self._session.run(None, arrays)[0]
+        return np.asarray(states, dtype=np.float32), mask
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(v))
+    return (v / norm if norm > 0 else v).astype(np.float32)
+
+
+def _tokens_inside(offsets: np.ndarray, special: np.ndarray, pieces: Spans) -> np.ndarray:
+    """Which tokens (by their character ``offsets``; ``special`` ones never) lie inside one of the spans."""
+    inside = np.zeros(len(offsets), dtype=bool)
+    for s, e in pieces:
+        inside |= (offsets[:, 0] >= s) & (offsets[:, 1] <= e) & (offsets[:, 1] > offsets[:, 0])
+    return inside & ~special
+
+
+# ---------------------------------------------------------------------------------------------
+# finding and loading an export
+
+def checked_export(cache_root: Path, model_path: str) -> tuple[Path, Meta]:
+    """The export directory and record for the model's files as they are now (raises
+    QueryEncoderError: none, another model's, unsupported, truncated)."""
+    key = qe.model_key(model_path, FORMAT)
+    if key is None:
+        raise qe.QueryEncoderError(f"{model_path} is not a local model directory")
+    directory = qe.export_dir(cache_root, key)
+    meta = read_meta(directory)
+    if meta is None:
+        raise qe.QueryEncoderError(f"no passage export at {directory}")
+    if meta.format != FORMAT or meta.key != key:
+        raise qe.QueryEncoderError(f"{directory} holds an export for other model files")
+    if meta.unsupported:
+        raise qe.QueryEncoderError(f"no ONNX passage encoder for this model: {meta.unsupported}")
+    try:
+        size = (directory / GRAPH).stat().st_size
+    except OSError:
+        size = -1
+    if size != meta.onnx_bytes:
+        raise qe.QueryEncoderError(f"{directory / GRAPH} has {size} bytes (-1: missing), its export wrote "
+                                   f"{meta.onnx_bytes}")
+    return directory, meta
+
+
+def load(cache_root: Path, model_path: str) -> PassageEncoder:
+    """The export for the model's files as they are now, checked on its probe texts (raises
+    QueryEncoderError when there is none or it cannot be trusted)."""
+    directory, meta = checked_export(cache_root, model_path)
+    try:
+        enc = PassageEncoder(directory, model_path, meta)
+        got = enc.encode(qe.PROBES[:qe.LOAD_PROBES]).vectors
+    except qe.QueryEncoderError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (onnxruntime/tokenizers raise their own types)
+        raise qe.QueryEncoderError(f"{directory} could not be loaded: {qe.first_line(exc)}") from exc
+    want = np.asarray(meta.probe_vectors, dtype=np.float32)
+    if qe.agreement(got, want) < LOAD_MIN_COSINE:
+        raise qe.QueryEncoderError(f"{directory} does not reproduce its probe vectors")
+    return enc
+
+
+def status(cache_root: Path, model_path: str) -> str:
+    """What embeds passages at ingest, for ``db status``."""
+    try:
+        directory, meta = checked_export(cache_root, model_path)
+    except qe.QueryEncoderError as exc:
+        return f"torch ({exc})"
+    return f"onnx {meta.precision} ({directory})"
+
+
+# ---------------------------------------------------------------------------------------------
+# making an export (needs torch and the loaded SentenceTransformer)
+
+def unsupported_reason(model: Any) -> str | None:
+    """Why this SentenceTransformer's vectors cannot be pooled from token states (None: they can):
+    only a transformer, mean pooling and an optional normalisation are understood."""
+    kinds = [type(m).__name__ for m in model]
+    if not kinds or kinds[0] != "Transformer" or any(k not in ("Transformer", "Pooling", "Normalize") for k in kinds) \
+            or kinds.count("Pooling") != 1:
+        return f"modules {kinds} are not transformer + mean pooling"
+    pooling = model[kinds.index("Pooling")]
+    mode = getattr(pooling, "pooling_mode", None)  # sentence-transformers 6; older ones have a method
+    if not isinstance(mode, str):
+        mode = pooling.get_pooling_mode_str() if hasattr(pooling, "get_pooling_mode_str") else ""
+    if mode != "mean":
+        return f"pooling mode {mode!r} is not the mean of token states"
+    return None
+
+
+def _eager(model_path: str, model: Any) -> Any:
+    """The model with plain ("eager") attention: its ONNX graph runs about a third faster than the
+    scaled-dot-product one, whose exported masking costs a fifth of the time. Falls back to ``model``."""
+    from sentence_transformers import SentenceTransformer  # noqa: PLC0415
+
+    try:
+        return SentenceTransformer(model_path, device="cpu", model_kwargs={"attn_implementation": "eager"})
+    except Exception as exc:  # noqa: BLE001  (an older transformers without that option)
+        log.info("no eager-attention copy of %s (%s); exporting the loaded model", model_path, qe.first_line(exc))
+        return model
+
+
+@contextmanager
+def _quiet_logging():
+    """onnxruntime's quantizer logs advice through the root logger; not for our users."""
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def _quantize(fp32: Path, int8: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic  # noqa: PLC0415
+
+    with _quiet_logging():
+        # per channel and MatMul only: per-tensor int8 or quantized embedding lookups move vectors
+        # to cosine 0.83 of fp32's; this keeps 0.98 at 2.4-3x torch's speed (measured on 14 CFR 91)
+        quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=["MatMul"])
+
+
+def _finish(tmp: Path, meta: Meta, model_path: str, want: np.ndarray) -> Meta:
+    """Record the graph's size, checksum and probe agreement (run through PassageEncoder itself)."""
+    data = (tmp / GRAPH).read_bytes()
+    meta = meta.model_copy(update={"onnx_bytes": len(data), "onnx_sha256": hashlib.sha256(data).hexdigest()})
+    enc = PassageEncoder(tmp, model_path, meta)
+    got = enc.encode(qe.PROBES).vectors
+    # int8 activations are scaled per batch, so the load check's batch is recorded as such
+    loaded = enc.encode(qe.PROBES[:qe.LOAD_PROBES]).vectors
+    return meta.model_copy(update={"probe_cosine": qe.agreement(got, want), "probe_vectors": loaded.tolist()})
+
+
+def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
+    base = Meta(format=FORMAT, key=key, model_path=str(model_path))
+    reason = unsupported_reason(model)
+    max_length = int(getattr(model, "max_seq_length", 0) or 0)
+    if reason is None and max_length <= 0:
+        reason = "the model declares no maximum sequence length"
+    if reason is None:
+        try:
+            inputs = qe.check_tokenizer(model, model_path, max_length)
+        except qe.QueryEncoderError as exc:
+            reason = str(exc)
+    if reason is not None:
+        return base.model_copy(update={"unsupported": reason})
+    want = np.asarray(model.encode(list(qe.PROBES), normalize_embeddings=True, convert_to_numpy=True,
+                                   show_progress_bar=False), dtype=np.float32)
+    fp32 = tmp / "fp32.onnx"
+    try:
+        eager = _eager(model_path, model)
+        qe.trace(eager[0], eager, inputs, fp32, key="token_embeddings", output="states",
+                 output_axes={0: "batch", 1: "tokens"})
+        _quantize(fp32, tmp / GRAPH)
+    except Exception as exc:  # noqa: BLE001  (the tracer and quantizer raise many types)
+        raise qe.QueryEncoderError(f"could not export the passage encoder: {qe.first_line(exc)}") from exc
+    meta = base.model_copy(update={"inputs": inputs, "max_length": max_length, "dim": int(want.shape[1])})
+    try:
+        meta = _finish(tmp, meta, model_path, want)
+        if meta.probe_cosine < INT8_MIN_COSINE:
+            note = f"int8 probe cosine {meta.probe_cosine:.4f} < {INT8_MIN_COSINE}: the fp32 graph is used"
+            os.replace(fp32, tmp / GRAPH)
+            meta = _finish(tmp, meta.model_copy(update={"precision": "fp32", "int8_note": note}), model_path, want)
+    except Exception as exc:  # noqa: BLE001
+        raise qe.QueryEncoderError(f"onnxruntime could not run the passage export: {qe.first_line(exc)}") from exc
+    fp32.unlink(missing_ok=True)
+    if meta.probe_cosine < INT8_MIN_COSINE:
+        return base.model_copy(update={"unsupported": f"the exported graph's vectors differ from "
+                                                      f"sentence-transformers' (cosine {meta.probe_cosine:.4f})"})
+    return meta
+
+
+def export(model: Any, model_path: str, cache_root: Path) -> Meta:
+    """Export a loaded SentenceTransformer's passage encoder under ``cache_root`` (atomically).
+    Returns the meta written (usable, or ``unsupported`` with the reason); raises QueryEncoderError
+    when torch or onnxruntime failed (nothing written) and OSError when the directory is not writable."""
+    key = qe.model_key(model_path, FORMAT)
+    if key is None:
+        raise qe.QueryEncoderError(f"{model_path} is not a local model directory")
+    cache_root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=cache_root))
+    try:
+        meta = _build(model, model_path, key, tmp)
+        if meta.unsupported:
+            for f in tmp.iterdir():
+                f.unlink()
+        (tmp / "meta.json").write_text(meta.model_dump_json(indent=1))
+        qe.publish(tmp, qe.export_dir(cache_root, key))
+        qe.prune(cache_root, key, str(model_path), read=read_meta)
+        return meta
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,262 @@
+"""Answer evaluation (``chapterverse eval answers``) and the extractive threshold calibration.
+
+The rule: evidence first. An answerable question is answered correctly only when the answer is not a
+refusal AND its FIRST quote is on a gold page of the gold document AND contains the question's
+``answer_span`` -- the few words that state the answer, copied from the gold page when the question
+was written (normalised containment on word boundaries, ``verify.locate``). Users read the first
+quote: a verified quote that is on the right page but does not state the answer ("during the day"
+for a question about the night) earns nothing. An unanswerable question is handled correctly only by
+a refusal.
+
+Each answer has exactly one ``outcome``:
+- answerable: ``right_evidence_first``, ``false_refusal``, or ``wrong_but_verified`` (answered with
+  verified quotes, but the first is off the gold pages or lacks the answer words);
+- unanswerable: ``refused`` or ``wrong_but_verified`` (answered what the handbooks do not say).
+Independently of the product's own verification, every quote shown is checked again against the
+stored text of the page it cites (``unverified_quotes_shown``: a quote that is not on that page after
+normalisation, or too short to be a citation; it must be 0). ``any_quote_on_gold_page`` keeps the
+old lenient rule (some quote on a gold page) for comparison.
+
+A question may carry a ``history``: the earlier turns of its thread (``[{"question", "answer"}]``),
+for follow-ups such as "and at night?". It is asked with them, as the Slack thread asks it, and the
+standalone question that was searched is reported with it.
+
+Calibration (``calibrate``, with ``--calibrate``): every question is first asked with the extractive
+threshold disabled (a probe run), which shows what the answerer would answer and with what evidence
+score. The refusal threshold is the midpoint of the score interval that maximises correct decisions:
+answers that are right (answerable, first quote states the answer) must score at or above it; every
+answer that would be shown wrong must score below it -- an unanswerable question answered, and an
+answerable one whose first quote does not state the answer, which a refusal serves better than a
+verified quote that answers something else. Each wrong answer so costs as much as a right one gains.
+The margin to the nearest question on each side is reported. Questions the probe already refused
+(answer-type or absent-term gates) cannot be changed by a threshold and are only counted.
+``chapterverse eval calibrate`` fits one threshold over the probe runs of several sets. The
+calibrated value is reported, not applied: it becomes the answerer's ``DEFAULT_THRESHOLD`` by a
+reviewed code change. The dev sets are the tuning sets, so their numbers are optimistic for unseen
+documents and questions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import platform
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from retrieval.store import db
+from retrieval.answer.ask import ASK_K, ask
+from retrieval.models import Answer, Citation, Turn
+from retrieval.eval.results import provenance
+from retrieval.settings import Settings
+from retrieval.answer.verify import locate, too_short
+
+RULE = "answerable: not refused, first quote on a gold page and containing answer_span; unanswerable: refused"
+PageTexts = Mapping[tuple[str, int], Sequence[str]]  # (document, page) -> stored text of that page
+
+
+def load_questions(path: Path) -> list[dict[str, Any]]:
+    data = json.loads(path.read_text())
+    if not isinstance(data, list) or not all("question" in q and "answerable" in q for q in data):
+        raise ValueError(f"{path}: expected a JSON list of objects with 'question' and 'answerable'")
+    for q in data:
+        history(q)  # a malformed history is an error before anything runs
+        if q["answerable"] and not (isinstance(q.get("answer_span"), str) and q["answer_span"].strip()):
+            raise ValueError(f"{path}: answerable question {q.get('id')!r} has no 'answer_span' (the words on the "
+                             "gold page that state the answer; the first quote must contain them)")
+        if q["answerable"] and not (q.get("document") and q.get("pages")):
+            raise ValueError(f"{path}: answerable question {q.get('id')!r} needs 'document' and 'pages'")
+    return data
+
+
+def history(q: dict[str, Any]) -> list[Turn]:
+    """The earlier turns of a question's thread (none for a question asked on its own)."""
+    turns = q.get("history") or []
+    if not isinstance(turns, list):
+        raise ValueError(f"question {q.get('id')}: 'history' must be a list of {{question, answer}} turns")
+    return [Turn.model_validate(t) for t in turns]
+
+
+def _ask(settings: Settings, q: dict[str, Any], **kwargs: Any) -> Answer:
+    return ask(settings, q["question"], history=history(q), **kwargs)
+
+
+def stored_page_texts(settings: Settings, citations: Sequence[Citation],
+                      collections: Sequence[str] | None) -> dict[tuple[str, int], list[str]]:
+    """The stored text of every page the citations cite (one entry per collection holding it)."""
+    keys = sorted({(c.document, c.page) for c in citations})
+    out: dict[tuple[str, int], list[str]] = {}
+    if not keys:
+        return out
+    sql = ("SELECT pg.text FROM pages pg JOIN documents d ON d.collection = pg.collection AND d.id = pg.document_id "
+           "WHERE d.name = %s AND pg.page_no = %s" + (" AND pg.collection = ANY(%s)" if collections else ""))
+    with db.connection(settings) as conn:
+        for doc, page in keys:
+            params: list[Any] = [doc, page] + ([list(collections)] if collections else [])
+            out[(doc, page)] = [r["text"] for r in conn.execute(sql, params).fetchall()]
+    return out
+
+
+def quote_holds(c: Citation, page_texts: PageTexts) -> bool:
+    """The quote is long enough to be a citation and is, after normalisation, on the page it cites."""
+    return not too_short(c.quote) and any(locate(c.quote, t) for t in page_texts.get((c.document, c.page), ()))
+
+
+def carries_evidence(c: Citation, q: dict[str, Any]) -> bool:
+    """The citation is on a gold page of the gold document and its quote contains the answer span."""
+    return (c.document == q.get("document") and c.page in set(q.get("pages") or [])
+            and locate(q["answer_span"], c.quote) is not None)
+
+
+def outcome(q: dict[str, Any], a: Answer) -> str:
+    if not q["answerable"]:
+        return "refused" if a.refusal else "wrong_but_verified"
+    if a.refusal or not a.citations:
+        return "false_refusal"
+    return "right_evidence_first" if carries_evidence(a.citations[0], q) else "wrong_but_verified"
+
+
+def judge(q: dict[str, Any], a: Answer, page_texts: PageTexts) -> dict[str, Any]:
+    gold_pages = set(q.get("pages") or [])
+    on_gold = [c for c in a.citations if c.document == q.get("document") and c.page in gold_pages]
+    result = outcome(q, a)
+    return {"id": q.get("id"), "question": q["question"], "answerable": q["answerable"],
+            **({"history": q["history"], "standalone_question": a.standalone_question} if q.get("history") else {}),
+            "gold_document": q.get("document"), "gold_pages": sorted(gold_pages), "answer_span": q.get("answer_span"),
+            "refused": a.refusal, "outcome": result, "correct": result in ("right_evidence_first", "refused"),
+            "any_quote_on_gold_page": not a.refusal and bool(on_gold),
+            "reason": a.reason, "answer": a.answer,
+            "citations": [{"document": c.document, "page": c.page, "page_label": c.page_label, "quote": c.quote,
+                           "on_gold_page": c in on_gold,
+                           "has_answer_span": bool(q["answerable"]) and carries_evidence(c, q),
+                           "holds_on_stored_page": quote_holds(c, page_texts)} for c in a.citations],
+            "evidence_score": a.evidence_score, "proposed_citations": a.proposed_citations,
+            "dropped_citations": a.dropped_citations, "repaired": a.repaired, "answerer": a.answerer,
+            "best_sentence_page": a.best_evidence.page if a.best_evidence else None,
+            "reranker": a.reranker, "sentence_scorer": a.models.get("sentence_scorer", ""), "warnings": a.warnings, "timings_ms": {k: round(v, 1) for k, v in a.timings_ms.items()}}
+
+
+def _rate(n: int, d: int) -> float | None:
+    return round(n / d, 4) if d else None
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    ans = [r for r in rows if r["answerable"]]
+    una = [r for r in rows if not r["answerable"]]
+    refused = [r for r in rows if r["refused"]]
+    count = {k: sum(1 for r in rows if r["outcome"] == k)
+             for k in ("right_evidence_first", "false_refusal", "wrong_but_verified", "refused")}
+    wrong_ans = sum(1 for r in ans if r["outcome"] == "wrong_but_verified")
+    shown = [c for r in rows for c in r["citations"]]
+    unverified = [c for c in shown if not c["holds_on_stored_page"]]
+    proposed = sum(r["proposed_citations"] for r in rows)
+    dropped = sum(r["dropped_citations"] for r in rows)
+    return {
+        "rule": RULE,
+        "questions": len(rows), "answerable": len(ans), "unanswerable": len(una),
+        "answered_correctly": count["right_evidence_first"],
+        "answered_correctly_rate": _rate(count["right_evidence_first"], len(ans)),
+        "false_refusals": count["false_refusal"], "false_refusal_rate": _rate(count["false_refusal"], len(ans)),
+        "wrong_but_verified": count["wrong_but_verified"],
+        "wrong_but_verified_rate": _rate(count["wrong_but_verified"], len(rows)),
+        "wrong_but_verified_answerable": wrong_ans,
+        "wrong_but_verified_unanswerable": count["wrong_but_verified"] - wrong_ans,
+        "unanswerable_refused": count["refused"], "refusal_recall": _rate(count["refused"], len(una)),
+        "refusal_precision": _rate(count["refused"], len(refused)),
+        "quotes_shown": len(shown), "unverified_quotes_shown": len(unverified),
+        "answers_with_unverified_quotes": sum(1 for r in rows if any(not c["holds_on_stored_page"]
+                                                                    for c in r["citations"])),
+        "any_quote_on_gold_page": sum(1 for r in ans if r["any_quote_on_gold_page"]),
+        "accuracy": _rate(sum(r["correct"] for r in rows), len(rows)),
+        "citations_proposed": proposed, "citations_dropped": dropped,
+        "citations_dropped_share": round(dropped / proposed, 4) if proposed else 0.0,
+    }
+
+
+def calibrate(probe: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Best refusal threshold from a probe run's judged rows (threshold disabled; module docstring)."""
+    pos = sorted(r["evidence_score"] for r in probe if r["answerable"] and r["correct"]
+                 and r["evidence_score"] is not None)
+    # Every answer that would be shown wrong is a negative: an unanswerable question answered, and an
+    # answerable one whose first quote does not state the answer (refusing it is the better outcome).
+    neg = sorted(r["evidence_score"] for r in probe if not r["refused"] and not r["correct"]
+                 and r["evidence_score"] is not None)
+    gated = {"unanswerable_refused_by_gates": sum(1 for r in probe if not r["answerable"] and r["refused"]),
+             "answerable_refused_by_gates": sum(1 for r in probe if r["answerable"] and r["refused"]),
+             "answerable_wrong_evidence": sum(1 for r in probe if r["answerable"] and not r["refused"]
+                                              and not r["correct"])}
+    cuts = sorted(set(pos + neg))
+    best: tuple[int, float, float] | None = None
+    for lo, hi in zip([cuts[0] - 0.01] + cuts, cuts + [cuts[-1] + 0.01], strict=True) if cuts else []:
+        t = (lo + hi) / 2
+        good = sum(1 for s in pos if s >= t) + sum(1 for s in neg if s < t)
+        if best is None or good > best[0] or (good == best[0] and hi - lo > best[2]):
+            best = (good, t, hi - lo)
+    if best is None:
+        return {"threshold": None, **gated}
+    t = best[1]
+    kept = min((s for s in pos if s >= t), default=None)
+    refused = max((s for s in neg if s < t), default=None)
+    return {"threshold": round(t, 4), "correct_decisions": best[0], "of": len(pos) + len(neg), **gated,
+            "lowest_answerable_kept": None if kept is None else round(kept, 4),
+            "highest_unanswerable_refused": None if refused is None else round(refused, 4),
+            "margin_above": None if kept is None else round(kept - t, 4),
+            "margin_below": None if refused is None else round(t - refused, 4),
+            "right_answer_scores": [round(s, 4) for s in pos],
+            "wrong_answer_scores": [round(s, 4) for s in neg],
+            "per_question": [{"id": r["id"], "answerable": r["answerable"], "refused": r["refused"],
+                              "correct": r["correct"], "evidence_score": r["evidence_score"]} for r in probe]}
+
+
+def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, collections: Sequence[str] | None,
+             command: str, calibrate_threshold: bool = False) -> dict[str, Any]:
+    questions = load_questions(questions_path)
+    started = {**provenance(), "taken": "at start"}  # the code this run loaded, before any long wait
+    rows: list[dict[str, Any]] = []
+    for q in questions:
+        a = _ask(settings, q, collections=collections, answerer=answerer)
+        rows.append(judge(q, a, stored_page_texts(settings, a.citations, collections)))
+    answerer_ran = sorted({r["answerer"] for r in rows})
+    out: dict[str, Any] = {
+        "command": command, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "questions_file": str(questions_path),
+        "config": {"answerer": answerer_ran, "embedding_model": settings.embedding_model,
+                   "reranker_configured": settings.reranker,
+                   "reranker_ran": sorted({a for a in _rerankers(rows)}) or None,
+                   "gemini_model": settings.gemini_model if "gemini" in answerer_ran else None,
+                   "k": ASK_K, "collections": list(collections) if collections else None,
+                   "python": platform.python_version()},
+        "summary": summarise(rows), "per_question": rows, "provenance": started,
+    }
+    if "extractive" in answerer_ran:
+        from retrieval.answer.answerers import extractive  # noqa: PLC0415
+
+        scorers = sorted({r["sentence_scorer"] for r in rows if r.get("sentence_scorer")})
+        reader_ran = any(s != "evidence" for s in scorers)
+        out["config"]["extractive"] = {
+            "sentence_scorer": scorers, "answer_scorer_configured": settings.answer_scorer,
+            "threshold": extractive.READER_THRESHOLD if reader_ran else extractive.DEFAULT_THRESHOLD,
+            "quote_margin": extractive.READER_MARGIN if reader_ran else extractive.QUOTE_MARGIN,
+            "max_quotes": extractive.MAX_QUOTES}
+        if reader_ran:
+            from retrieval import reader  # noqa: PLC0415
+
+            card = reader.card_of()
+            out["config"]["extractive"] |= {"max_read": extractive.MAX_READ, "read_by_terms": extractive.READ_BY_TERMS,
+                                            "reader": card.name, "reader_sha256": card.onnx_sha256}
+        else:
+            out["config"]["extractive"] |= {"lex_weight": extractive.LEX_WEIGHT, "cos_weight": extractive.COS_WEIGHT,
+                                            "rank_penalty": extractive.RANK_PENALTY}
+    if calibrate_threshold and "extractive" in answerer_ran:
+        probe = []
+        for q in questions:
+            a = _ask(settings, q, collections=collections, answerer=answerer, extractive_threshold=float("-inf"))
+            probe.append(judge(q, a, stored_page_texts(settings, a.citations, collections)))
+        out["calibration"] = {**calibrate(probe), "note": "threshold fitted on this question set: when it is the "
+                              "tuning (dev) set, its numbers are optimistic for unseen documents and questions"}
+    return out
+
+
+def _rerankers(rows: Sequence[dict[str, Any]]) -> list[str]:
+    return [r.get("reranker", "") for r in rows if r.get("reranker")]

@@ -1,0 +1,98 @@
+"""Latency benchmark of ``search`` over a question set: p50/p95 per stage, for several setups.
+
+Not a test: numbers depend on the machine and its load. Each setup runs every question ``rounds``
+times after one warm-up pass (models loaded, connections pooled, caches warm), one query at a time,
+the setups interleaved query by query.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from retrieval.encode.embed import get_embedder
+from retrieval.eval.evaluate import load_questions
+from retrieval.search.filters import Scope
+from retrieval.search.rerank import SENTENCES, choose
+from retrieval.search.search import SearchConfig, default_config, search_with
+from retrieval.settings import Settings
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size == 0:
+        return {"p50": 0.0, "p95": 0.0, "max": 0.0, "n": 0}
+    return {"p50": round(float(np.percentile(arr, 50)), 2), "p95": round(float(np.percentile(arr, 95)), 2),
+            "max": round(float(arr.max()), 2), "n": int(arr.size)}
+
+
+def setups(settings: Settings) -> dict[str, SearchConfig]:
+    base = default_config(settings)
+    out = {
+        "default": base,
+        "parallel legs, no rerank": base.model_copy(update={"reranker": "none", "mode": "parallel"}),
+        "single statement, no rerank": base.model_copy(update={"reranker": "none", "mode": "single"}),
+    }
+    return out
+
+
+def run(settings: Settings, questions_path: Path, collections: Sequence[str] | None = None, rounds: int = 3,
+        k: int = 5, command: str = "") -> dict:
+    questions = [q.question for q in load_questions(questions_path)]
+    embedder = get_embedder(settings.embedding_model)
+    scope = Scope.of(collections)
+    configs = setups(settings)
+    for cfg in configs.values():
+        for q in questions:  # warm-up
+            search_with(settings, q, k, scope, cfg)
+    # Setups take turns query by query, so a change in machine load affects them all alike.
+    stages: dict[str, dict[str, list[float]]] = {name: {} for name in configs}
+    for _ in range(rounds):
+        for q in questions:
+            for name, cfg in configs.items():
+                res = search_with(settings, q, k, scope, cfg)
+                for stage, ms in res.timings_ms.items():
+                    stages[name].setdefault(stage, []).append(ms)
+    results = {name: {"mode": cfg.mode, "reranker_ran": choose(cfg.reranker or settings.reranker, embedder).name,
+                      "stages_ms": {s: percentiles(v) for s, v in stages[name].items()}}
+               for name, cfg in configs.items()}
+    # Sentences embedded per query (before their vectors were stored) is ~10x slower than everything
+    # else: one pass, on its own, after.
+    slow = default_config(settings).model_copy(update={"reranker": SENTENCES, "stored_sentences": False})
+    slow_stages: dict[str, list[float]] = {}
+    for q in questions:
+        for stage, ms in search_with(settings, q, k, scope, slow).timings_ms.items():
+            slow_stages.setdefault(stage, []).append(ms)
+    results["bi-encoder-sentences, sentences embedded per query (before; 1 pass)"] = {
+        "mode": slow.mode, "reranker_ran": choose(SENTENCES, embedder).name,
+        "stages_ms": {s: percentiles(v) for s, v in slow_stages.items()}}
+    base = default_config(settings)
+    return {
+        "command": command,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "questions_file": str(questions_path),
+        "queries_per_setup": len(questions) * rounds,
+        "machine": {"cpus": os.cpu_count(), "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
+                    "note": "shared machine: other work ran concurrently"},
+        "configuration": {"embedding_model": embedder.name, "reranker_setting": settings.reranker,
+                          "rrf_k": base.rrf_k, "candidates_per_leg": base.depth, "fetch_depth": base.fetch_depth,
+                          "k": k, "collections": list(collections or []),
+                          "database": "external (DATABASE_URL)" if settings.database_url else "embedded Postgres"},
+        "stage_notes": {
+            "embed_query": "bi-encoder query embedding (dense leg only)",
+            "keyword": "BM25 SQL, on its own connection, overlapping embed_query + vector",
+            "vector": "pgvector HNSW query",
+            "legs": "wall time of both legs together (parallel: max of the two paths)",
+            "legs_sql": "single-statement mode: both legs in one SQL statement, after embedding",
+            "fuse": "RRF + fetching the fused candidates' rows + near-duplicate removal",
+            "rerank": "second stage (0 when none; sentence reranker: one SQL statement over the stored "
+                      "sentence vectors)",
+            "diversify": "distinct pages in the top k, building the result",
+            "total": "whole search() call",
+        },
+        "setups": results,
+    }

@@ -1,0 +1,353 @@
+"""Hybrid search: BM25 keyword search and pgvector search in parallel, RRF (k=60), rerank, diversify.
+
+The pipeline for one query:
+
+1. **Legs.** BM25 inside Postgres (``retrieval.search.keyword``) and pgvector HNSW (``retrieval.search.vector``).
+   Default (``mode="single"``): the query is embedded, then both legs run as one SQL statement (one
+   round trip). ``mode="parallel"``: the keyword leg starts at once on its own connection in a
+   thread while this thread embeds the query and runs the dense leg on a second connection.
+   ``chapterverse eval latency`` measures both; on this 2-core machine they are within a few ms,
+   single slightly ahead, because the BM25 backend and torch compete for the same two cores.
+2. **Fuse** the two ranked lists by reciprocal rank fusion with k = 60.
+3. **Fetch** the best ``fetch_depth`` fused chunks' rows and drop near-duplicates (same text, or
+   mostly inside a better-ranked chunk of the same document).
+4. **Rerank** them with the configured reranker (``retrieval.search.rerank``); "none" keeps fused order.
+5. **Diversify** so the top ``k`` start on distinct pages and do not overlap each other.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import psycopg
+from pydantic import BaseModel, Field
+
+from retrieval.store import db, index, pool
+from retrieval.encode.embed import Embedder, get_embedder
+from retrieval.search.filters import Scope
+from retrieval.search.fuse import RRF_K, Fused, Hit, Span, diversify, near_duplicates, rrf
+from retrieval.search.keyword import KeywordMethod, keyword
+from retrieval.models import Passage, SearchResult, StageScores
+from retrieval.search.named import named_documents, title_cues
+from retrieval.profile import profile_for
+from retrieval.search.rerank import Choice, SentenceReranker, choose
+from retrieval.encode.sentence_index import rerank_text, stored_scores
+from retrieval.settings import Settings
+from retrieval.search.vector import dense as dense_hits
+
+log = logging.getLogger(__name__)
+
+Leg = Literal["keyword", "dense"]
+
+
+class SearchConfig(BaseModel):
+    """How a search runs. ``search()`` uses the defaults plus the reranker named in Settings."""
+
+    legs: tuple[Leg, ...] = ("keyword", "dense")
+    keyword_method: KeywordMethod = "bm25"
+    depth: int = Field(default=10, ge=1, le=1000, description="Candidates per leg before fusion.")
+    rrf_k: int = Field(default=RRF_K, ge=0)
+    fetch_depth: int = Field(default=30, ge=1, le=1000, description="Fused candidates fetched and reranked.")
+    rerank_depth: int = Field(default=10, ge=1, le=1000, description="Best fused candidates the reranker "
+                              "reorders (the rest follow in fused order).")
+    rerank_weight: float = Field(default=0.3, ge=0.0, le=1.0,
+                                 description="For the bi-encoder fallback: share of its rank in the final "
+                                 "reciprocal-rank score (the fused rank has the rest).")
+    mode: Literal["parallel", "single"] = Field(
+        default="single", description="'single': both legs in one SQL statement after embedding the query; "
+        "'parallel': keyword leg on a second connection in a thread while the query is embedded. On 2 cores "
+        "'single' measured slightly faster (results/retrieval_latency.json): the keyword backend and torch "
+        "compete for the cores, tripling the embedding time. With more cores, try 'parallel'.")
+    reranker: str | None = None  # None: Settings.reranker
+    stored_sentences: bool = Field(
+        default=True, description="Sentence reranker: use the sentence vectors stored at ingest (False: embed "
+        "the candidates' sentences per query, as before they were stored; kept to measure the difference).")
+    named_first: bool = Field(
+        default=True, description="Search the documents the question names by their title first "
+        "(``retrieval.search.named``: \"in gnuplot, …\"), then the rest.")
+
+
+PASSAGE_COLUMNS = """
+    c.id AS chunk_id, c.collection, c.document_id, d.name AS document, d.url AS document_url,
+    c.page_start, c.page_end, c.char_start, c.char_end, c.text, c.context, c.untrusted,
+    (SELECT p.label FROM pages p WHERE p.collection = c.collection AND p.document_id = c.document_id
+       AND p.page_no = c.page_start) AS page_label
+"""
+
+
+def fetch_rows(conn: psycopg.Connection, keys: Sequence[tuple[str, int]]) -> dict[int, dict]:
+    """The passage rows of (collection, chunk id) pairs (always looked up by collection too)."""
+    if not keys:
+        return {}
+    rows = conn.execute(
+        f"SELECT {PASSAGE_COLUMNS} FROM chunks c JOIN documents d ON d.collection = c.collection "
+        f"AND d.id = c.document_id WHERE c.collection = ANY(%s) AND c.id = ANY(%s)",
+        [sorted({c for c, _ in keys}), [i for _, i in keys]]).fetchall()
+    wanted = set(keys)
+    return {int(r["chunk_id"]): r for r in rows if (r["collection"], int(r["chunk_id"])) in wanted}
+
+
+def to_passage(row: dict, score: float, stages: StageScores) -> Passage:
+    return Passage(chunk_id=row["chunk_id"], collection=row["collection"], document=row["document"],
+                   document_url=row["document_url"], page=row["page_start"], page_end=row["page_end"],
+                   page_label=row["page_label"], char_start=row["char_start"], char_end=row["char_end"],
+                   text=row["text"], context=row["context"], score=score, stages=stages,
+                   untrusted=bool(row.get("untrusted", False)))
+
+
+def span_of(row: Mapping) -> Span:
+    return Span((row["collection"], int(row["document_id"])), row["page_start"], row["char_start"],
+                row["page_end"], row["char_end"], row["text"])
+
+
+# ---------------------------------------------------------------------------------------------
+# stage 1: the two legs
+
+_checked: set[tuple[str, str, int]] = set()
+_checked_lock = threading.Lock()
+_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cv-search")
+
+
+def check_model(settings: Settings, embedder: Embedder) -> None:
+    """Refuse to search an index built with another embedding model (checked once per process)."""
+    key = (db.conninfo(settings), embedder.name, embedder.dim)
+    with _checked_lock:
+        if key in _checked:
+            return
+    with pool.connection(settings) as conn:
+        index.ensure_model(conn, embedder.name, embedder.dim)
+    with _checked_lock:
+        _checked.add(key)
+
+
+@dataclass
+class Legs:
+    """The ranked lists of one query, plus what they cost."""
+
+    lists: dict[str, list[Hit]]
+    query_vector: np.ndarray | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def _timed(fn: Callable[[], list[Hit]]) -> tuple[list[Hit], float]:
+    t = time.perf_counter()
+    out = fn()
+    return out, (time.perf_counter() - t) * 1e3
+
+
+def _keyword_leg(settings: Settings, query: str, cfg: SearchConfig, scope: Scope) -> tuple[list[Hit], float]:
+    with pool.connection(settings) as conn:
+        return _timed(lambda: keyword(conn, query, cfg.depth, scope, cfg.keyword_method))
+
+
+def run_legs(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
+    """The ranked lists. One statement only combines BM25 with dense; anything else runs as legs."""
+    if cfg.mode == "single" and set(cfg.legs) == {"keyword", "dense"} and cfg.keyword_method == "bm25":
+        return _run_single(settings, embedder, query, cfg, scope)
+    timings: dict[str, float] = {}
+    lists: dict[str, list[Hit]] = {}
+    fut = _executor.submit(_keyword_leg, settings, query, cfg, scope) if "keyword" in cfg.legs else None
+    vec: np.ndarray | None = None
+    try:
+        if "dense" in cfg.legs:
+            t = time.perf_counter()
+            vec = embedder.embed_query(query)
+            timings["embed_query"] = (time.perf_counter() - t) * 1e3
+            with pool.connection(settings) as conn:
+                lists["dense"], timings["vector"] = _timed(lambda: dense_hits(conn, vec, cfg.depth, scope))
+    finally:
+        if fut is not None:
+            lists["keyword"], timings["keyword"] = fut.result()
+    return Legs(lists=lists, query_vector=vec, timings_ms=timings)
+
+
+def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
+    """Both legs in one SQL statement (after embedding the query): one round trip, no overlap."""
+    from retrieval.search.keyword import bm25_params, bm25_sql  # noqa: PLC0415
+    from retrieval.search.vector import configure  # noqa: PLC0415
+
+    t = time.perf_counter()
+    vec = embedder.embed_query(query)
+    t1 = time.perf_counter()
+    with pool.connection(settings) as conn:
+        configure(conn, cfg.depth)
+        rows = conn.execute(
+            f"WITH kw AS ({bm25_sql(scope)}), "
+            f"nn AS MATERIALIZED (SELECT c.collection, c.id, c.embedding <=> %(vec)s AS dist "
+            f"FROM {scope.from_clause()} WHERE {scope.sql()} ORDER BY c.embedding <=> %(vec)s LIMIT %(limit)s) "
+            f"SELECT 'keyword' AS leg, collection, chunk_id, score FROM kw "
+            f"UNION ALL SELECT 'dense', collection, id, 1 - dist FROM nn",
+            {**bm25_params(query, cfg.depth, scope), "vec": vec}).fetchall()
+    t2 = time.perf_counter()
+    lists: dict[str, list[Hit]] = {"keyword": [], "dense": []}
+    for r in rows:
+        lists[r["leg"]].append(Hit(int(r["chunk_id"]), float(r["score"]), r["collection"]))
+    lists["keyword"].sort(key=lambda h: (-h.score, h.chunk_id))
+    lists["dense"].sort(key=lambda h: (-h.score, h.chunk_id))
+    return Legs(lists=lists, query_vector=vec,
+                timings_ms={"embed_query": (t1 - t) * 1e3, "legs_sql": (t2 - t1) * 1e3})
+
+
+# ---------------------------------------------------------------------------------------------
+# stages 2-5
+
+def fuse_legs(lists: Mapping[str, Sequence[Hit]], rrf_k: int = RRF_K) -> list[Fused]:
+    return rrf(lists, rrf_k)
+
+
+def _rank_map(order: Sequence[int]) -> dict[int, int]:
+    return {cid: i + 1 for i, cid in enumerate(order)}
+
+
+def combine_ranks(fused_order: Sequence[int], rerank_scores: Mapping[int, float], weight: float,
+                  k: int = RRF_K) -> list[int]:
+    """Order chunks by w/(k + rerank rank) + (1-w)/(k + fused rank); w = 1 is the reranker's order."""
+    by_rerank = sorted(fused_order, key=lambda c: -rerank_scores[c])
+    rr, fr = _rank_map(by_rerank), _rank_map(fused_order)
+    score = {c: weight / (k + rr[c]) + (1 - weight) / (k + fr[c]) for c in fused_order}
+    return sorted(fused_order, key=lambda c: (-score[c], fr[c]))
+
+
+def finish(settings: Settings, query: str, legs: Legs, k: int, cfg: SearchConfig, choice: Choice,
+           conn: psycopg.Connection) -> tuple[list[Passage], dict[str, float]]:
+    """Fuse, fetch, dedup, rerank and diversify; returns the top k passages and stage timings."""
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    fused = fuse_legs(legs.lists, cfg.rrf_k) if len(legs.lists) > 1 else [
+        Fused(h.chunk_id, h.score, {leg: i}, {leg: h.score})
+        for leg, hits in legs.lists.items() for i, h in enumerate(hits, 1)]
+    head = fused[:max(cfg.fetch_depth, k)]
+    collection_of = {h.chunk_id: h.collection for hits in legs.lists.values() for h in hits}
+    rows = fetch_rows(conn, [(collection_of[f.chunk_id], f.chunk_id) for f in head])
+    head = [f for f in head if f.chunk_id in rows]  # a chunk deleted meanwhile is skipped
+    keep = near_duplicates([span_of(rows[f.chunk_id]) for f in head])
+    head = [head[i] for i in keep]
+    timings["fuse"] = (time.perf_counter() - t) * 1e3
+
+    t = time.perf_counter()
+    order = [f.chunk_id for f in head]
+    rerank_scores: dict[int, float] = {}
+    if choice.reranker is not None and head:
+        top, rest = order[:cfg.rerank_depth], order[cfg.rerank_depth:]
+        if isinstance(choice.reranker, SentenceReranker):
+            rerank_scores = _sentence_scores(conn, choice.reranker, query, legs, [rows[c] for c in top],
+                                             cfg.stored_sentences)
+            weight = cfg.rerank_weight
+        else:
+            vals = choice.reranker.score(query, [rerank_text(rows[c]["context"], rows[c]["text"]) for c in top])
+            rerank_scores = dict(zip(top, vals, strict=True))
+            weight = 1.0
+        order = combine_ranks(top, rerank_scores, weight, cfg.rrf_k) + rest
+    timings["rerank"] = (time.perf_counter() - t) * 1e3
+
+    t = time.perf_counter()
+    picks = diversify([span_of(rows[c]) for c in order], k)
+    final = [order[i] for i in picks][:k]
+    by_id = {f.chunk_id: (i, f) for i, f in enumerate(head, 1)}
+    rerank_rank = _rank_map(sorted(rerank_scores, key=lambda c: -rerank_scores[c])) if rerank_scores else {}
+    passages: list[Passage] = []
+    for cid in final:
+        fused_rank, f = by_id[cid]
+        stages = StageScores(
+            keyword_rank=f.ranks.get("keyword"), keyword_score=f.scores.get("keyword"),
+            dense_rank=f.ranks.get("dense"), dense_score=f.scores.get("dense"),
+            fused_rank=fused_rank, fused_score=f.score,
+            rerank_rank=rerank_rank.get(cid), rerank_score=rerank_scores.get(cid))
+        score = rerank_scores.get(cid, f.score) if choice.reranker is not None else f.score
+        passages.append(to_passage(rows[cid], float(score), stages))
+    timings["diversify"] = (time.perf_counter() - t) * 1e3
+    return passages, timings
+
+
+def _sentence_scores(conn: psycopg.Connection, reranker: SentenceReranker, query: str, legs: Legs,
+                     rows: Sequence[Mapping], stored: bool = True) -> dict[int, float]:
+    """Sentence-reranker scores from the vectors stored at ingest; a chunk indexed before they
+    existed has its sentences embedded now, as the reranker always did."""
+    if legs.query_vector is None:
+        legs.query_vector = reranker.embedder.embed_query(query)
+    scores = stored_scores(conn, [(r["collection"], int(r["chunk_id"])) for r in rows],
+                           legs.query_vector) if stored else {}
+    missing = [r for r in rows if int(r["chunk_id"]) not in scores]
+    if missing:
+        vals = reranker.score(query, [rerank_text(r["context"], r["text"]) for r in missing],
+                              query_vector=legs.query_vector)
+        scores.update({int(r["chunk_id"]): v for r, v in zip(missing, vals, strict=True)})
+    return scores
+
+
+def search_with(settings: Settings, query: str, k: int, scope: Scope, cfg: SearchConfig) -> SearchResult:
+    """The top ``k`` passages. When the question names some of the searched documents by their title
+    (``retrieval.search.named``), their passages come first and the other documents' fill the rest."""
+    t0 = time.perf_counter()
+    embedder = get_embedder(settings.embedding_model)
+    check_model(settings, embedder)
+    choice = choose(cfg.reranker or settings.reranker, embedder)
+    query = query.strip()
+    if not query:
+        return SearchResult(query=query, results=[], reranker=choice.name)
+    named = named_in(settings, query, scope) if cfg.named_first and not scope.documents else []
+    passages: list[Passage] = []
+    timings: dict[str, float] = {}
+    if named:
+        passages, first_timings = _ranked(settings, embedder, choice, query, k,
+                                          Scope(scope.collections, tuple(named)), cfg)
+        timings.update({f"named.{stage}": ms for stage, ms in first_timings.items()})
+    if len(passages) < k:  # the other documents fill what the named ones leave (all of it when none is named)
+        rest, rest_timings = _ranked(settings, embedder, choice, query, k, scope, cfg)
+        passages = named_first(passages, rest, k)
+        timings.update(rest_timings)
+    timings["total"] = (time.perf_counter() - t0) * 1e3
+    return SearchResult(query=query, results=passages, reranker=choice.name, timings_ms=timings,
+                        named_documents=named)
+
+
+def named_first(first: Sequence[Passage], rest: Sequence[Passage], k: int) -> list[Passage]:
+    """The named documents' passages, then the others' that are not among them; ``k`` in all."""
+    seen = {(p.collection, p.chunk_id) for p in first}
+    return (list(first) + [p for p in rest if (p.collection, p.chunk_id) not in seen])[:k]
+
+
+def _ranked(settings: Settings, embedder: Embedder, choice: Choice, query: str, k: int, scope: Scope,
+            cfg: SearchConfig) -> tuple[list[Passage], dict[str, float]]:
+    t_legs = time.perf_counter()
+    legs = run_legs(settings, embedder, query, cfg, scope)
+    legs.timings_ms["legs"] = (time.perf_counter() - t_legs) * 1e3
+    with pool.connection(settings) as conn:
+        passages, timings = finish(settings, query, legs, k, cfg, choice, conn)
+    return passages, {**legs.timings_ms, **timings}
+
+
+def named_in(settings: Settings, query: str, scope: Scope) -> list[str]:
+    """The searched documents ``query`` names by title (``retrieval.search.named``); [] when it names none."""
+    with pool.connection(settings) as conn:
+        titles = {r["name"]: r["title"] or r["name"] for r in conn.execute(
+            f"SELECT d.name, d.title FROM documents d WHERE {scope.documents_sql('d')}", scope.params())}
+        cues = title_cues(query, titles, profile_for(scope.collections))
+        shares: dict[str, dict[str, float]] = {}
+        for word in cues:  # chunk counts per document kept at ingest (document_lexemes): no scan of the chunks
+            rows = conn.execute(
+                "SELECT d.name, sum(l.df) AS n FROM document_lexemes l JOIN documents d ON d.collection = l.collection "
+                f"AND d.id = l.document_id WHERE {scope.documents_sql('d')} AND l.lexeme = ANY(SELECT u.lexeme FROM "
+                "unnest(to_tsvector('english', %(word)s)) u) GROUP BY d.name", {**scope.params(), "word": word}).fetchall()
+            total = sum(r["n"] for r in rows)
+            shares[word] = {r["name"]: float(r["n"]) / float(total) for r in rows} if total else {}
+    return named_documents(cues, shares)
+
+
+def default_config(settings: Settings) -> SearchConfig:
+    return SearchConfig(reranker=settings.reranker)
+
+
+def search(settings: Settings, query: str, k: int = 5, collections: Sequence[str] | None = None,
+           documents: Sequence[str] | None = None) -> SearchResult:
+    """The top ``k`` passages for ``query``, optionally only from some collections / documents."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    return search_with(settings, query, k, Scope.of(collections, documents), default_config(settings))

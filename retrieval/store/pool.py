@@ -1,0 +1,86 @@
+"""Pooled connections for searches (psycopg_pool), one pool per database.
+
+Searches run two legs, each needing a connection; opening one costs a new backend process (a few
+milliseconds of a ~50 ms search), so connections are kept. Each is checked when handed out
+(``ConnectionPool.check_connection``), so after a database restart a stale connection is
+replaced instead of failing the next question.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextvars import ContextVar
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from retrieval.store import db
+from retrieval.settings import Settings
+
+MAX_SIZE = 4
+CHECKOUT_TIMEOUT_S = 3.0  # when the database is down, a search gives up after this long
+
+# The pool logs every failed connection attempt; the caller reports one clear line instead.
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+_pools: dict[str, ConnectionPool] = {}
+_lock = threading.Lock()
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    register_vector(conn)
+
+
+def _pool(settings: Settings) -> ConnectionPool:
+    key = db.conninfo(settings)
+    with _lock:
+        pool = _pools.get(key)
+        if pool is None:
+            pool = ConnectionPool(key, min_size=0, max_size=settings.db_pool_size or MAX_SIZE, open=True, name="search",
+                                  kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": 5},
+                                  configure=_configure, check=ConnectionPool.check_connection,
+                                  timeout=CHECKOUT_TIMEOUT_S, reconnect_timeout=0)
+            _pools[key] = pool
+    return pool
+
+
+# The connection this context (thread, task) already holds, by pool key: a question checks out one
+# connection and every step of it (named documents, both legs, fetch, sentence scores, pages, term
+# statistics) runs on it, instead of one checkout (and one liveness check) per step.
+_held: ContextVar[dict[str, psycopg.Connection] | None] = ContextVar("chapterverse_held_connection", default=None)
+
+
+@contextmanager
+def connection(settings: Settings) -> Iterator[psycopg.Connection]:
+    """An autocommit connection (dict rows, pgvector registered) from the pool; inside another
+    ``connection`` block of the same context, that block's connection (one checkout per question)."""
+    key = db.conninfo(settings)
+    held = _held.get() or {}
+    if key in held:
+        yield held[key]
+        return
+    try:
+        with _pool(settings).connection() as conn:
+            token = _held.set({**held, key: conn})
+            try:
+                yield conn
+            finally:
+                _held.reset(token)
+    except PoolTimeout as exc:
+        raise db.IndexUnavailable(f"the index database is unavailable: {exc}") from exc
+    except psycopg.OperationalError as exc:  # the server went away mid-query
+        raise db.IndexUnavailable(f"the index database is unavailable: {db.first_line(exc)}") from exc
+
+
+def close_all() -> None:
+    """Close every pooled connection (the pools are re-created on next use)."""
+    with _lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for p in pools:
+        p.close()
