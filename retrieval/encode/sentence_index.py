@@ -4,7 +4,7 @@ The reranker scores a passage by the best cosine between the query and one of it
 (``retrieval.text.spans.sentences`` over ``rerank_text``). Embedding those windows per query cost about
 half a second; here they are made once at ingest (``windows_of`` decides what, for ingest and
 search alike), stored as pgvector ``halfvec`` rows in ``chunk_sentences`` keyed by
-(collection, chunk id), and scored inside Postgres with one statement per query (``stored_scores``).
+(collection, chunk id), and scored inside Postgres in the statement that fetches the candidates (``STORED_SCORE_SQL``).
 
 With the ONNX passage encoder (``retrieval.encode.passage_encoder``) a window's vector is pooled from the
 tokens of the chunk's own forward pass: ``window_spans`` finds where each window lies in the text
@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-import psycopg
 
 from retrieval.text.spans import sentence_spans, sentences
 from retrieval.text.textnorm import search_text
@@ -96,18 +95,14 @@ def embed_windows(per_chunk: Sequence[Sequence[str]],
             for ws in per_chunk]
 
 
-def stored_scores(conn: psycopg.Connection, keys: Sequence[tuple[str, int]],
-                  query_vector: np.ndarray) -> dict[int, float]:
-    """Best sentence-window cosine per chunk, for the chunks that have stored windows (a chunk
-    indexed before sentence vectors existed is absent from the result)."""
-    if not keys:
-        return {}
+# The best sentence-window cosine of chunk ``c`` against the query vector (the statement's parameter;
+# ``<#>`` is the negative inner product of unit vectors), read inside the statement that fetches the rows.
+STORED_SCORE_SQL = ("(SELECT -min(s.embedding <#> %s) FROM chunk_sentences s "
+                    "WHERE s.collection = c.collection AND s.chunk_id = c.id)")
+
+
+def half_vector(vector: np.ndarray):
+    """The query vector as the half-precision parameter ``STORED_SCORE_SQL`` compares with."""
     from pgvector import HalfVector  # noqa: PLC0415
 
-    collections = sorted({c for c, _ in keys})
-    ids = [i for _, i in keys]
-    rows = conn.execute(
-        "SELECT chunk_id, -min(embedding <#> %s) AS score FROM chunk_sentences "
-        "WHERE collection = ANY(%s) AND chunk_id = ANY(%s) GROUP BY chunk_id",
-        [HalfVector(np.asarray(query_vector, dtype=np.float32)), collections, ids]).fetchall()
-    return {int(r["chunk_id"]): float(r["score"]) for r in rows}
+    return HalfVector(np.asarray(vector, dtype=np.float32))

@@ -38,7 +38,7 @@ from retrieval.models import Passage, SearchResult, StageScores
 from retrieval.search.named import named_documents, title_cues
 from retrieval.profile import profile_for
 from retrieval.search.rerank import Choice, SentenceReranker, choose
-from retrieval.encode.sentence_index import rerank_text, stored_scores
+from retrieval.encode.sentence_index import STORED_SCORE_SQL, half_vector, rerank_text
 from retrieval.settings import Settings
 from retrieval.search.vector import dense as dense_hits
 
@@ -82,14 +82,21 @@ PASSAGE_COLUMNS = """
 """
 
 
-def fetch_rows(conn: psycopg.Connection, keys: Sequence[tuple[str, int]]) -> dict[int, dict]:
-    """The passage rows of (collection, chunk id) pairs (always looked up by collection too)."""
+def fetch_rows(conn: psycopg.Connection, keys: Sequence[tuple[str, int]],
+               query_vector: np.ndarray | None = None) -> dict[int, dict]:
+    """The passage rows of (collection, chunk id) pairs (always looked up by collection too); with
+    ``query_vector``, each row also carries ``sentence_score``, its best stored sentence-window cosine
+    (``retrieval.encode.sentence_index``; NULL for a chunk indexed before sentence vectors existed),
+    so fetching and the sentence rerank's scores are one statement."""
     if not keys:
         return {}
+    scored = query_vector is not None
     rows = conn.execute(
-        f"SELECT {PASSAGE_COLUMNS} FROM chunks c JOIN documents d ON d.collection = c.collection "
+        f"SELECT {PASSAGE_COLUMNS}{', ' + STORED_SCORE_SQL + ' AS sentence_score' if scored else ''} "
+        f"FROM chunks c JOIN documents d ON d.collection = c.collection "
         f"AND d.id = c.document_id WHERE c.collection = ANY(%s) AND c.id = ANY(%s)",
-        [sorted({c for c, _ in keys}), [i for _, i in keys]]).fetchall()
+        [*([half_vector(query_vector)] if scored else []), sorted({c for c, _ in keys}),
+         [i for _, i in keys]]).fetchall()
     wanted = set(keys)
     return {int(r["chunk_id"]): r for r in rows if (r["collection"], int(r["chunk_id"])) in wanted}
 
@@ -225,7 +232,11 @@ def finish(settings: Settings, query: str, legs: Legs, k: int, cfg: SearchConfig
         for leg, hits in legs.lists.items() for i, h in enumerate(hits, 1)]
     head = fused[:max(cfg.fetch_depth, k)]
     collection_of = {h.chunk_id: h.collection for hits in legs.lists.values() for h in hits}
-    rows = fetch_rows(conn, [(collection_of[f.chunk_id], f.chunk_id) for f in head])
+    stored = isinstance(choice.reranker, SentenceReranker) and cfg.stored_sentences and bool(head)
+    if stored and legs.query_vector is None:
+        legs.query_vector = choice.reranker.embedder.embed_query(query)
+    rows = fetch_rows(conn, [(collection_of[f.chunk_id], f.chunk_id) for f in head],
+                      legs.query_vector if stored else None)
     head = [f for f in head if f.chunk_id in rows]  # a chunk deleted meanwhile is skipped
     keep = near_duplicates([span_of(rows[f.chunk_id]) for f in head])
     head = [head[i] for i in keep]
@@ -237,8 +248,7 @@ def finish(settings: Settings, query: str, legs: Legs, k: int, cfg: SearchConfig
     if choice.reranker is not None and head:
         top, rest = order[:cfg.rerank_depth], order[cfg.rerank_depth:]
         if isinstance(choice.reranker, SentenceReranker):
-            rerank_scores = _sentence_scores(conn, choice.reranker, query, legs, [rows[c] for c in top],
-                                             cfg.stored_sentences)
+            rerank_scores = _sentence_scores(choice.reranker, query, legs, [rows[c] for c in top])
             weight = cfg.rerank_weight
         else:
             vals = choice.reranker.score(query, [rerank_text(rows[c]["context"], rows[c]["text"]) for c in top])
@@ -266,16 +276,14 @@ def finish(settings: Settings, query: str, legs: Legs, k: int, cfg: SearchConfig
     return passages, timings
 
 
-def _sentence_scores(conn: psycopg.Connection, reranker: SentenceReranker, query: str, legs: Legs,
-                     rows: Sequence[Mapping], stored: bool = True) -> dict[int, float]:
-    """Sentence-reranker scores from the vectors stored at ingest; a chunk indexed before they
-    existed has its sentences embedded now, as the reranker always did."""
-    if legs.query_vector is None:
-        legs.query_vector = reranker.embedder.embed_query(query)
-    scores = stored_scores(conn, [(r["collection"], int(r["chunk_id"])) for r in rows],
-                           legs.query_vector) if stored else {}
+def _sentence_scores(reranker: SentenceReranker, query: str, legs: Legs, rows: Sequence[Mapping]) -> dict[int, float]:
+    """Sentence-reranker scores: the stored ones fetched with the rows (``fetch_rows``); a chunk
+    indexed before they existed, or a search told not to use them, has its sentences embedded now."""
+    scores = {int(r["chunk_id"]): float(r["sentence_score"]) for r in rows if r.get("sentence_score") is not None}
     missing = [r for r in rows if int(r["chunk_id"]) not in scores]
     if missing:
+        if legs.query_vector is None:
+            legs.query_vector = reranker.embedder.embed_query(query)
         vals = reranker.score(query, [rerank_text(r["context"], r["text"]) for r in missing],
                               query_vector=legs.query_vector)
         scores.update({int(r["chunk_id"]): v for r, v in zip(missing, vals, strict=True)})
