@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 import resource
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ingest.sources import InputError, expand, load, redact_urls
+from ingest.sources import InputError, Source, expand, load, redact_urls
 from retrieval.cli import (
     JsonOpt,
     emit,
@@ -21,8 +22,20 @@ from retrieval.cli import (
     ready,
     save_result,
 )
+from retrieval.settings import Settings
 from retrieval.store.db import DatabaseError
 from retrieval.encode.embed import ModelError
+
+if TYPE_CHECKING:
+    from ingest.isolate import Parsed  # loads PyMuPDF: only for the annotations
+
+
+def _load_and_parse(settings: Settings, given: str, collection: str) -> tuple[Source, Parsed | None]:
+    """One input read ahead: its bytes, and its pages unless it is already in the index unchanged."""
+    from ingest.pipeline import parse_ahead  # noqa: PLC0415
+
+    src = load(given, settings.max_file_bytes, settings.download_timeout_s)
+    return src, parse_ahead(settings, src, collection)
 
 
 def ingest(
@@ -52,41 +65,58 @@ def ingest(
     results: list[dict] = []
     failed = 0
     lines = not quiet and not sys.stderr.isatty()  # progress lines where no bar can be seen
-    for given in expand(inputs):
-        arg = redact_urls(given)  # a URL's query string (a signed URL's signature) is never printed or stored
-        try:
-            with ProgressLog(arg, settings.progress_interval_s) if lines else nullcontext() as progress:
-                if progress:
-                    progress.begin("downloading" if arg.startswith(("http://", "https://")) else "opening")
-                src = load(given, limit, settings.download_timeout_s)
-                if progress:
-                    progress.document(src.name)
-                res = ingest_source(settings, embedder, src, coll, quiet=quiet or json_out, progress=progress)
-            results.append(res.as_dict())
-            if not json_out:
-                if res.status == "unchanged":
-                    typer.echo(f"{res.name}: unchanged ({res.message}); nothing to do")
-                else:
-                    rate = res.pages / res.seconds if res.seconds else 0.0
-                    typer.echo(f"{res.name}: {res.status} into {coll!r}: {res.pages} pages, {res.chunks} chunks "
-                               f"in {res.seconds:.1f} s ({rate:.1f} pages/s)"
-                               + (f"; {res.message}" if res.message else ""))
-        except InputError as exc:
-            failed += 1
-            results.append({"origin": arg, "status": "failed", "message": str(exc)})
-            typer.echo(f"error: {exc}", err=True)
-        except ModelError as exc:  # no document can be embedded: stop here
-            fail(str(exc))
-        except DatabaseError as exc:
-            failed += 1
-            results.append({"origin": arg, "status": "failed", "message": str(exc)})
-            typer.echo(f"error: {arg}: {exc}", err=True)
-        except Exception as exc:  # noqa: BLE001  (one input's surprise must not stop the batch)
-            failed += 1
-            logging.getLogger(__name__).debug("ingest of %s failed", arg, exc_info=True)
-            message = f"{arg}: unexpected error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            results.append({"origin": arg, "status": "failed", "message": message})
-            typer.echo(f"error: {message}", err=True)
+    givens = list(expand(inputs))
+    # the next PDF is read (downloaded, parsed in its child process) while the current one is embedded
+    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cv-read-ahead")
+    ahead: dict[int, Future[tuple[Source, Parsed | None]]] = {}
+
+    def read_ahead(i: int) -> None:
+        if i < len(givens):
+            ahead[i] = reader.submit(_load_and_parse, settings, givens[i], coll)
+
+    try:
+        for i, given in enumerate(givens):
+            arg = redact_urls(given)  # a URL's query string (a signed URL's signature) is never printed or stored
+            try:
+                with ProgressLog(arg, settings.progress_interval_s) if lines else nullcontext() as progress:
+                    if i in ahead:
+                        src, parsed = ahead.pop(i).result()
+                    else:
+                        if progress:
+                            progress.begin("downloading" if arg.startswith(("http://", "https://")) else "opening")
+                        src, parsed = load(given, limit, settings.download_timeout_s), None
+                    if progress:
+                        progress.document(src.name)
+                    read_ahead(i + 1)
+                    res = ingest_source(settings, embedder, src, coll, quiet=quiet or json_out, progress=progress,
+                                        parsed=parsed)
+                results.append(res.as_dict())
+                if not json_out:
+                    if res.status == "unchanged":
+                        typer.echo(f"{res.name}: unchanged ({res.message}); nothing to do")
+                    else:
+                        rate = res.pages / res.seconds if res.seconds else 0.0
+                        typer.echo(f"{res.name}: {res.status} into {coll!r}: {res.pages} pages, {res.chunks} chunks "
+                                   f"in {res.seconds:.1f} s ({rate:.1f} pages/s)"
+                                   + (f"; {res.message}" if res.message else ""))
+            except InputError as exc:
+                failed += 1
+                results.append({"origin": arg, "status": "failed", "message": str(exc)})
+                typer.echo(f"error: {exc}", err=True)
+            except ModelError as exc:  # no document can be embedded: stop here
+                fail(str(exc))
+            except DatabaseError as exc:
+                failed += 1
+                results.append({"origin": arg, "status": "failed", "message": str(exc)})
+                typer.echo(f"error: {arg}: {exc}", err=True)
+            except Exception as exc:  # noqa: BLE001  (one input's surprise must not stop the batch)
+                failed += 1
+                logging.getLogger(__name__).debug("ingest of %s failed", arg, exc_info=True)
+                message = f"{arg}: unexpected error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                results.append({"origin": arg, "status": "failed", "message": message})
+                typer.echo(f"error: {message}", err=True)
+    finally:
+        reader.shutdown(wait=False, cancel_futures=True)
     if json_out:
         emit({"collection": coll, "results": results,
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import psycopg
 from tqdm import tqdm
 
 from ingest import store
@@ -89,21 +90,39 @@ def _counting(bar: tqdm, progress: ProgressLog | None) -> Callable[[int], object
     return lambda n: (bar.update(n), progress.advance(n))
 
 
+def _same_bytes(conn: psycopg.Connection, src: Source, collection: str) -> tuple[store.Existing | None, bool]:
+    """The document already holding these bytes, and whether that makes this ingest a no-op."""
+    same = store.find_same_bytes(conn, collection, src.sha256)
+    return same, same is not None and (same.pipeline_version == PIPELINE_VERSION or same.name != src.name)
+
+
+def parse_ahead(settings: Settings, src: Source, collection: str) -> Parsed | None:
+    """Parse ``src`` now, for an ``ingest_source`` call to come (the command line parses the next PDF
+    in its child process while the current one is embedded); None when that call will find it
+    unchanged and parse nothing. Raises InputError like ``ingest_source``."""
+    with db.connection(settings) as conn:
+        if _same_bytes(conn, src, collection)[1]:
+            return None
+    return parse(src, limits(settings))
+
+
 def ingest_source(settings: Settings, embedder: Embedder, src: Source, collection: str,
                   quiet: bool = False, on_progress: Callable[[str], None] | None = None,
-                  progress: ProgressLog | None = None, actor: store.Actor | None = None) -> IngestResult:
+                  progress: ProgressLog | None = None, actor: store.Actor | None = None,
+                  parsed: Parsed | None = None) -> IngestResult:
     """Ingest one PDF. Raises InputError (bad input, nothing stored) or db errors. ``progress``: where
     the work is, for the lines a ``ProgressLog`` writes off a terminal. ``actor``: who asked (recorded
-    with the document; default the command line's user)."""
+    with the document; default the command line's user). ``parsed``: its pages, already read by
+    ``parse_ahead``."""
     t0 = time.perf_counter()
     with db.connection(settings) as conn:
         index.ensure_model(conn, embedder.name, embedder.dim)
-        same = store.find_same_bytes(conn, collection, src.sha256)
-    if same is not None and (same.pipeline_version == PIPELINE_VERSION or same.name != src.name):
+        same, unchanged = _same_bytes(conn, src, collection)
+    if unchanged:
         note = "already ingested" if same.name == src.name else f"same bytes already ingested as {same.name}"
         return IngestResult(src.name, src.origin, collection, "unchanged", message=note,
                             seconds=time.perf_counter() - t0)
-    parsed = read_pdf(settings, src, quiet, progress)
+    parsed = parsed or read_pdf(settings, src, quiet, progress)
     pages, title = parsed.pages, parsed.title
     if on_progress:
         on_progress(f"{src.name}: {len(pages)} pages extracted")

@@ -223,6 +223,9 @@ def test_bad_inputs_each_get_one_clear_line_and_store_nothing(settings, tmp_path
         assert any(str(path) in e and words in e for e in errors), (path, res.stderr)
     assert any("nothing-here.pdf" in e and "HTTP 404" in e for e in errors)
     assert any("refused.pdf" in e and "download failed" in e for e in errors)
+    # the next input is read ahead while one is embedded, yet the lines come in the order given
+    failing = [a for a in args if not a.endswith(("good.pdf", "remote.pdf"))]
+    assert [next(i for i, a in enumerate(failing) if Path(a).name in e) for e in errors] == list(range(8)), res.stderr
     assert [d["name"] for d in _docs(settings, C("t-bad"))] == ["good.pdf", "remote.pdf"]
     with db.connection(settings) as conn:
         url = conn.execute("SELECT url FROM documents WHERE collection = %s AND name = 'remote.pdf'",
