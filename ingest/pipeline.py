@@ -19,6 +19,7 @@ from ingest.sources import Source
 from retrieval.store import db, index
 from retrieval.encode.embed import Embedder
 from retrieval.text.identifiers import identifier_terms
+from retrieval.profile import profile_for
 from retrieval.settings import Settings
 from retrieval.text.textnorm import search_text
 
@@ -157,7 +158,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
             conn, collection=collection, name=src.name, sha256=src.sha256, source=src.origin, url=src.url,
             size=len(src.data), pages=pages, chunks=chunks, search_texts=texts, vectors=vectors,
             pipeline_version=PIPELINE_VERSION, title=title, terms=[identifier_terms(t) for t in texts],
-            sentence_vectors=sentence_vectors, actor=actor)
+            sentence_vectors=sentence_vectors, actor=actor, text_search=profile_for([collection]).text_search)
     status = "reindexed" if same is not None else "replaced" if replaced else "ingested"
     reused = len(chunks) - len(todo)
     return IngestResult(src.name, src.origin, collection, status, len(pages), len(chunks),

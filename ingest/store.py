@@ -112,7 +112,7 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
                    search_texts: Sequence[str], vectors: np.ndarray, pipeline_version: str,
                    title: str | None = None, terms: Sequence[Sequence[str]] | None = None,
                    sentence_vectors: Sequence[np.ndarray] | None = None,
-                   actor: Actor | None = None) -> tuple[int, bool]:
+                   actor: Actor | None = None, text_search: str = "english") -> tuple[int, bool]:
     """Insert the document, replacing an older version of the same name atomically.
 
     Returns (document id, replaced). Nothing is visible to readers until the commit, and a failure
@@ -120,7 +120,8 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
     identifier ``terms``) it writes what search keeps per document: the chunk lengths' total, each
     lexeme's chunk count (``document_lexemes``) and the chunks' sentence-window vectors. Who made
     the change (``actor``, default: the command line's user) is recorded with the document and in
-    ``document_audit``, in the same transaction.
+    ``document_audit``, in the same transaction. ``text_search``: the Postgres text-search
+    configuration the chunks' tsvectors are built with (the collection's profile).
     """
     actor = actor or Actor.local()
     terms = terms if terms is not None else [[] for _ in chunks]
@@ -148,10 +149,10 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
                     copy.write_row((collection, doc_id, p.number, p.label, p.text, s, e, p.hidden_chars))
         with conn.cursor() as cur:
             with cur.copy("COPY chunks (collection, document_id, ordinal, page_start, char_start, page_end, "
-                          "char_end, text, context, search_text, token_count, embedding, terms) FROM STDIN") as copy:
+                          "char_end, text, context, search_text, token_count, embedding, terms, ts_config) FROM STDIN") as copy:
                 for c, st, v, t in zip(chunks, search_texts, vectors, terms, strict=True):
                     copy.write_row((collection, doc_id, c.ordinal, c.page_start, c.char_start, c.page_end,
-                                    c.char_end, c.text, c.context, st, c.tokens, v, list(t)))
+                                    c.char_end, c.text, c.context, st, c.tokens, v, list(t), text_search))
         conn.execute(
             "INSERT INTO document_lexemes (collection, document_id, lexeme, df) "
             "SELECT c.collection, c.document_id, u.lexeme, count(*) FROM chunks c CROSS JOIN LATERAL unnest(c.tsv) u "

@@ -18,6 +18,16 @@ answer lead and two extra units)::
     {"answer_lead": "Die Handbücher sagen", "units": {"length": ["meter", "meters", "m", "km"]}}
 
 A field given in the file replaces the default value of that field (lists are not merged).
+
+A profile file may start from a named preset shipped in ``retrieval/presets/`` (``german``: German
+stopwords, units, question words and wording, and Postgres' ``german`` text search), changing what
+it lists over it::
+
+    {"preset": "german", "answer_lead": "Laut Handbuch"}
+
+``text_search`` names the Postgres text-search configuration: chunks are indexed with their
+collection's (``chunks.ts_config``, recorded at ingest) and questions are parsed with the searched
+collections' (``text_search_configs``).
 """
 
 from __future__ import annotations
@@ -115,6 +125,9 @@ class Profile(BaseModel):
     measure_nouns: dict[str, tuple[str, ...] | None] = Field(
         default_factory=lambda: dict(_MEASURE_NOUNS),
         description='a noun after "what/which/maximum…" that asks for a quantity → its unit classes')
+    how_openers: frozenset[str] = Field(default=_words("how"), description='"how" before a how-word ("how long")')
+    amount_words: frozenset[str] = Field(default=_words("much"), description='"how much": with a money verb, asks for money')
+    count_words: frozenset[str] = Field(default=_words("many"), description='"how many": the words after it name what is counted')
     money_verbs: frozenset[str] = _words("cost costs charge charges pay paid spend fee")
     wh_words: frozenset[str] = _words("what which")
     extreme_words: frozenset[str] = _words("maximum minimum max min highest lowest greatest least best "
@@ -150,6 +163,10 @@ class Profile(BaseModel):
         default=_words("e.g. i.e. etc. cf. vs. viz. approx. fig. figs. no. nos. sec. secs. p. pp. ch. vol. "
                        "ed. eds. al. resp. min. max. incl. esp. ca."),
         description='words ending in "." that do not end a sentence before a lower-case word')
+    text_search: str = Field(
+        default="english", pattern=r"^[a-z_]+$",
+        description="the Postgres text-search configuration of the collection's chunks and of questions "
+                    "asked of it ('english', 'german', 'french', … as Postgres ships them)")
     answer_lead: str = Field(default="The handbooks say", description="opens the extractive answer")
     more_quoted: str = Field(default="({n} more supporting passage{s} quoted below.)",
                              description="after the answer when further quotes follow")
@@ -171,11 +188,27 @@ class ProfileError(ValueError):
     """A profile file that cannot be read or does not match ``Profile``: one clear line."""
 
 
+PRESETS = Path(__file__).resolve().parent / "presets"
+
+
+def presets() -> list[str]:
+    """The named presets shipped in ``retrieval/presets/`` (a profile file may start from one)."""
+    return sorted(p.stem for p in PRESETS.glob("*.json"))
+
+
 @lru_cache(maxsize=64)
 def _load(path: Path, mtime: float) -> Profile:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return Profile.model_validate({**DEFAULT_PROFILE.model_dump(), **data})
+        if not isinstance(data, dict):
+            raise ValueError("a profile is a JSON object")
+        base = DEFAULT_PROFILE.model_dump()
+        name = data.pop("preset", None)
+        if name is not None:
+            if name not in presets():
+                raise ValueError(f"no preset {name!r}; presets: {', '.join(presets())}")
+            base = {**base, **json.loads((PRESETS / f"{name}.json").read_text(encoding="utf-8"))}
+        return Profile.model_validate({**base, **data})
     except (OSError, ValueError) as exc:
         raise ProfileError(f"profile {path}: {str(exc).splitlines()[0]}") from None
 
@@ -201,3 +234,19 @@ def profile_for(collections: Sequence[str] | None, settings: ProfileSettings | N
     if settings.profile is not None:
         return load_profile(settings.profile)
     return DEFAULT_PROFILE
+
+
+def text_search_configs(collections: Sequence[str] | None, settings: ProfileSettings | None = None) -> list[str]:
+    """The text-search configurations a question over ``collections`` is parsed with: each
+    collection's profile's; for a search over every collection, the default's and every profile
+    file's (a question's lexemes are the union, so each collection's chunks find their own)."""
+    settings = settings or ProfileSettings()
+    if collections:
+        found = [profile_for([c], settings).text_search for c in collections]
+    else:
+        found = [DEFAULT_PROFILE.text_search]
+        if settings.profile is not None:
+            found.append(load_profile(settings.profile).text_search)
+        if settings.profiles_dir is not None and settings.profiles_dir.is_dir():
+            found += [load_profile(p).text_search for p in sorted(settings.profiles_dir.glob("*.json"))]
+    return sorted(set(found))

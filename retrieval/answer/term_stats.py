@@ -2,7 +2,8 @@
 
 ``statistics`` gives what ``retrieval.answer.answerers.keyterms.PhraseStats`` holds (used by the
 extractive answerer to judge which question phrases are technical terms), with the same semantics
-as counting chunks through the GIN index (``plainto_tsquery`` / ``phraseto_tsquery``, English):
+as counting chunks through the GIN index (``plainto_tsquery`` / ``phraseto_tsquery`` with each
+chunk's text-search configuration):
 
 * chunks per document and in all: ``documents.chunk_count`` (no scan of the chunks);
 * a word that is one lexeme: the sum of its per-document counts in ``document_lexemes``; a word
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 import psycopg
 
 from retrieval.answer.answerers.keyterms import PhraseStats
+from retrieval.profile import text_search_configs
 from retrieval.search.filters import Scope
 
 
@@ -30,7 +32,8 @@ _STATISTICS = """
 WITH docs AS MATERIALIZED (
     SELECT d.collection, d.id, d.name, d.chunk_count FROM documents d WHERE {scope}),
 items AS MATERIALIZED (
-    SELECT i.kind, i.txt, ARRAY(SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', i.txt)) u) AS lex
+    SELECT i.kind, i.txt, ARRAY(SELECT DISTINCT u.lexeme FROM unnest(%(ts_configs)s::regconfig[]) AS cfg(c)
+                                CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, i.txt)) u) AS lex
     FROM (SELECT DISTINCT 'word' AS kind, w AS txt FROM unnest(%(words)s::text[]) w
           UNION SELECT DISTINCT 'phrase', p FROM unnest(%(phrases)s::text[]) p) i),
 kept AS MATERIALIZED (
@@ -46,8 +49,8 @@ SELECT 'size' AS kind, name AS txt, NULL AS document, sum(chunk_count)::bigint A
 UNION ALL
 SELECT h.kind, h.txt, h.name, sum(CASE WHEN cardinality(h.lex) = 1 THEN h.df ELSE (
         SELECT count(*) FROM chunks c WHERE c.collection = h.collection AND c.document_id = h.id
-        AND c.tsv @@ CASE h.kind WHEN 'word' THEN plainto_tsquery('english', h.txt)
-                                 ELSE phraseto_tsquery('english', h.txt) END) END)::bigint
+        AND c.tsv @@ CASE h.kind WHEN 'word' THEN plainto_tsquery(c.ts_config, h.txt)
+                                 ELSE phraseto_tsquery(c.ts_config, h.txt) END) END)::bigint
 FROM having_all h GROUP BY h.kind, h.txt, h.name
 """
 
@@ -56,7 +59,8 @@ def statistics(conn: psycopg.Connection, phrases: Sequence[str], words: Sequence
                scope: Scope = Scope()) -> PhraseStats:
     """What the extractive answerer needs to judge a question's terms, in one round trip."""
     rows = conn.execute(_STATISTICS.format(scope=scope.documents_sql("d")),
-                        {**scope.params(), "words": list(words), "phrases": list(phrases)}).fetchall()
+                        {**scope.params(), "words": list(words), "phrases": list(phrases),
+                         "ts_configs": text_search_configs(scope.collections)}).fetchall()
     sizes: dict[str, int] = {}
     counts: dict[tuple[str, str], dict[str, int]] = {}
     for r in rows:

@@ -2,8 +2,9 @@
 
 The default ranking is BM25, computed in one SQL statement:
 
-* the query's lexemes come from ``to_tsvector('english', query)`` (English stemming, stop words
-  dropped) plus its identifier terms (``retrieval.text.identifiers``: ``gnu_source``, ``%in%``, ``c++``,
+* the query's lexemes come from ``to_tsvector(config, query)`` for the searched collections'
+  text-search configurations (``retrieval.profile.text_search_configs``; 'english' unless a
+  collection's profile says otherwise: stemming, stop words dropped) plus its identifier terms (``retrieval.text.identifiers``: ``gnu_source``, ``%in%``, ``c++``,
   which chunks carry in their tsvector too), so a question is a bag of terms, not a boolean expression;
 * candidates are the chunks having *any* of the lexemes: a word of a long question that the corpus
   never uses cannot empty the result;
@@ -62,6 +63,7 @@ from typing import Literal
 
 import psycopg
 
+from retrieval.profile import text_search_configs
 from retrieval.search.filters import Scope
 from retrieval.search.fuse import Hit
 from retrieval.text.identifiers import identifier_terms
@@ -118,7 +120,8 @@ def _head_sql(scope: Scope) -> str:
     """The query's lexemes with their IDF (``q``, ``stats``, ``idf``), shared by both statements."""
     dcond = scope.documents_sql("d")
     return f"""q AS (
-    SELECT lexeme FROM unnest(to_tsvector('english', %(query)s))
+    SELECT u.lexeme FROM unnest(%(ts_configs)s::regconfig[]) AS cfg(c)
+    CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, %(query)s)) u
     UNION SELECT unnest(%(terms)s::text[])
 ), stats AS MATERIALIZED (
     SELECT coalesce(sum(d.chunk_count), 0)::float8 AS n,
@@ -258,6 +261,7 @@ def query_terms(query: str) -> list[str]:
 
 def bm25_params(query: str, limit: int, scope: Scope, params: BM25Params = BM25Params()) -> dict[str, object]:
     return {**scope.params(), "query": query, "terms": query_terms(query), "k1": params.k1, "b": params.b,
+            "ts_configs": text_search_configs(scope.collections),
             "limit": limit, "seed": max(limit, SEED_POSTINGS), "probe": max(limit, PROBE), "skip_share": SKIP_SHARE, "pair_lexemes": PAIR_LEXEMES}
 
 
@@ -282,8 +286,9 @@ def websearch(conn: psycopg.Connection, query: str, limit: int, scope: Scope = S
     """``websearch_to_tsquery`` (every word required) ranked by ``ts_rank_cd``: the usual way, weak."""
     rows = conn.execute(
         f"SELECT c.collection, c.id AS chunk_id, ts_rank_cd(c.tsv, tq) AS score FROM {scope.from_clause()}, "
-        f"websearch_to_tsquery('english', %(query)s) tq WHERE {scope.sql()} AND c.tsv @@ tq "
-        f"ORDER BY score DESC, c.id LIMIT %(limit)s", {**scope.params(), "query": query, "limit": limit}).fetchall()
+        f"websearch_to_tsquery(%(ts_config)s::regconfig, %(query)s) tq WHERE {scope.sql()} AND c.tsv @@ tq "
+        f"ORDER BY score DESC, c.id LIMIT %(limit)s",
+        {**scope.params(), "query": query, "limit": limit, "ts_config": text_search_configs(scope.collections)[0]}).fetchall()
     return _hits(rows)
 
 
@@ -291,10 +296,10 @@ def or_rank(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Sco
     """Any lexeme of the query, ranked by ``ts_rank_cd`` (no IDF: common words weigh as much as rare)."""
     rows = conn.execute(
         f"WITH qq AS (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tq "
-        f"FROM unnest(to_tsvector('english', %(query)s))) "
+        f"FROM unnest(to_tsvector(%(ts_config)s::regconfig, %(query)s))) "
         f"SELECT c.collection, c.id AS chunk_id, ts_rank_cd(c.tsv, qq.tq) AS score FROM {scope.from_clause()}, qq "
         f"WHERE {scope.sql()} AND c.tsv @@ qq.tq ORDER BY score DESC, c.id LIMIT %(limit)s",
-        {**scope.params(), "query": query, "limit": limit}).fetchall()
+        {**scope.params(), "query": query, "limit": limit, "ts_config": text_search_configs(scope.collections)[0]}).fetchall()
     return _hits(rows)
 
 

@@ -54,15 +54,15 @@ def expected_answer(question: str, profile: Profile = DEFAULT_PROFILE) -> Expect
     counted = ""
     for i, word in enumerate(words):
         nxt = words[i + 1] if i + 1 < len(words) else ""
-        if word == "how" and nxt in profile.how_words:
+        if word in profile.how_openers and nxt in profile.how_words:
             found = True
             cues.append(f"how {nxt}")
             kinds = profile.how_words[nxt]
             if kinds:
                 units.update(kinds)
-            elif nxt == "much" and any(v in words for v in profile.money_verbs):
+            elif nxt in profile.amount_words and any(v in words for v in profile.money_verbs):
                 units.add("money")
-            elif nxt == "many":
+            elif nxt in profile.count_words:
                 phrase = counted_phrase(words[i + 2:], profile)
                 unit = next((c for c, ws in profile.units.items() if phrase and phrase[0] in ws), None)
                 if unit is not None:
