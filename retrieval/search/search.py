@@ -41,6 +41,7 @@ from retrieval.search.rerank import Choice, SentenceReranker, choose
 from retrieval.encode.sentence_index import STORED_SCORE_SQL, half_vector, rerank_text
 from retrieval.settings import Settings
 from retrieval.search.vector import dense as dense_hits
+from retrieval.search.vector import nearest_sql
 
 log = logging.getLogger(__name__)
 
@@ -187,8 +188,7 @@ def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchC
         configure(conn, cfg.depth)
         rows = conn.execute(
             f"WITH kw AS ({bm25_sql(scope)}), "
-            f"nn AS MATERIALIZED (SELECT c.collection, c.id, c.embedding <=> %(vec)s AS dist "
-            f"FROM {scope.from_clause()} WHERE {scope.sql()} ORDER BY c.embedding <=> %(vec)s LIMIT %(limit)s) "
+            f"nn AS MATERIALIZED ({nearest_sql(scope)}) "
             f"SELECT 'keyword' AS leg, collection, chunk_id, score FROM kw "
             f"UNION ALL SELECT 'dense', collection, id, 1 - dist FROM nn",
             {**bm25_params(query, cfg.depth, scope), "vec": vec}).fetchall()

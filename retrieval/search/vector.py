@@ -34,11 +34,18 @@ def configure(conn: psycopg.Connection, limit: int) -> None:
         _configured[conn] = ef
 
 
+def nearest_sql(scope: Scope) -> str:
+    """The dense leg as a query (collection, id, dist) over the HNSW index, parameters ``%(vec)s`` and
+    ``%(limit)s`` plus the scope's: used alone (``dense``) and inside the statement that runs both
+    legs at once (``retrieval.search.search``)."""
+    return (f"SELECT c.collection, c.id, c.embedding <=> %(vec)s AS dist FROM {scope.from_clause()} "
+            f"WHERE {scope.sql()} ORDER BY c.embedding <=> %(vec)s LIMIT %(limit)s")
+
+
 def dense(conn: psycopg.Connection, vector: np.ndarray, limit: int, scope: Scope = Scope()) -> list[Hit]:
     configure(conn, limit)
     rows = conn.execute(
-        f"WITH nn AS MATERIALIZED (SELECT c.collection, c.id, c.embedding <=> %(vec)s AS dist "
-        f"FROM {scope.from_clause()} WHERE {scope.sql()} ORDER BY c.embedding <=> %(vec)s LIMIT %(limit)s) "
+        f"WITH nn AS MATERIALIZED ({nearest_sql(scope)}) "
         f"SELECT collection, id AS chunk_id, 1 - dist AS score FROM nn ORDER BY dist, id",
         {**scope.params(), "vec": vector, "limit": limit}).fetchall()
     return [Hit(int(r["chunk_id"]), float(r["score"]), r["collection"]) for r in rows]
