@@ -155,6 +155,10 @@ class Answering:
         except DatabaseError as exc:
             log.info("could not record %s as answered yet: %s", key, exc)
             return
+        self._forget(team, key)
+
+    def _forget(self, team: str, key: str) -> None:
+        """The question is recorded as done: this process no longer owns it."""
         with self._lock:
             self._mine.discard((team, key))
             self._finished.discard((team, key))
@@ -171,20 +175,27 @@ class Answering:
                  turn_id: int | None) -> None:
         first_ts = self._finish(q, placeholder.result(), messages)
         if turn_id is not None and first_ts:
-            try:
-                self.store.set_reply_ts(q.team, turn_id, first_ts)
-            except Exception:  # noqa: BLE001,S110  (only bookkeeping)
+            try:  # where the reply is and that the question is done: one statement
+                self.store.set_reply_ts(q.team, turn_id, first_ts, done_key=q.key)
+            except Exception:  # noqa: BLE001  (only bookkeeping; the question is marked done below)
                 log.info("could not record the reply ts of turn %s", turn_id)
+            else:
+                self._forget(q.team, q.key)
+                return
         self._done(q)
 
     def _prepare(self, q: Question) -> tuple[list[slack.SlackMessage], int | None]:
         """History → ask → store → render: the reply's messages and the stored turn's id."""
         try:
-            self.store.join_thread(q.team, q.channel, q.thread_ts)
-            history = self.store.history(q.team, q.channel, q.thread_ts, q.ts) if q.is_followup else []
+            with self.store.session():  # one connection for the thread, the answer and its record
+                return self._prepare_on_one_connection(q)
         except DatabaseError as exc:
             log.warning("database unavailable while answering %s: %s", q.key, exc)
             return [render_problem(DB_DOWN)], None
+
+    def _prepare_on_one_connection(self, q: Question) -> tuple[list[slack.SlackMessage], int | None]:
+        self.store.join_thread(q.team, q.channel, q.thread_ts)
+        history = self.store.history(q.team, q.channel, q.thread_ts, q.ts) if q.is_followup else []
         scope = scope_for(self.settings, q.team, q.channel)
         answer = self.ask(q.text, history, scope.read)
         turn_id = self._save(q, answer, scope.read)

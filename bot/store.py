@@ -63,6 +63,13 @@ class Store:
         except psycopg.Error as exc:
             raise DatabaseError(f"database error: {first_line(exc)}") from exc
 
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """Hold one pooled connection for the block: every store call inside it (and the answering
+        pipeline's, which shares the pool) runs on it, one checkout instead of one per call."""
+        with self._conn():
+            yield
+
     def run(self, fn: Callable[[psycopg.Connection], T]) -> T:
         with self._conn() as conn:
             return fn(conn)
@@ -179,10 +186,17 @@ class Store:
                  list(collections), Jsonb(answer.model_dump(mode="json")))).fetchone()
         return int(row["id"])
 
-    def set_reply_ts(self, workspace: str, turn_id: int, reply_ts: str) -> None:
+    def set_reply_ts(self, workspace: str, turn_id: int, reply_ts: str, done_key: str | None = None) -> None:
+        """Record where the reply is; with ``done_key``, in the same statement the question is done
+        (``question_done``)."""
         with self._conn() as conn:
-            conn.execute("UPDATE bot_turns SET reply_ts = %s WHERE workspace = %s AND id = %s",
-                         (reply_ts, workspace, turn_id))
+            if done_key is None:
+                conn.execute("UPDATE bot_turns SET reply_ts = %s WHERE workspace = %s AND id = %s",
+                             (reply_ts, workspace, turn_id))
+                return
+            conn.execute("WITH turn AS (UPDATE bot_turns SET reply_ts = %s WHERE workspace = %s AND id = %s) "
+                         "UPDATE bot_events SET question = NULL, owner_host = NULL, owner_pid = NULL "
+                         "WHERE workspace = %s AND event_key = %s", (reply_ts, workspace, turn_id, workspace, done_key))
 
     def remember_workspace(self, workspace: str, name: str, url: str) -> None:
         """The workspace's web address (auth.test's ``url``), for links in ``bot.digest``."""

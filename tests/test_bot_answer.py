@@ -5,6 +5,8 @@ A stub Slack client and store (no network, no database) drive ``bot.answer.Answe
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -89,8 +91,12 @@ class StubStore:
     def save_turn(self, *a: Any) -> int:
         return 42
 
-    def set_reply_ts(self, team: str, turn_id: int, ts: str) -> None:
+    def set_reply_ts(self, team: str, turn_id: int, ts: str, done_key: str | None = None) -> None:
         self.reply_ts[turn_id] = ts
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        yield
 
     def run(self, fn: Any) -> list:
         return []
