@@ -56,7 +56,7 @@ import numpy as np
 from retrieval.text.tables import is_table_row
 from retrieval.answer.answerers import Draft
 from retrieval.answer.answerers.evidence import expected_answer, satisfies, specific_terms
-from retrieval.answer.answerers.keyterms import KeyTerm, PhraseFreq, key_terms, on_topic, passage_terms
+from retrieval.answer.answerers.keyterms import KeyTerm, PhraseFreq, key_term_counts, key_terms, on_topic, passage_terms
 from retrieval.answer.answerers.followup import followup_terms, standalone_without_model
 from retrieval.answer.answerers.lexical import content_terms, coverage, terms_with_words
 from retrieval.models import Turn
@@ -622,8 +622,12 @@ class ExtractiveAnswerer:
             READER_THRESHOLD if reader is not None else DEFAULT_THRESHOLD)
 
     def answer(self, question: str, shown: Sequence[PageText], headings: Mapping[str, str] | None = None) -> Draft:
-        if self._doc_freq is not None:  # read the counts of every word it will ask about at once (one statement)
-            self._doc_freq([*terms_with_words(question, self.profile).values(), *specific_terms(question, self.profile)])
+        words = [*terms_with_words(question, self.profile).values(), *specific_terms(question, self.profile)]
+        if self._phrase_freq is not None and self.reader is None:  # every count it will ask about: one statement
+            phrases, pair_words = key_term_counts(question, self.profile)
+            self._phrase_freq(phrases, [*words, *pair_words])
+        elif self._doc_freq is not None:
+            self._doc_freq(words)
         if self.reader is not None:
             required: list[KeyTerm] = []
             scored = read_candidates(question, shown, self.reader, self._doc_freq, headings, self.profile)

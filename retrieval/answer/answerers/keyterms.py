@@ -144,14 +144,27 @@ def question_acronyms(question: str) -> list[str]:
     return out
 
 
+def _candidate_terms(question: str, profile: Profile) -> tuple[list[tuple[tuple[str, str], bool]], list[str]]:
+    pairs = [(p, h) for p, h in question_pairs(question, profile) if not any(ch.isdigit() for ch in "".join(p))]
+    return pairs, question_acronyms(question)
+
+
+def key_term_counts(question: str, profile: Profile = DEFAULT_PROFILE) -> tuple[list[str], list[str]]:
+    """The phrases and words ``key_terms`` asks the statistics for, so that a caller can read them
+    together with other counts in one statement."""
+    pairs, acronyms = _candidate_terms(question, profile)
+    if not (pairs or acronyms):
+        return [], []
+    return [*(" ".join(p) for p, _ in pairs), *acronyms], sorted({w for p, _ in pairs for w in p})
+
+
 def key_terms(question: str, phrase_freq: PhraseFreq | None, profile: Profile = DEFAULT_PROFILE) -> list[KeyTerm]:
     """The question's key terms (see the module docstring); none without collection statistics."""
-    pairs = [(p, h) for p, h in question_pairs(question, profile) if not any(ch.isdigit() for ch in "".join(p))]
-    acronyms = question_acronyms(question)
-    if phrase_freq is None or not (pairs or acronyms):
+    pairs, acronyms = _candidate_terms(question, profile)
+    phrases, words = key_term_counts(question, profile)
+    if phrase_freq is None or not phrases:
         return []
-    words = sorted({w for p, _ in pairs for w in p})
-    stats = phrase_freq([*(" ".join(p) for p, _ in pairs), *acronyms], words)
+    stats = phrase_freq(phrases, words)
     out: list[KeyTerm] = []
     for pair, hyphen in pairs:
         phrase = " ".join(pair)
