@@ -42,20 +42,33 @@ class Recorded:
 
 
 @dataclass
-class FakeGemini:
+class Scripted:
+    """A fake provider's script: replies played in order, the last one repeated; a callable reply is
+    made from the request it answers. Shared by the Gemini and OpenAI-compatible fakes."""
+
     api_key: str
-    replies: list[Reply | Callable[[Recorded], Reply]] = field(default_factory=list)
-    requests: list[Recorded] = field(default_factory=list)
+    replies: list[Any] = field(default_factory=list)  # Reply | Callable[[request], Reply]
+    requests: list[Any] = field(default_factory=list)
     base_url: str = ""
 
-    def script(self, *replies: Reply | Callable[[Recorded], Reply]) -> None:
+    def script(self, *replies: Any) -> None:
         self.replies = list(replies)
         self.requests.clear()
 
-    def next_reply(self, rec: Recorded) -> Reply:
-        item = self.replies.pop(0) if len(self.replies) > 1 else (self.replies[0] if self.replies else
-                                                                    Reply(500, error_body(500, "INTERNAL", "no script")))
+    def unscripted(self) -> Reply:
+        return Reply(500, {"error": "no script"})
+
+    def next_reply(self, rec: Any) -> Reply:
+        item = self.replies.pop(0) if len(self.replies) > 1 else (self.replies[0] if self.replies else self.unscripted())
         return item(rec) if callable(item) else item
+
+
+@dataclass
+class FakeGemini(Scripted):
+    requests: list[Recorded] = field(default_factory=list)
+
+    def unscripted(self) -> Reply:
+        return Reply(500, error_body(500, "INTERNAL", "no script"))
 
 
 def text_response(text: str, finish: str = "STOP") -> dict[str, Any]:

@@ -9,13 +9,13 @@ reply is a JSON body with a status, headers, a delay, or a dropped connection.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.fake_gemini import Reply, play, serving
+from tests.fake_gemini import Reply, Scripted, play, serving
 
 PATH = "/v1/chat/completions"
 
@@ -36,20 +36,11 @@ class Recorded:
 
 
 @dataclass
-class FakeOpenAI:
-    api_key: str
-    replies: list[Reply | Callable[[Recorded], Reply]] = field(default_factory=list)
+class FakeOpenAI(Scripted):
     requests: list[Recorded] = field(default_factory=list)
-    base_url: str = ""
 
-    def script(self, *replies: Reply | Callable[[Recorded], Reply]) -> None:
-        self.replies = list(replies)
-        self.requests.clear()
-
-    def next_reply(self, rec: Recorded) -> Reply:
-        item = self.replies.pop(0) if len(self.replies) > 1 else (
-            self.replies[0] if self.replies else Reply(500, error_body("no script")))
-        return item(rec) if callable(item) else item
+    def unscripted(self) -> Reply:
+        return Reply(500, error_body("no script"))
 
 
 def completion(content: str | None, finish: str = "stop", refusal: str | None = None) -> dict[str, Any]:

@@ -7,9 +7,7 @@ the setups interleaved query by query.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ from retrieval.eval.evaluate import load_questions
 from retrieval.search.filters import Scope
 from retrieval.search.rerank import SENTENCES, choose
 from retrieval.search.search import SearchConfig, default_config, search_with
+from retrieval.eval.results import machine, stamp
 from retrieval.settings import Settings
 
 
@@ -72,12 +71,10 @@ def run(settings: Settings, questions_path: Path, collections: Sequence[str] | N
         "stages_ms": {s: percentiles(v) for s, v in slow_stages.items()}}
     base = default_config(settings)
     return {
-        "command": command,
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        **stamp(command),
         "questions_file": str(questions_path),
         "queries_per_setup": len(questions) * rounds,
-        "machine": {"cpus": os.cpu_count(), "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
-                    "note": "shared machine: other work ran concurrently"},
+        "machine": machine(),
         "configuration": {"embedding_model": embedder.name, "reranker_setting": settings.reranker,
                           "rrf_k": base.rrf_k, "candidates_per_leg": base.depth, "fetch_depth": base.fetch_depth,
                           "k": k, "collections": list(collections or []),

@@ -23,6 +23,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from retrieval.eval.results import write_result
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_QUESTION = "What is the maximum indicated airspeed below 10,000 feet MSL?"
@@ -151,8 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     doc = {"what": "each CLI command as a whole new process: wall and CPU seconds (p50 over runs); for "
                    "ask/search the stage split in ms (CHAPTERVERSE_TIMINGS=1)",
            "labels": labels}
-    opts.out.parent.mkdir(parents=True, exist_ok=True)
-    opts.out.write_text(json.dumps(doc, indent=2) + "\n")
+    write_result(opts.out, doc)
     print(f"wrote {opts.out}")
 
 

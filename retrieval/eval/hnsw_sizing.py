@@ -26,6 +26,7 @@ from pgvector.psycopg import register_vector
 
 from retrieval.store import db
 from retrieval.settings import Settings
+from retrieval.eval.results import write_result
 
 
 def measure(url: str, n: int, dim: int, maintenance_work_mem: str) -> dict:
@@ -82,8 +83,7 @@ def main(argv: list[str] | None = None) -> None:
                                 "vectors": "random unit vectors, float32", "parallel_maintenance_workers": 0,
                                 "cpus": os.cpu_count(), "load_average_1_5_15_at_end": [round(x, 1) for x in os.getloadavg()]},
               "results": rows}
-    opts.out.parent.mkdir(parents=True, exist_ok=True)
-    opts.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(opts.out, result)
     print(f"wrote {opts.out}")
 
 

@@ -10,7 +10,9 @@ traced to the code that produced it. Outside a git checkout (an installed packag
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,17 @@ def provenance(repo: Path = REPO) -> dict[str, Any]:
     paths = [line[3:] for line in status.splitlines() if line.strip()]
     return {"git_commit": commit.strip(), "git_dirty": bool(paths), "dirty_paths": paths[:MAX_DIRTY_PATHS],
             "dirty_paths_total": len(paths)}
+
+
+def machine() -> dict[str, Any]:
+    """Where a timing ran: the cores and the load average at the end (this machine is shared)."""
+    return {"cpus": os.cpu_count(), "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
+            "note": "shared machine: other work ran concurrently"}
+
+
+def stamp(command: str) -> dict[str, Any]:
+    """The head of a result: the command that made it and when (UTC)."""
+    return {"command": command, "date": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
 def write_result(out: Path, result: dict[str, Any], *, repo: Path = REPO) -> dict[str, Any]:

@@ -15,11 +15,9 @@ list), and records the index sizes.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -33,6 +31,7 @@ from retrieval.search.filters import Scope
 from retrieval.search.keyword import bm25, bm25_all
 from retrieval.store.postings import write_collection_postings
 from retrieval.search.search import default_config, search_with
+from retrieval.eval.results import machine, stamp
 from retrieval.settings import Settings
 
 DOC_CHUNKS = 1000
@@ -207,12 +206,10 @@ def run(settings: Settings, questions_path: Path, source: str, sizes_: Sequence[
             with psycopg.connect(db.conninfo(settings), autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{database_name(n, keyword_only)}" WITH (FORCE)')
     return {
-        "command": command,
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        **stamp(command),
         "questions_file": str(questions_path),
         "queries_per_size": len(questions) * rounds,
-        "machine": {"cpus": os.cpu_count(), "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
-                    "note": "shared machine: other work ran concurrently"},
+        "machine": machine(),
         "synthetic_collection": {
             "chunk_texts": f"the {len(rows)} chunks of collection {source!r}, repeated",
             "vectors": "none (keyword leg only)" if keyword_only

@@ -22,20 +22,18 @@ class Scope:
         with the named placeholders ``%(scope_collections)s`` / ``%(scope_documents)s`` (see
         ``params``). "true" when unfiltered. Use with ``from_clause`` so the join is present.
         """
-        where: list[str] = []
-        if self.collections:
-            where.append(f"{chunk}.collection = ANY(%(scope_collections)s)")
-        if self.documents:
-            where.append(f"{doc}.name = ANY(%(scope_documents)s)")
-        return " AND ".join(where) or "true"
+        return self._where(f"{chunk}.collection", f"{doc}.name")
 
     def documents_sql(self, doc: str = "d") -> str:
         """The same filter over ``documents`` alone (for statistics kept per document)."""
+        return self._where(f"{doc}.collection", f"{doc}.name")
+
+    def _where(self, collection: str, name: str) -> str:
         where: list[str] = []
         if self.collections:
-            where.append(f"{doc}.collection = ANY(%(scope_collections)s)")
+            where.append(f"{collection} = ANY(%(scope_collections)s)")
         if self.documents:
-            where.append(f"{doc}.name = ANY(%(scope_documents)s)")
+            where.append(f"{name} = ANY(%(scope_documents)s)")
         return " AND ".join(where) or "true"
 
     def params(self) -> dict[str, object]:
