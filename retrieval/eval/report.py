@@ -172,9 +172,6 @@ def render(cols: Sequence[Column], older: Sequence[Column] = ()) -> str:
 # Other runs of the same question sets, kept under results/<folder>/ with the canonical file names:
 # (folder, what the table's cells compare, in "A → B" order: the folder's run first or second)
 COMPARISONS = (
-    ("session_start", "Session start → now (the default answerer; `results/session_start/`: the code this session "
-     "started from, its evidence threshold 1.204 fitted on nine sets including blind, held-out and unseen; now: "
-     "threshold 1.1253 fitted on the two dev sets only)", True),
     ("reader", "Default (evidence scorer) → the trained reader (`results/reader/`, `CHAPTERVERSE_ANSWER_SCORER=reader`, "
      "threshold 0.41 fitted on the two dev sets only)", False),
 )
