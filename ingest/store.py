@@ -134,10 +134,10 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
                            (collection, name)).fetchone()
         doc_id = conn.execute(
             "INSERT INTO documents (collection, name, sha256, source, url, bytes, page_count, chunk_count, "
-            "pipeline_version, title, token_total, added_by, added_via, added_workspace) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            "pipeline_version, title, token_total, added_by, added_via, added_workspace, text_search) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
             (collection, name, sha256, source, url, size, len(pages), len(chunks), pipeline_version, title,
-             sum(c.tokens for c in chunks), actor.who, actor.via, actor.workspace)
+             sum(c.tokens for c in chunks), actor.who, actor.via, actor.workspace, text_search)
         ).fetchone()["id"]
         _audit(conn, actor, collection=collection, action="ingest", document=name, sha256=sha256,
                outcome="replaced" if old is not None else "ingested")

@@ -25,9 +25,10 @@ it lists over it::
 
     {"preset": "german", "answer_lead": "Laut Handbuch"}
 
-``text_search`` names the Postgres text-search configuration: chunks are indexed with their
-collection's (``chunks.ts_config``, recorded at ingest) and questions are parsed with the searched
-collections' (``text_search_configs``).
+``text_search`` names the Postgres text-search configuration: a document's chunks are indexed with
+its collection's at ingest (``chunks.ts_config``, ``documents.text_search``), and a question is parsed
+with every configuration its scope's documents were indexed with; a changed profile applies to a
+document when it is ingested again.
 """
 
 from __future__ import annotations
@@ -235,18 +236,3 @@ def profile_for(collections: Sequence[str] | None, settings: ProfileSettings | N
         return load_profile(settings.profile)
     return DEFAULT_PROFILE
 
-
-def text_search_configs(collections: Sequence[str] | None, settings: ProfileSettings | None = None) -> list[str]:
-    """The text-search configurations a question over ``collections`` is parsed with: each
-    collection's profile's; for a search over every collection, the default's and every profile
-    file's (a question's lexemes are the union, so each collection's chunks find their own)."""
-    settings = settings or ProfileSettings()
-    if collections:
-        found = [profile_for([c], settings).text_search for c in collections]
-    else:
-        found = [DEFAULT_PROFILE.text_search]
-        if settings.profile is not None:
-            found.append(load_profile(settings.profile).text_search)
-        if settings.profiles_dir is not None and settings.profiles_dir.is_dir():
-            found += [load_profile(p).text_search for p in sorted(settings.profiles_dir.glob("*.json"))]
-    return sorted(set(found))

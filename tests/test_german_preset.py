@@ -17,7 +17,7 @@ from ingest.pipeline import ingest_source
 from ingest.sources import read_path
 from retrieval.answer.ask import ask
 from retrieval.encode.embed import get_embedder
-from retrieval.profile import ProfileError, load_profile, profile_for, text_search_configs
+from retrieval.profile import ProfileError, load_profile, profile_for
 from retrieval.search.filters import Scope
 from retrieval.search.keyword import bm25
 from retrieval.store import db
@@ -55,9 +55,11 @@ def german(settings, tmp_path, monkeypatch) -> str:
     return collection
 
 
-def test_the_german_collection_is_indexed_and_searched_with_german_text_search(settings, german) -> None:
-    assert profile_for([german]).text_search == "german" and text_search_configs([german]) == ["german"]
+def test_the_german_collection_is_indexed_and_searched_with_german_text_search(settings, german, monkeypatch) -> None:
+    assert profile_for([german]).text_search == "german"
     with db.connection(settings) as conn:
+        assert conn.execute("SELECT text_search::text AS t FROM documents WHERE collection = %s",
+                            (german,)).fetchone()["t"] == "german"
         configs = {r["c"] for r in conn.execute("SELECT DISTINCT ts_config::text AS c FROM chunks WHERE collection = %s",
                                                 (german,))}
         assert configs == {"german"}
@@ -66,6 +68,11 @@ def test_the_german_collection_is_indexed_and_searched_with_german_text_search(s
         english = conn.execute("SELECT to_tsvector('english', 'Motoren') @@ plainto_tsquery('english', 'Motors') AS m"
                                ).fetchone()["m"]
         assert english is False
+        # the index, not today's profile, decides how a question is parsed: without the profile file
+        # the documents were still indexed with German text search, and are searched with it
+        monkeypatch.delenv("CHAPTERVERSE_PROFILES_DIR")
+        assert profile_for([german]).text_search == "english"
+        assert bm25(conn, "Motors", 5, Scope.of([german]))
 
 
 def test_a_german_question_is_answered_from_its_page_and_a_near_miss_is_refused(settings, german) -> None:

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 import psycopg
 
 from retrieval.answer.answerers.keyterms import PhraseStats
-from retrieval.profile import text_search_configs
 from retrieval.search.filters import Scope
 
 
@@ -30,9 +29,9 @@ from retrieval.search.filters import Scope
 # have every one of its lexemes. Rows: ('size', document, NULL, chunks) and (kind, text, document, n).
 _STATISTICS = """
 WITH docs AS MATERIALIZED (
-    SELECT d.collection, d.id, d.name, d.chunk_count FROM documents d WHERE {scope}),
+    SELECT d.collection, d.id, d.name, d.chunk_count, d.text_search FROM documents d WHERE {scope}),
 items AS MATERIALIZED (
-    SELECT i.kind, i.txt, ARRAY(SELECT DISTINCT u.lexeme FROM unnest(%(ts_configs)s::regconfig[]) AS cfg(c)
+    SELECT i.kind, i.txt, ARRAY(SELECT DISTINCT u.lexeme FROM (SELECT DISTINCT text_search AS c FROM docs) cfg
                                 CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, i.txt)) u) AS lex
     FROM (SELECT DISTINCT 'word' AS kind, w AS txt FROM unnest(%(words)s::text[]) w
           UNION SELECT DISTINCT 'phrase', p FROM unnest(%(phrases)s::text[]) p) i),
@@ -59,8 +58,7 @@ def statistics(conn: psycopg.Connection, phrases: Sequence[str], words: Sequence
                scope: Scope = Scope()) -> PhraseStats:
     """What the extractive answerer needs to judge a question's terms, in one round trip."""
     rows = conn.execute(_STATISTICS.format(scope=scope.documents_sql("d")),
-                        {**scope.params(), "words": list(words), "phrases": list(phrases),
-                         "ts_configs": text_search_configs(scope.collections)}).fetchall()
+                        {**scope.params(), "words": list(words), "phrases": list(phrases)}).fetchall()
     sizes: dict[str, int] = {}
     counts: dict[tuple[str, str], dict[str, int]] = {}
     for r in rows:

@@ -2,9 +2,9 @@
 
 The default ranking is BM25, computed in one SQL statement:
 
-* the query's lexemes come from ``to_tsvector(config, query)`` for the searched collections'
-  text-search configurations (``retrieval.profile.text_search_configs``; 'english' unless a
-  collection's profile says otherwise: stemming, stop words dropped) plus its identifier terms (``retrieval.text.identifiers``: ``gnu_source``, ``%in%``, ``c++``,
+* the query's lexemes come from ``to_tsvector(config, query)`` for each text-search configuration
+  the searched documents were indexed with (``documents.text_search``, from the collection's profile
+  at ingest; 'english' unless a preset says otherwise: stemming, stop words dropped) plus its identifier terms (``retrieval.text.identifiers``: ``gnu_source``, ``%in%``, ``c++``,
   which chunks carry in their tsvector too), so a question is a bag of terms, not a boolean expression;
 * candidates are the chunks having *any* of the lexemes: a word of a long question that the corpus
   never uses cannot empty the result;
@@ -63,7 +63,6 @@ from typing import Literal
 
 import psycopg
 
-from retrieval.profile import text_search_configs
 from retrieval.search.filters import Scope
 from retrieval.search.fuse import Hit
 from retrieval.text.identifiers import identifier_terms
@@ -116,11 +115,16 @@ def _score_sql(cand: str) -> str:
         WHERE i.df > 0 AND (u.lexeme IS NOT NULL OR (i.identifier AND cand.tsv @@ i.tsq))) sc"""
 
 
+# The text-search configuration of the scope's documents (the baseline rankers take one; BM25 takes
+# the union of every configuration's lexemes, ``_head_sql``)
+SCOPE_TEXT_SEARCH = "(SELECT coalesce(min(d.text_search::text), 'english')::regconfig FROM documents d WHERE {dcond})"
+
+
 def _head_sql(scope: Scope) -> str:
     """The query's lexemes with their IDF (``q``, ``stats``, ``idf``), shared by both statements."""
     dcond = scope.documents_sql("d")
     return f"""q AS (
-    SELECT u.lexeme FROM unnest(%(ts_configs)s::regconfig[]) AS cfg(c)
+    SELECT u.lexeme FROM (SELECT DISTINCT d.text_search AS c FROM documents d WHERE {dcond}) cfg
     CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, %(query)s)) u
     UNION SELECT unnest(%(terms)s::text[])
 ), stats AS MATERIALIZED (
@@ -261,7 +265,6 @@ def query_terms(query: str) -> list[str]:
 
 def bm25_params(query: str, limit: int, scope: Scope, params: BM25Params = BM25Params()) -> dict[str, object]:
     return {**scope.params(), "query": query, "terms": query_terms(query), "k1": params.k1, "b": params.b,
-            "ts_configs": text_search_configs(scope.collections),
             "limit": limit, "seed": max(limit, SEED_POSTINGS), "probe": max(limit, PROBE), "skip_share": SKIP_SHARE, "pair_lexemes": PAIR_LEXEMES}
 
 
@@ -286,9 +289,9 @@ def websearch(conn: psycopg.Connection, query: str, limit: int, scope: Scope = S
     """``websearch_to_tsquery`` (every word required) ranked by ``ts_rank_cd``: the usual way, weak."""
     rows = conn.execute(
         f"SELECT c.collection, c.id AS chunk_id, ts_rank_cd(c.tsv, tq) AS score FROM {scope.from_clause()}, "
-        f"websearch_to_tsquery(%(ts_config)s::regconfig, %(query)s) tq WHERE {scope.sql()} AND c.tsv @@ tq "
+        f"websearch_to_tsquery({SCOPE_TEXT_SEARCH.format(dcond=scope.documents_sql('d'))}, %(query)s) tq WHERE {scope.sql()} AND c.tsv @@ tq "
         f"ORDER BY score DESC, c.id LIMIT %(limit)s",
-        {**scope.params(), "query": query, "limit": limit, "ts_config": text_search_configs(scope.collections)[0]}).fetchall()
+        {**scope.params(), "query": query, "limit": limit}).fetchall()
     return _hits(rows)
 
 
@@ -296,10 +299,10 @@ def or_rank(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Sco
     """Any lexeme of the query, ranked by ``ts_rank_cd`` (no IDF: common words weigh as much as rare)."""
     rows = conn.execute(
         f"WITH qq AS (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tq "
-        f"FROM unnest(to_tsvector(%(ts_config)s::regconfig, %(query)s))) "
+        f"FROM unnest(to_tsvector({SCOPE_TEXT_SEARCH.format(dcond=scope.documents_sql('d'))}, %(query)s))) "
         f"SELECT c.collection, c.id AS chunk_id, ts_rank_cd(c.tsv, qq.tq) AS score FROM {scope.from_clause()}, qq "
         f"WHERE {scope.sql()} AND c.tsv @@ qq.tq ORDER BY score DESC, c.id LIMIT %(limit)s",
-        {**scope.params(), "query": query, "limit": limit, "ts_config": text_search_configs(scope.collections)[0]}).fetchall()
+        {**scope.params(), "query": query, "limit": limit}).fetchall()
     return _hits(rows)
 
 

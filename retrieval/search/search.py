@@ -36,7 +36,7 @@ from retrieval.search.fuse import RRF_K, Fused, Hit, Span, diversify, near_dupli
 from retrieval.search.keyword import KeywordMethod, keyword
 from retrieval.models import Passage, SearchResult, StageScores
 from retrieval.search.named import named_documents, title_cues
-from retrieval.profile import profile_for, text_search_configs
+from retrieval.profile import profile_for
 from retrieval.search.rerank import Choice, SentenceReranker, choose
 from retrieval.encode.sentence_index import STORED_SCORE_SQL, half_vector, rerank_text
 from retrieval.settings import Settings
@@ -343,9 +343,9 @@ def named_in(settings: Settings, query: str, scope: Scope) -> list[str]:
             rows = conn.execute(
                 "SELECT d.name, sum(l.df) AS n FROM document_lexemes l JOIN documents d ON d.collection = l.collection "
                 f"AND d.id = l.document_id WHERE {scope.documents_sql('d')} AND l.lexeme = ANY(SELECT u.lexeme FROM "
-                "unnest(%(ts_configs)s::regconfig[]) AS cfg(c) CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, %(word)s)) u) "
-                "GROUP BY d.name", {**scope.params(), "word": word,
-                                    "ts_configs": text_search_configs(scope.collections)}).fetchall()
+                f"(SELECT DISTINCT d.text_search AS c FROM documents d WHERE {scope.documents_sql('d')}) cfg "
+                "CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, %(word)s)) u) "
+                "GROUP BY d.name", {**scope.params(), "word": word}).fetchall()
             total = sum(r["n"] for r in rows)
             shares[word] = {r["name"]: float(r["n"]) / float(total) for r in rows} if total else {}
     return named_documents(cues, shares)
