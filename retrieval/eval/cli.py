@@ -1,0 +1,229 @@
+"""The ``chapterverse eval`` commands of the evaluation package (retrieval metrics, latency, scale,
+answers, reader latency, threshold calibration, the README's results table), registered into the
+command line through the ``chapterverse.commands`` entry point like the intake's and the bot's.
+Each writes its figures to ``results/*.json`` through ``retrieval.eval.results``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from retrieval.cli import fail, load_settings, ready, save_result
+from retrieval.encode.embed import ModelError
+from retrieval.store.db import DatabaseError
+
+_commands: list[tuple[str, Callable[..., Any]]] = []
+
+
+def _command(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Collect an eval command; ``register`` adds them to the ``eval`` group."""
+    def add(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _commands.append((name, fn))
+        return fn
+    return add
+
+
+@_command("retrieval")
+def eval_retrieval(
+    questions: Annotated[Path, typer.Argument(help="Question set (the format of tests/corpus/dev_questions.json).")],
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/retrieval_eval.json"),
+    collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
+) -> None:
+    """Recall@1/@5, MRR@10, nDCG@5 of keyword, dense, RRF and RRF + each available reranker."""
+    from retrieval.eval.evaluate import evaluate  # noqa: PLC0415
+
+    settings = load_settings()
+    ready(settings)
+    command = f"chapterverse eval retrieval {questions} --out {out}" + "".join(f" --collection {c}" for c in collection or [])
+    try:
+        result = evaluate(settings, questions, collection, command)
+    except (DatabaseError, ModelError, ValueError, OSError) as exc:
+        fail(str(exc))
+    save_result(out, result)
+    for name, r in result["results"].items():
+        mark = " (default)" if name == result["default_configuration"] else ""
+        typer.echo(f"{name}{mark}: recall@1 {r['recall_at_1']:.2f}  recall@5 {r['recall_at_5']:.2f}  "
+                   f"MRR {r['mrr_at_10']:.3f}  nDCG@5 {r['ndcg_at_5']:.3f}")
+    typer.echo(f"wrote {out}")
+
+
+@_command("latency")
+def eval_latency(
+    questions: Annotated[Path, typer.Argument(help="Questions to time (the format of dev_questions.json).")],
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/retrieval_latency.json"),
+    rounds: Annotated[int, typer.Option(min=1, help="Timed passes over the questions.")] = 3,
+    collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
+) -> None:
+    """Search latency p50/p95 per stage (embed query, keyword, vector, fuse, rerank, total)."""
+    from retrieval.eval.bench import run as run_bench  # noqa: PLC0415
+
+    settings = load_settings()
+    ready(settings)
+    command = (f"chapterverse eval latency {questions} --out {out} --rounds {rounds}"
+               + "".join(f" --collection {c}" for c in collection or []))
+    try:
+        result = run_bench(settings, questions, collection, rounds, command=command)
+    except (DatabaseError, ModelError, ValueError, OSError) as exc:
+        fail(str(exc))
+    save_result(out, result)
+    for name, r in result["setups"].items():
+        stages = "  ".join(f"{s} {v['p50']:.0f}/{v['p95']:.0f}" for s, v in r["stages_ms"].items())
+        typer.echo(f"{name} [{r['reranker_ran']}] p50/p95 ms: {stages}")
+    typer.echo(f"wrote {out}")
+
+
+@_command("scale")
+def eval_scale(
+    questions: Annotated[Path, typer.Argument(help="Questions to time (the format of dev_questions.json).")],
+    source: Annotated[str, typer.Option(help="Collection whose chunk texts are repeated.")] = "dev",
+    size: Annotated[list[int] | None, typer.Option(help="Chunks per synthetic collection (repeatable).")] = None,
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/retrieval_scale.json"),
+    rounds: Annotated[int, typer.Option(min=1, help="Timed passes over the questions.")] = 1,
+    keyword_only: Annotated[bool, typer.Option(help="No vectors: build and time the keyword leg only.")] = False,
+) -> None:
+    """Search p50/p95 and index size on synthetic collections of 10k, 100k, 1M chunks (scratch databases)."""
+    from retrieval.eval.scale import SIZES, run as run_scale  # noqa: PLC0415
+
+    settings = load_settings()
+    ready(settings)
+    sizes = size or list(SIZES)
+    command = (f"chapterverse eval scale {questions} --source {source} --out {out} --rounds {rounds}"
+               + "".join(f" --size {n}" for n in sizes) + (" --keyword-only" if keyword_only else ""))
+    try:
+        result = run_scale(settings, questions, source, sizes, rounds, command=command, keyword_only=keyword_only)
+    except (DatabaseError, ModelError, ValueError, OSError) as exc:
+        fail(str(exc))
+    save_result(out, result)
+    for n, r in result["sizes"].items():
+        total = {name: st["total"] for name, st in r.get("search_ms", {}).items()}
+        total.update(r["keyword_leg"]["ms"])
+        typer.echo(f"{n} chunks: " + "  ".join(f"{name} p50/p95 {t['p50']:.0f}/{t['p95']:.0f} ms"
+                                               for name, t in total.items())
+                   + f"  database {r['bytes']['database'] / 1e9:.2f} GB")
+    typer.echo(f"wrote {out}")
+
+
+@_command("answers")
+def eval_answers(
+    questions: Annotated[Path, typer.Argument(help="Question set (the format of tests/corpus/dev_questions.json).")],
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/answer_eval.json"),
+    answerer: Annotated[str | None, typer.Option(help="gemini, openai (an OpenAI-compatible server) or extractive (default: CHAPTERVERSE_ANSWERER, else gemini when GEMINI_API_KEY is set, else extractive).")] = None,
+    collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
+    calibrate: Annotated[bool, typer.Option(help="Also report the best extractive refusal threshold for this set.")] = False,
+) -> None:
+    """Answered-correctly rate, refusal precision/recall, false refusals, citations dropped by verification."""
+    from retrieval.eval.answer_eval import evaluate as run_eval  # noqa: PLC0415
+
+    settings = load_settings()
+    ready(settings)
+    command = (f"chapterverse eval answers {questions} --out {out}" + (f" --answerer {answerer}" if answerer else "")
+               + "".join(f" --collection {c}" for c in collection or []) + (" --calibrate" if calibrate else ""))
+    try:
+        result = run_eval(settings, questions, answerer=answerer, collections=collection, command=command,
+                          calibrate_threshold=calibrate)
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+    save_result(out, result)
+    s = result["summary"]
+    typer.echo(f"right evidence first {s['answered_correctly']}/{s['answerable']}  "
+               f"unanswerable refused {s['unanswerable_refused']}/{s['unanswerable']}  "
+               f"unverified quotes shown {s['unverified_quotes_shown']}/{s['quotes_shown']}  "
+               f"wrong-but-verified {s['wrong_but_verified']}/{s['questions']}  "
+               f"false refusals {s['false_refusals']}  refusal precision {s['refusal_precision']}  "
+               f"citations dropped {s['citations_dropped']}/{s['citations_proposed']}")
+    if "calibration" in result:
+        typer.echo(f"calibrated threshold: {result['calibration']}")
+    typer.echo(f"wrote {out}")
+
+
+@_command("reader-latency")
+def eval_reader_latency(
+    questions: Annotated[Path, typer.Argument(help="Question set (the format of tests/corpus/dev_questions.json).")],
+    collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/reader_latency.json"),
+    rounds: Annotated[int, typer.Option(min=1)] = 1,
+) -> None:
+    """The reader's cost per question (the sentences the answerer really gives it) and ask end to end."""
+    from retrieval.eval.answer_eval import load_questions  # noqa: PLC0415
+    from retrieval.reader.bench import run as run_bench  # noqa: PLC0415
+
+    settings = load_settings()
+    ready(settings)
+    if settings.answer_scorer != "reader":
+        settings = settings.model_copy(update={"answer_scorer": "reader"})
+    command = (f"chapterverse eval reader-latency {questions} --out {out} --rounds {rounds}"
+               + "".join(f" --collection {c}" for c in collection or []))
+    result = run_bench(settings, load_questions(questions), collection, command, rounds)
+    save_result(out, result)
+    typer.echo(f"reader p50/p95 {result['reader_ms']['p50']}/{result['reader_ms']['p95']} ms over "
+               f"{result['sentences_per_call_median']} sentences (median); at 40 sentences "
+               f"{result['reader_ms_at_40_sentences']}; ask p50/p95 {result['ask_ms']['p50']}/{result['ask_ms']['p95']} ms; "
+               f"load {result['load_seconds_fresh_process']} s in a fresh process; wrote {out}")
+
+
+@_command("calibrate")
+def eval_calibrate(
+    probes: Annotated[list[Path], typer.Argument(help="Result files of `eval answers ... --calibrate` runs.")],
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/threshold_calibration.json"),
+) -> None:
+    """One extractive refusal threshold fitted over the probe runs of several question sets."""
+    import json  # noqa: PLC0415
+
+    from retrieval.eval.answer_eval import calibrate as fit  # noqa: PLC0415
+
+    rows: list[dict] = []
+    try:
+        for path in probes:
+            data = json.loads(path.read_text())
+            if "calibration" not in data:
+                raise ValueError(f"{path} holds no probe run: run `chapterverse eval answers ... --calibrate` first")
+            rows += [{**r, "id": f"{path.stem}:{r['id']}"} for r in data["calibration"]["per_question"]]
+    except (ValueError, OSError, KeyError) as exc:
+        fail(str(exc))
+    result = {"command": "chapterverse eval calibrate " + " ".join(map(str, probes)) + f" --out {out}",
+              "probes": [str(p) for p in probes], "calibration": fit(rows)}
+    save_result(out, result)
+    cal = result["calibration"]
+    typer.echo(f"threshold {cal['threshold']}: {cal.get('correct_decisions')}/{cal.get('of')} answers decided "
+               f"right (margins {cal.get('margin_below')} below, {cal.get('margin_above')} above)")
+    typer.echo(f"wrote {out}")
+
+
+@_command("report")
+def eval_report(
+    results: Annotated[Path, typer.Option(help="Folder of result files.")] = Path("results"),
+    readme: Annotated[Path, typer.Option(help="README whose answer-results table is rewritten.")] = Path("README.md"),
+    check: Annotated[bool, typer.Option(help="Only check that the README table is current (exit 1 if not).")] = False,
+) -> None:
+    """Rewrite the README's answer-results table from results/answer_eval*.json (FAA and manuals side by side)."""
+    from retrieval.eval.report import COMPARISONS, load_columns, render, render_comparison, update_readme  # noqa: PLC0415
+    from retrieval.eval.results import REPO  # noqa: PLC0415
+
+    try:
+        cols, older = load_columns(results, REPO)
+        table = render(cols, older)
+        for folder, title, other_first in COMPARISONS:
+            if (results / folder).is_dir():
+                other = sum(load_columns(results / folder, REPO), [])
+                comparison = render_comparison(cols, other, other_first)
+                if comparison:
+                    table += f"\n\n{title}:\n\n{comparison}"
+        if check:
+            current = readme.read_text()
+            if table not in current:
+                fail(f"{readme}: the answer-results table is out of date; run `chapterverse eval report`", 1)
+            typer.echo(f"{readme} is current")
+            return
+        changed = update_readme(readme, table)
+    except (ValueError, OSError, KeyError) as exc:
+        fail(str(exc))
+    typer.echo(table)
+    typer.echo(f"{'updated' if changed else 'unchanged'}: {readme}")
+
+
+def register(app: typer.Typer, eval_app: typer.Typer) -> None:
+    for name, fn in _commands:
+        eval_app.command(name)(fn)
