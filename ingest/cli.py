@@ -143,7 +143,8 @@ def docs(
         typer.echo("no documents yet; add some with: chapterverse ingest FILE.pdf")
         return
     for r in rows:
-        typer.echo(f"{r['name']}  [{r['collection']}]  {r['pages']} pages, {r['chunks']} chunks, "
+        language = f", {r['text_search']} text search" if r["text_search"] != "english" else ""
+        typer.echo(f"{r['name']}  [{r['collection']}]  {r['pages']} pages, {r['chunks']} chunks{language}, "
                    f"ingested {r['ingested_at']:%Y-%m-%d %H:%M}")
 
 
