@@ -203,9 +203,18 @@ def eval_train_reader(
     lr: Annotated[float, typer.Option(help="Peak learning rate (linear warm-up over 10%, then linear decay).")] = 4e-5,
     max_length: Annotated[int, typer.Option(help="Word pieces per (question, sentence) pair.")] = 128,
     valid_share: Annotated[float, typer.Option(help="Share of training questions held out to check the export.")] = 0.05,
+    loss: Annotated[str, typer.Option(help="pointwise (binary cross-entropy per pair) or listwise (per question, "
+                                      "softmax over its sentences and a 'none' logit of 0).")] = "pointwise",
+    negatives: Annotated[int, typer.Option(min=1, help="Hard negatives per question from the answer's page, and "
+                                           "as many from the pages BM25 ranks next.")] = 3,
+    freeze_embeddings: Annotated[bool, typer.Option(help="Keep the word-piece table frozen (half the step time).")] = True,
+    pairs_cache: Annotated[Path | None, typer.Option(help="Keep the built pairs in this directory and reuse them "
+                                                     "when questions, documents, seed and negatives are the same.")] = None,
+    compare_with: Annotated[Path | None, typer.Option(help="Another reader's directory (e.g. the shipped one) to "
+                                                      "score on the same held-out pairs.")] = None,
 ) -> None:
     """Train the reader (question, sentence → states the answer) from the training questions, on the CPU."""
-    from ingest.reader_training import build_pairs, load_questions  # noqa: PLC0415
+    from ingest.reader_training import cached_pairs, load_questions  # noqa: PLC0415
     from retrieval.eval.reader_data import QUESTIONS, sources_table  # noqa: PLC0415
     from retrieval.reader.train import train  # noqa: PLC0415
 
@@ -213,16 +222,24 @@ def eval_train_reader(
     try:
         questions = load_questions(files)
         table = sources_table(pdf_dir)
-        pairs, per_document = build_pairs(questions, pdf_dir, seed=seed)
+        pairs, per_document = cached_pairs(questions, pdf_dir, table, seed=seed, negatives_per_source=negatives,
+                                           cache_dir=pairs_cache)
     except (ValueError, OSError) as exc:
         fail(str(exc))
     settings = load_settings()
     from retrieval.encode.embed import resolve_model_path  # noqa: PLC0415
 
-    result = train(pairs, resolve_model_path(settings.embedding_model), out, seed=seed, epochs=epochs,
-                   batch_size=batch_size, lr=lr, max_length=max_length, valid_share=valid_share)
+    try:
+        result = train(pairs, resolve_model_path(settings.embedding_model), out, seed=seed, epochs=epochs,
+                       batch_size=batch_size, lr=lr, max_length=max_length, valid_share=valid_share,
+                       freeze_embeddings=freeze_embeddings, loss=loss, negatives_per_source=negatives,
+                       compare_with=compare_with)
+    except ValueError as exc:
+        fail(str(exc))
     command = (f"chapterverse eval train-reader {pdf_dir} --out {out} --report {report} --seed {seed} --epochs {epochs} "
-               f"--batch-size {batch_size} --lr {lr} --max-length {max_length} --valid-share {valid_share}")
+               f"--batch-size {batch_size} --lr {lr} --max-length {max_length} --valid-share {valid_share} "
+               f"--loss {loss} --negatives {negatives} --{'' if freeze_embeddings else 'no-'}freeze-embeddings"
+               + (f" --compare-with {compare_with}" if compare_with else ""))
     save_result(report, {"command": command, "documents": table, "per_document": per_document,
                            "questions": {"answerable": sum(q.answerable for q in questions),
                                          "unanswerable": sum(not q.answerable for q in questions),

@@ -15,6 +15,7 @@ gets only negatives, from the page it is a near miss of and from its BM25 pages.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -33,8 +34,7 @@ from retrieval.answer.answerers.lexical import content_terms
 from retrieval.text.textnorm import normalize
 from retrieval.answer.verify import without_cell_joiners
 
-SAME_PAGE_NEGATIVES = 3
-NEAR_PAGE_NEGATIVES = 3
+NEGATIVES_PER_SOURCE = 3  # default negatives per source: the answer's page, and its BM25 pages
 NEAR_PAGES = 3
 
 class TrainingQuestion(BaseModel):
@@ -129,8 +129,9 @@ def _states(sentence: Sentence, span_norm: str) -> bool:
     return span_norm in normalize(without_cell_joiners(sentence.text))
 
 def pairs_for(q: TrainingQuestion, by_page: dict[int, list[Sentence]], index: PageIndex,
-              rng: random.Random) -> list[Pair]:
-    """The positive (if found) and hard negatives of one question; [] when its span is in no sentence."""
+              rng: random.Random, negatives_per_source: int = NEGATIVES_PER_SOURCE) -> list[Pair]:
+    """The positive (if found) and hard negatives of one question (``negatives_per_source`` from its
+    page and as many from the BM25 pages); [] when its span is in no sentence."""
     qterms = set(content_terms(q.question))
     span = normalize(q.answer_span) if q.answerable else ""
     home = q.page if q.answerable else q.near_page
@@ -145,17 +146,18 @@ def pairs_for(q: TrainingQuestion, by_page: dict[int, list[Sentence]], index: Pa
     same = [s for s in page_sents if not (span and _states(s, span))]
     rng.shuffle(same)
     same.sort(key=lambda s: -overlap(qterms, s))
-    negatives = same[:SAME_PAGE_NEGATIVES]
+    negatives = same[:negatives_per_source]
     near: list[Sentence] = []
     for number in index.top(q.question, NEAR_PAGES, exclude=home):
         near.extend(s for s in by_page.get(number, []) if not (span and _states(s, span)))
     rng.shuffle(near)
     near.sort(key=lambda s: -overlap(qterms, s))
-    negatives += near[:NEAR_PAGE_NEGATIVES]
+    negatives += near[:negatives_per_source]
     out += [Pair(q.id, q.question, s.shown, 0) for s in negatives]
     return out
 
-def build_pairs(questions: Sequence[TrainingQuestion], pdf_dir: Path, seed: int = 13) -> tuple[list[Pair], dict]:
+def build_pairs(questions: Sequence[TrainingQuestion], pdf_dir: Path, seed: int = 13,
+                negatives_per_source: int = NEGATIVES_PER_SOURCE) -> tuple[list[Pair], dict]:
     """All training pairs, and a report (questions used/skipped per document)."""
     rng = random.Random(seed)
     by_doc: dict[str, list[TrainingQuestion]] = {}
@@ -173,7 +175,7 @@ def build_pairs(questions: Sequence[TrainingQuestion], pdf_dir: Path, seed: int 
         index = PageIndex(pages)
         used = skipped = 0
         for q in by_doc[name]:
-            got = pairs_for(q, by_page, index, rng)
+            got = pairs_for(q, by_page, index, rng, negatives_per_source)
             if got:
                 used += 1
                 pairs += got
@@ -185,3 +187,35 @@ def build_pairs(questions: Sequence[TrainingQuestion], pdf_dir: Path, seed: int 
 
 def write_pairs(pairs: Sequence[Pair], path: Path) -> None:
     path.write_text("".join(json.dumps(p.__dict__) + "\n" for p in pairs))
+
+
+def pairs_key(questions: Sequence[TrainingQuestion], documents: Sequence[dict], seed: int,
+              negatives_per_source: int) -> str:
+    """What the pairs depend on: the questions, the documents' sha256, the seed, the negatives and
+    this builder's own source (a changed splitting rule invalidates cached pairs)."""
+    h = hashlib.sha256()
+    for q in questions:
+        h.update(q.model_dump_json().encode())
+    for d in documents:
+        h.update(f"{d['file']}={d['sha256']}".encode())
+    h.update(f"seed={seed} negatives={negatives_per_source}".encode())
+    h.update(Path(__file__).read_bytes())
+    return h.hexdigest()
+
+
+def cached_pairs(questions: Sequence[TrainingQuestion], pdf_dir: Path, documents: Sequence[dict], *, seed: int,
+                 negatives_per_source: int, cache_dir: Path | None) -> tuple[list[Pair], dict]:
+    """``build_pairs``, kept in ``cache_dir`` under the key of everything they depend on, so training
+    runs that only change the model's options reuse them (reading the PDFs takes minutes)."""
+    if cache_dir is None:
+        return build_pairs(questions, pdf_dir, seed, negatives_per_source)
+    path = cache_dir / f"reader-pairs-{pairs_key(questions, documents, seed, negatives_per_source)[:16]}.jsonl"
+    if path.is_file():
+        head, *rows = path.read_text().splitlines()
+        return [Pair(**json.loads(r)) for r in rows], json.loads(head)
+    pairs, report = build_pairs(questions, pdf_dir, seed, negatives_per_source)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report) + "\n" + "".join(json.dumps(p.__dict__) + "\n" for p in pairs))
+    tmp.replace(path)
+    return pairs, report

