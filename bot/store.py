@@ -27,6 +27,9 @@ from retrieval.settings import Settings
 T = TypeVar("T")
 HISTORY_TURNS = 6  # earlier exchanges of a thread given to a follow-up
 EVENT_KEEP_S = 24 * 3600  # Slack redelivers an event within minutes; keys older than this are forgotten
+# a question is answered: its text and owner are forgotten (``question_done``, ``set_reply_ts``)
+_QUESTION_DONE = ("UPDATE bot_events SET question = NULL, owner_host = NULL, owner_pid = NULL "
+                  "WHERE workspace = %s AND event_key = %s")
 PRUNE_EVERY = 200  # events claimed between two prunes of old event keys
 
 
@@ -110,8 +113,7 @@ class Store:
     def question_done(self, workspace: str, key: str) -> None:
         """The reply is out (or the person was told to ask again): forget the question's text."""
         with self._conn() as conn:
-            conn.execute("UPDATE bot_events SET question = NULL, owner_host = NULL, owner_pid = NULL "
-                         "WHERE workspace = %s AND event_key = %s", (workspace, key))
+            conn.execute(_QUESTION_DONE, (workspace, key))
 
     def beat_questions(self, keys: Sequence[tuple[str, str]]) -> int:
         """Refresh the heartbeat of these questions (workspace, event key), where still this process's."""
@@ -195,8 +197,7 @@ class Store:
                              (reply_ts, workspace, turn_id))
                 return
             conn.execute("WITH turn AS (UPDATE bot_turns SET reply_ts = %s WHERE workspace = %s AND id = %s) "
-                         "UPDATE bot_events SET question = NULL, owner_host = NULL, owner_pid = NULL "
-                         "WHERE workspace = %s AND event_key = %s", (reply_ts, workspace, turn_id, workspace, done_key))
+                         + _QUESTION_DONE, (reply_ts, workspace, turn_id, workspace, done_key))
 
     def remember_workspace(self, workspace: str, name: str, url: str) -> None:
         """The workspace's web address (auth.test's ``url``), for links in ``bot.digest``."""

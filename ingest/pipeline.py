@@ -123,7 +123,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
         note = "already ingested" if same.name == src.name else f"same bytes already ingested as {same.name}"
         return IngestResult(src.name, src.origin, collection, "unchanged", message=note,
                             seconds=time.perf_counter() - t0)
-    parsed = parsed or read_pdf(settings, src, quiet, progress)
+    if parsed is None:
+        parsed = read_pdf(settings, src, quiet, progress)
     pages, title = parsed.pages, parsed.title
     if on_progress:
         on_progress(f"{src.name}: {len(pages)} pages extracted")

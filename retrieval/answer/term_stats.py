@@ -24,7 +24,7 @@ from retrieval.search.filters import Scope
 
 
 # One statement: the scope's documents and their chunk counts; each word's and phrase's lexemes
-# (Postgres English parsing); the kept per-document lexeme counts of those lexemes; and, only for a
+# (under each text-search configuration the documents were indexed with); the kept per-document lexeme counts of those lexemes; and, only for a
 # word or phrase of several lexemes, its chunks counted through the GIN index in the documents that
 # have every one of its lexemes. Rows: ('size', document, NULL, chunks) and (kind, text, document, n).
 _STATISTICS = """

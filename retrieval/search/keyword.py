@@ -120,12 +120,19 @@ def _score_sql(cand: str) -> str:
 SCOPE_TEXT_SEARCH = "(SELECT coalesce(min(d.text_search::text), 'english')::regconfig FROM documents d WHERE {dcond})"
 
 
+def lexemes_sql(scope: Scope, text_param: str) -> str:
+    """The lexemes of the text parameter ``%(<text_param>)s`` under every text-search configuration the
+    scope's documents were indexed with (``documents.text_search``), as a query of one column
+    ``lexeme``: how a question is parsed by the keyword leg and by the named-document rule."""
+    return (f"SELECT u.lexeme FROM (SELECT DISTINCT d.text_search AS c FROM documents d "
+            f"WHERE {scope.documents_sql('d')}) cfg CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, %({text_param})s)) u")
+
+
 def _head_sql(scope: Scope) -> str:
     """The query's lexemes with their IDF (``q``, ``stats``, ``idf``), shared by both statements."""
     dcond = scope.documents_sql("d")
     return f"""q AS (
-    SELECT u.lexeme FROM (SELECT DISTINCT d.text_search AS c FROM documents d WHERE {dcond}) cfg
-    CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, %(query)s)) u
+    {lexemes_sql(scope, "query")}
     UNION SELECT unnest(%(terms)s::text[])
 ), stats AS MATERIALIZED (
     SELECT coalesce(sum(d.chunk_count), 0)::float8 AS n,

@@ -33,7 +33,7 @@ from retrieval.store import db, index, pool
 from retrieval.encode.embed import Embedder, get_embedder
 from retrieval.search.filters import Scope
 from retrieval.search.fuse import RRF_K, Fused, Hit, Span, diversify, near_duplicates, rrf
-from retrieval.search.keyword import KeywordMethod, keyword
+from retrieval.search.keyword import KeywordMethod, keyword, lexemes_sql
 from retrieval.models import Passage, SearchResult, StageScores
 from retrieval.search.named import named_documents, title_cues
 from retrieval.profile import profile_for
@@ -342,9 +342,7 @@ def named_in(settings: Settings, query: str, scope: Scope) -> list[str]:
         for word in cues:  # chunk counts per document kept at ingest (document_lexemes): no scan of the chunks
             rows = conn.execute(
                 "SELECT d.name, sum(l.df) AS n FROM document_lexemes l JOIN documents d ON d.collection = l.collection "
-                f"AND d.id = l.document_id WHERE {scope.documents_sql('d')} AND l.lexeme = ANY(SELECT u.lexeme FROM "
-                f"(SELECT DISTINCT d.text_search AS c FROM documents d WHERE {scope.documents_sql('d')}) cfg "
-                "CROSS JOIN LATERAL unnest(to_tsvector(cfg.c, %(word)s)) u) "
+                f"AND d.id = l.document_id WHERE {scope.documents_sql('d')} AND l.lexeme = ANY({lexemes_sql(scope, 'word')}) "
                 "GROUP BY d.name", {**scope.params(), "word": word}).fetchall()
             total = sum(r["n"] for r in rows)
             shares[word] = {r["name"]: float(r["n"]) / float(total) for r in rows} if total else {}
