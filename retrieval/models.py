@@ -90,6 +90,7 @@ class Answer(BaseModel):
     proposed_citations: int = 0  # citations the answerer offered (including the repair pass)
     repaired: bool = False  # a repair pass ran because a proposed quote failed verification
     evidence_score: float | None = None  # the extractive answerer's best evidence score
+    reader_agreement: float | None = None  # its second judge's probability for that sentence if it ranks it first too, else 0
     warnings: list[str] = Field(default_factory=list)  # e.g. Gemini failed, answered extractively
     named_documents: list[str] = Field(default_factory=list)  # the question names them by title: searched first
     best_evidence: NearestPassage | None = None  # extractive: where its best sentence was (also when refusing)

@@ -77,12 +77,14 @@ class Settings(BaseSettings):
     )
 
     # answering
-    answer_scorer: Literal["reader", "evidence"] = Field(
-        default="evidence",
-        description="How the extractive answerer picks and accepts its first quote: 'evidence' (default: "
-        "the hand-weighted cosine + term-coverage score) or 'reader' (the cross-encoder trained here, "
-        "retrieval/reader; it did not beat 'evidence' on the unseen sets, see the README; falls back to "
-        "'evidence' when its weights are missing).",
+    answer_scorer: Literal["evidence+reader", "evidence", "reader"] = Field(
+        default="evidence+reader",
+        description="How the extractive answerer picks and accepts its first quote: 'evidence+reader' "
+        "(default: the hand-weighted cosine + term-coverage score picks; below its threshold the quote is "
+        "still given when the cross-encoder trained here, retrieval/reader, ranks the same sentence first "
+        "with high probability), 'evidence' (that score alone) or 'reader' (the cross-encoder picks and "
+        "accepts; it did not beat 'evidence' on the dev sets, see the README). Without the reader's "
+        "weights, 'evidence'.",
     )
     quote_support_check: bool = Field(
         default=True, description="On the model (Gemini) path, drop a verified quote that the reader rates as "

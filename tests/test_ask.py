@@ -225,12 +225,19 @@ def test_quantity_question_without_a_stated_quantity_is_refused(settings, dev_co
 
 def test_answer_leads_with_the_best_quote_and_every_quote_is_verified(settings, dev_corpus) -> None:
     q = "How high does a pilot have to stay when flying over a crowded town or a large outdoor gathering of people?"
-    # A paraphrase shares few words with its answer, so its evidence score is low (0.65): the default
-    # threshold refuses it and points to the page instead; with a lenient one the quote is shown.
-    refused = ask(settings, q, collections=[dev_corpus], answerer="extractive")
+    # A paraphrase shares few words with its answer, so its evidence score is low (0.65): the evidence
+    # scorer alone refuses it and points to the page instead; the default also asks the trained reader,
+    # which ranks the same sentence first with high probability, so the quote is shown.
+    alone = settings.model_copy(update={"answer_scorer": "evidence"})
+    refused = ask(alone, q, collections=[dev_corpus], answerer="extractive")
     assert refused.refusal and "clearly enough" in refused.reason and "score" not in refused.reason and not refused.citations
     assert any(n.page == 17 for n in refused.nearest)
-    a = ask(settings, q, collections=[dev_corpus], answerer="extractive", extractive_threshold=LENIENT)
+    judged = ask(settings, q, collections=[dev_corpus], answerer="extractive")
+    assert not judged.refusal, judged.reason
+    assert judged.evidence_score < 1.0 and judged.reader_agreement >= 0.85
+    assert "1,000 feet" in " ".join(judged.citations[0].quote.split())
+    assert judged.models["sentence_scorer"].startswith("evidence+")
+    a = ask(alone, q, collections=[dev_corpus], answerer="extractive", extractive_threshold=LENIENT)
     assert not a.refusal, a.reason
     assert 1 <= len(a.citations) <= 3
     assert len({(c.document, c.page) for c in a.citations}) == len(a.citations)  # distinct pages

@@ -18,6 +18,7 @@ from retrieval.answer.answerers.extractive import (
     Candidate,
     ExtractiveAnswerer,
     Scored,
+    agreement,
     candidates,
     choose_quotes,
     evidence_score,
@@ -224,6 +225,56 @@ def test_refuses_below_the_threshold_and_answers_above_it() -> None:
     assert score is not None
     assert ExtractiveAnswerer(_bow_embed, model="bow", threshold=score + 0.01, doc_freq=_df).answer(q, PAGES).refusal
     assert not ExtractiveAnswerer(_bow_embed, model="bow", threshold=score - 0.01, doc_freq=_df).answer(q, PAGES).refusal
+
+
+class _Judge:
+    """A second judge that rates the sentences containing ``favourite`` at ``p``, the rest at 0.01."""
+
+    name = "stub-judge"
+
+    def __init__(self, favourite: str, p: float) -> None:
+        self.favourite, self.p, self.seen = favourite, p, []
+
+    def score(self, question: str, texts: Sequence[str]) -> np.ndarray:
+        self.seen.append(list(texts))
+        return np.array([self.p if self.favourite in t else 0.01 for t in texts])
+
+
+def test_a_judge_that_ranks_the_same_sentence_first_lets_it_answer_below_the_threshold() -> None:
+    q = "What is the maximum indicated airspeed below 10,000 feet MSL?"
+    heads = {"P1": "§ 91.117 Aircraft speed.", "P2": "Introduction"}
+    score = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df).answer(q, PAGES, heads).score
+    high = score + 0.5  # the evidence scorer alone refuses
+    assert ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, doc_freq=_df).answer(q, PAGES, heads).refusal
+
+    agrees = _Judge("250 knots", 0.97)
+    draft = ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, doc_freq=_df, judge=agrees).answer(q, PAGES, heads)
+    assert not draft.refusal and "250 knots" in draft.claims[0].quote
+    assert draft.agreement == pytest.approx(0.97) and draft.score == pytest.approx(score)
+    assert any(t.startswith("§ 91.117 Aircraft speed.: ") for t in agrees.seen[0])  # it reads sentences under their heading
+
+    unsure = ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, doc_freq=_df, judge=_Judge("250 knots", 0.6))
+    refused = unsure.answer(q, PAGES, heads)
+    assert refused.refusal and refused.agreement == pytest.approx(0.6)
+    assert "clearly enough" in refused.reason
+    # the judge only weighs eligible sentences: a sentence that states no speed cannot win it over
+    elsewhere = ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, doc_freq=_df, judge=_Judge("airport", 0.99))
+    other = elsewhere.answer(q, PAGES, heads)
+    assert other.refusal and other.agreement == pytest.approx(0.01)
+    # above the threshold the evidence scorer answers whatever the judge thinks
+    over = ExtractiveAnswerer(_bow_embed, model="bow", threshold=score - 0.01, doc_freq=_df, judge=_Judge("airport", 0.99))
+    assert not over.answer(q, PAGES, heads).refusal
+    assert over.scorer == "evidence+stub-judge"
+    with pytest.raises(ValueError, match="no second judge"):
+        ExtractiveAnswerer(_bow_embed, model="bow", reader=agrees, judge=agrees)
+
+
+def test_a_judge_that_prefers_another_eligible_sentence_does_not_agree() -> None:
+    shown = [_page("a.pdf", 1, "Fly at 250 knots below 10,000 feet.", 1), _page("a.pdf", 2, "Fly at 200 knots near airports.", 2)]
+    first, second = (Scored(Candidate(i, 0, len(p.text), p.text), cos, cos, 0.0, i + 1, True)
+                     for i, (p, cos) in enumerate(zip(shown, (1.0, 0.9), strict=True)))
+    assert agreement("How fast?", first, [first, second], shown, {}, _Judge("200 knots", 0.99)) == 0.0
+    assert agreement("How fast?", first, [first, second], shown, {}, _Judge("250 knots", 0.99)) == pytest.approx(0.99)
 
 
 # --- calibration -------------------------------------------------------------------------------
@@ -526,3 +577,20 @@ def test_a_lead_in_whose_continuation_was_not_shown_is_never_quoted() -> None:
     assert draft.refusal and not draft.claims
     assert "only introduce" in draft.reason
     assert introduces("assuming normal cruising speed—") and not introduces("at least 45 minutes.")
+
+
+def test_calibration_fits_the_judges_agreement_below_the_threshold() -> None:
+    def row(qid: str, answerable: bool, correct: bool, score: float, agreement: float) -> dict:
+        return {**_row(qid, answerable, False, correct, score), "reader_agreement": agreement}
+
+    probe = [row("a1", True, True, 0.9, 0.5), row("a2", True, True, 0.8, 0.0),  # above the threshold
+             row("a3", True, True, 0.4, 0.97), row("a4", True, True, 0.3, 0.95),  # below it, the judge agrees
+             row("a5", True, False, 0.45, 0.0), row("a6", True, False, 0.2, 0.7),  # wrong quotes, below it
+             row("u1", False, False, 0.5, 0.9)]  # answered wrong: keeps 0.6 as the threshold
+    cal = calibrate(probe, threshold=0.6)
+    assert cal["threshold"] == 0.6 and cal["threshold_held"]
+    agr = cal["agreement"]
+    assert 0.9 < agr["min"] <= 0.95  # between the wrong answers' agreement (0.9) and the right ones'
+    assert agr["answers_gained_right"] == 2 and agr["answers_gained_wrong"] == 0
+    assert agr["correct_decisions_below_threshold"] == 5 and agr["of"] == 5
+    assert "agreement" not in calibrate([_row("a1", True, False, True, 0.9), _row("u1", False, False, False, 0.5)])

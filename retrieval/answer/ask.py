@@ -108,24 +108,28 @@ def build_extractive(settings: Settings, collections: Sequence[str] | None,
 
     embedder = get_embedder(settings.embedding_model)
     stats = TermStats(settings, collections)  # one answerer per question: counts read once for it
+    reader = sentence_reader(settings)
+    decides = settings.answer_scorer == "reader"
     return ExtractiveAnswerer(embedder.embed_queries, model=embedder.name, profile=profile_for(collections),
-                              threshold=threshold, reader=sentence_reader(settings),
+                              threshold=threshold, reader=reader if decides else None,
+                              judge=None if decides else reader,
                               doc_freq=stats.doc_freq, phrase_freq=stats,
                               word_pieces=embedder.word_pieces)
 
 
 def sentence_reader(settings: Settings, purpose: str = "answer"):
-    """The trained reader, for picking extractive quotes (``purpose`` 'answer': when ``answer_scorer``
-    is 'reader') or for the model path's support check ('support': when ``quote_support_check``);
-    None when not wanted or when its weights do not load (the log says why)."""
-    if (settings.answer_scorer != "reader") if purpose == "answer" else not settings.quote_support_check:
+    """The trained reader, for picking or judging extractive quotes (``purpose`` 'answer': when
+    ``answer_scorer`` is 'reader' or 'evidence+reader') or for the model path's support check
+    ('support': when ``quote_support_check``); None when not wanted or when its weights do not load
+    (the log says why)."""
+    if (settings.answer_scorer == "evidence") if purpose == "answer" else not settings.quote_support_check:
         return None
     from retrieval import reader  # noqa: PLC0415
 
     try:
         return reader.load_reader()
     except reader.ReaderError as exc:
-        instead = "the evidence scorer picks quotes" if purpose == "answer" else "model quotes are not support-checked"
+        instead = "the evidence scorer alone picks quotes" if purpose == "answer" else "model quotes are not support-checked"
         log.warning("reader unavailable (%s); %s", exc, instead)
         return None
 
@@ -432,6 +436,7 @@ def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageTe
     if is_model:
         draft = _own_reason(answerer.name, draft, result)
     result.evidence_score = draft.score
+    result.reader_agreement = draft.agreement
     if draft.best is not None:
         result.best_evidence = NearestPassage(document=draft.best.document, page=draft.best.page,
                                               snippet=" ".join(draft.best.quote.split())[:240])

@@ -131,7 +131,7 @@ def judge(q: dict[str, Any], a: Answer, page_texts: PageTexts) -> dict[str, Any]
                            "on_gold_page": c in on_gold,
                            "has_answer_span": bool(q["answerable"]) and carries_evidence(c, q),
                            "holds_on_stored_page": quote_holds(c, page_texts)} for c in a.citations],
-            "evidence_score": a.evidence_score, "proposed_citations": a.proposed_citations,
+            "evidence_score": a.evidence_score, "reader_agreement": a.reader_agreement, "proposed_citations": a.proposed_citations,
             "dropped_citations": a.dropped_citations, "repaired": a.repaired, "answerer": a.answerer,
             "best_sentence_page": a.best_evidence.page if a.best_evidence else None,
             "reranker": a.reranker, "sentence_scorer": a.models.get("sentence_scorer", ""), "warnings": a.warnings, "timings_ms": {k: round(v, 1) for k, v in a.timings_ms.items()}}
@@ -174,39 +174,65 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def calibrate(probe: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Best refusal threshold from a probe run's judged rows (threshold disabled; module docstring)."""
-    pos = sorted(r["evidence_score"] for r in probe if r["answerable"] and r["correct"]
-                 and r["evidence_score"] is not None)
-    # Every answer that would be shown wrong is a negative: an unanswerable question answered, and an
-    # answerable one whose first quote does not state the answer (refusing it is the better outcome).
-    neg = sorted(r["evidence_score"] for r in probe if not r["refused"] and not r["correct"]
-                 and r["evidence_score"] is not None)
-    gated = {"unanswerable_refused_by_gates": sum(1 for r in probe if not r["answerable"] and r["refused"]),
-             "answerable_refused_by_gates": sum(1 for r in probe if r["answerable"] and r["refused"]),
-             "answerable_wrong_evidence": sum(1 for r in probe if r["answerable"] and not r["refused"]
-                                              and not r["correct"])}
-    cuts = sorted(set(pos + neg))
+def best_cut(pos: Sequence[float], neg: Sequence[float]) -> tuple[int, float] | None:
+    """The cut that keeps most of ``pos`` (at or above it) and refuses most of ``neg`` (below it):
+    (decisions right, cut), the cut in the middle of the widest gap among equally good ones."""
+    cuts = sorted(set(pos) | set(neg))
     best: tuple[int, float, float] | None = None
     for lo, hi in zip([cuts[0] - 0.01] + cuts, cuts + [cuts[-1] + 0.01], strict=True) if cuts else []:
         t = (lo + hi) / 2
         good = sum(1 for s in pos if s >= t) + sum(1 for s in neg if s < t)
         if best is None or good > best[0] or (good == best[0] and hi - lo > best[2]):
             best = (good, t, hi - lo)
-    if best is None:
+    return None if best is None else (best[0], best[1])
+
+
+def calibrate(probe: Sequence[dict[str, Any]], threshold: float | None = None) -> dict[str, Any]:
+    """Best refusal threshold from a probe run's judged rows (threshold disabled; module docstring),
+    or ``threshold`` held as given; then, when the rows carry a second judge's agreement
+    (``reader_agreement``), the agreement that best accepts the answers below the threshold."""
+    # Every answer that would be shown wrong is a negative: an unanswerable question answered, and an
+    # answerable one whose first quote does not state the answer (refusing it is the better outcome).
+    right = [r for r in probe if r["answerable"] and r["correct"] and r["evidence_score"] is not None]
+    wrong = [r for r in probe if not r["refused"] and not r["correct"] and r["evidence_score"] is not None]
+    pos = sorted(r["evidence_score"] for r in right)
+    neg = sorted(r["evidence_score"] for r in wrong)
+    gated = {"unanswerable_refused_by_gates": sum(1 for r in probe if not r["answerable"] and r["refused"]),
+             "answerable_refused_by_gates": sum(1 for r in probe if r["answerable"] and r["refused"]),
+             "answerable_wrong_evidence": sum(1 for r in probe if r["answerable"] and not r["refused"]
+                                              and not r["correct"])}
+    fitted = best_cut(pos, neg)
+    if fitted is None:
         return {"threshold": None, **gated}
-    t = best[1]
+    t = fitted[1] if threshold is None else threshold
+    good = sum(1 for s in pos if s >= t) + sum(1 for s in neg if s < t)
     kept = min((s for s in pos if s >= t), default=None)
     refused = max((s for s in neg if s < t), default=None)
-    return {"threshold": round(t, 4), "correct_decisions": best[0], "of": len(pos) + len(neg), **gated,
-            "lowest_answerable_kept": None if kept is None else round(kept, 4),
-            "highest_unanswerable_refused": None if refused is None else round(refused, 4),
-            "margin_above": None if kept is None else round(kept - t, 4),
-            "margin_below": None if refused is None else round(t - refused, 4),
-            "right_answer_scores": [round(s, 4) for s in pos],
-            "wrong_answer_scores": [round(s, 4) for s in neg],
-            "per_question": [{"id": r["id"], "answerable": r["answerable"], "refused": r["refused"],
-                              "correct": r["correct"], "evidence_score": r["evidence_score"]} for r in probe]}
+    out = {"threshold": round(t, 4), "threshold_held": threshold is not None, "correct_decisions": good,
+           "of": len(pos) + len(neg), **gated,
+           "lowest_answerable_kept": None if kept is None else round(kept, 4),
+           "highest_unanswerable_refused": None if refused is None else round(refused, 4),
+           "margin_above": None if kept is None else round(kept - t, 4),
+           "margin_below": None if refused is None else round(t - refused, 4),
+           "right_answer_scores": [round(s, 4) for s in pos],
+           "wrong_answer_scores": [round(s, 4) for s in neg],
+           "per_question": [{"id": r["id"], "answerable": r["answerable"], "refused": r["refused"],
+                             "correct": r["correct"], "evidence_score": r["evidence_score"],
+                             "reader_agreement": r.get("reader_agreement")} for r in probe]}
+    below_right = [r["reader_agreement"] for r in right if r["evidence_score"] < t and r.get("reader_agreement") is not None]
+    below_wrong = [r["reader_agreement"] for r in wrong if r["evidence_score"] < t and r.get("reader_agreement") is not None]
+    agreed = best_cut(below_right, below_wrong)
+    if agreed is not None:
+        # a cut above every agreement (1.01) accepts nothing more: the agreement rule off
+        a = agreed[1]
+        out["agreement"] = {
+            "min": round(a, 4), "correct_decisions_below_threshold": agreed[0],
+            "of": len(below_right) + len(below_wrong),
+            "answers_gained_right": sum(1 for x in below_right if x >= a),
+            "answers_gained_wrong": sum(1 for x in below_wrong if x >= a),
+            "right_agreements": sorted(round(x, 4) for x in below_right),
+            "wrong_agreements": sorted(round(x, 4) for x in below_wrong)}
+    return out
 
 
 def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, collections: Sequence[str] | None,
@@ -233,13 +259,20 @@ def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, 
         from retrieval.answer.answerers import extractive  # noqa: PLC0415
 
         scorers = sorted({r["sentence_scorer"] for r in rows if r.get("sentence_scorer")})
-        reader_ran = any(s != "evidence" for s in scorers)
+        reader_decided = any(s != "evidence" and not s.startswith("evidence+") for s in scorers)
+        judged = any(s.startswith("evidence+") for s in scorers)
         out["config"]["extractive"] = {
             "sentence_scorer": scorers, "answer_scorer_configured": settings.answer_scorer,
-            "threshold": extractive.READER_THRESHOLD if reader_ran else extractive.DEFAULT_THRESHOLD,
-            "quote_margin": extractive.READER_MARGIN if reader_ran else extractive.QUOTE_MARGIN,
+            "threshold": extractive.READER_THRESHOLD if reader_decided else extractive.DEFAULT_THRESHOLD,
+            **({"agreement_min": extractive.AGREEMENT_MIN} if judged else {}),
+            "quote_margin": extractive.READER_MARGIN if reader_decided else extractive.QUOTE_MARGIN,
             "max_quotes": extractive.MAX_QUOTES}
-        if reader_ran:
+        if judged:
+            from retrieval import reader  # noqa: PLC0415
+
+            card = reader.card_of()
+            out["config"]["extractive"] |= {"judge": card.name, "judge_sha256": card.onnx_sha256}
+        if reader_decided:
             from retrieval import reader  # noqa: PLC0415
 
             card = reader.card_of()

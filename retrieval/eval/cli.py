@@ -152,8 +152,8 @@ def eval_reader_latency(
 
     settings = load_settings()
     ready(settings)
-    if settings.answer_scorer != "reader":
-        settings = settings.model_copy(update={"answer_scorer": "reader"})
+    if settings.answer_scorer == "evidence":  # the reader would not run: measure the default that runs it
+        settings = settings.model_copy(update={"answer_scorer": "evidence+reader"})
     command = (f"chapterverse eval reader-latency {questions} --out {out} --rounds {rounds}"
                + "".join(f" --collection {c}" for c in collection or []))
     result = run_bench(settings, load_questions(questions), collection, command, rounds)
@@ -168,8 +168,11 @@ def eval_reader_latency(
 def eval_calibrate(
     probes: Annotated[list[Path], typer.Argument(help="Result files of `eval answers ... --calibrate` runs.")],
     out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/threshold_calibration.json"),
+    threshold: Annotated[float | None, typer.Option(help="Hold the evidence threshold at this value (fit only the "
+                                                         "second judge's agreement below it).")] = None,
 ) -> None:
-    """One extractive refusal threshold fitted over the probe runs of several question sets."""
+    """One extractive refusal threshold (and the reader's agreement below it, when the probes ran
+    with the 'evidence+reader' scorer) fitted over the probe runs of several question sets."""
     import json  # noqa: PLC0415
 
     from retrieval.eval.answer_eval import calibrate as fit  # noqa: PLC0415
@@ -183,12 +186,17 @@ def eval_calibrate(
             rows += [{**r, "id": f"{path.stem}:{r['id']}"} for r in data["calibration"]["per_question"]]
     except (ValueError, OSError, KeyError) as exc:
         fail(str(exc))
-    result = {"command": "chapterverse eval calibrate " + " ".join(map(str, probes)) + f" --out {out}",
-              "probes": [str(p) for p in probes], "calibration": fit(rows)}
+    held = "" if threshold is None else f" --threshold {threshold}"
+    result = {"command": "chapterverse eval calibrate " + " ".join(map(str, probes)) + f" --out {out}{held}",
+              "probes": [str(p) for p in probes], "calibration": fit(rows, threshold)}
     save_result(out, result)
     cal = result["calibration"]
     typer.echo(f"threshold {cal['threshold']}: {cal.get('correct_decisions')}/{cal.get('of')} answers decided "
                f"right (margins {cal.get('margin_below')} below, {cal.get('margin_above')} above)")
+    if "agreement" in cal:
+        agr = cal["agreement"]
+        typer.echo(f"reader agreement below it: {agr['min']} (answers gained: {agr['answers_gained_right']} right, "
+                   f"{agr['answers_gained_wrong']} wrong)")
     typer.echo(f"wrote {out}")
 
 

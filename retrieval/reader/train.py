@@ -320,7 +320,11 @@ def model_card(card: Card, figures: dict | None = None) -> str:
         f"{(t.get('valid_torch_fp32') or {}).get('top1_share', '?')} (fp32) / "
         f"{(t.get('valid_onnx_int8') or {}).get('top1_share', '?')} (int8); int8 vs fp32 logit correlation "
         f"{t.get('int8_vs_fp32_pearson', '?')}.",
-        "- **Reproduce**: `retrieval/eval/reader_data/fetch.sh DIR && chapterverse eval train-reader DIR` "
+        "- **Reproduce**: `retrieval/eval/reader_data/fetch.sh DIR && chapterverse eval train-reader DIR "
+        f"--seed {t.get('seed', 13)} --epochs {t.get('epochs', 1)} --batch-size {t.get('batch_size', 32)} "
+        f"--lr {t.get('lr', '?')} --max-length {card.max_length} --loss {t.get('loss', 'pointwise')} "
+        f"--negatives {t.get('negatives_per_source', 3)} "
+        f"--{'' if t.get('freeze_embeddings') else 'no-'}freeze-embeddings` "
         "(`results/reader_training.json` records the command, the data split and each document's sha256).",
     ]
     if figures:

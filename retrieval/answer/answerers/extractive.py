@@ -35,7 +35,11 @@ Gates before any threshold (``retrieval.answer.answerers.evidence``, ``retrieval
   uses: "Class D" does not answer "Class G".
 
 Then the best eligible sentence must score at least ``threshold`` (calibrated on the dev set with
-``chapterverse eval answers ... --calibrate``; see ``retrieval.eval.answer_eval.calibrate``). The answer
+``chapterverse eval answers ... --calibrate``; see ``retrieval.eval.answer_eval.calibrate``), or, with
+a second judge (``judge``: the reader of ``retrieval.reader``, scorer 'evidence+reader'), the reader,
+scoring the same eligible sentences under their headings, must rank the same sentence first with
+probability at least ``AGREEMENT_MIN``: two judges built differently that pick the same sentence are
+right far more often than either alone at that score. The answer
 quotes it and up to ``MAX_QUOTES - 1`` more eligible sentences from *other pages* that score within
 ``QUOTE_MARGIN`` of it, each with its neighbours in the same paragraph up to ``QUOTE_WORDS`` words
 (``with_neighbours``): the sentence that matches the question's words best often only names the
@@ -79,8 +83,9 @@ QUOTE_WORDS = 50  # a chosen sentence is quoted with its paragraph neighbours up
 # heading; its probability replaces the evidence score for choosing and accepting the first quote.
 MAX_READ = 40  # sentences the reader scores per question
 READ_BY_TERMS = 24  # of which chosen by term coverage; the rest by retrieval rank (paraphrases share few words)
-READER_THRESHOLD = 0.41  # refusal threshold on the reader's probability: `eval calibrate` over the two dev sets only (results/threshold_calibration.json)
+READER_THRESHOLD = 0.871  # refusal threshold on the reader's probability: `eval calibrate` over the two dev sets only (results/agreement/calibration_reader.json)
 READER_MARGIN = 0.2  # further quotes (other pages) must score within this of the best
+AGREEMENT_MIN = 0.8472  # the judge's probability for the evidence scorer's first sentence, when it ranks it first too: `eval calibrate` over the two dev sets only (results/agreement/)
 
 
 class SentenceReader(Protocol):
@@ -510,12 +515,28 @@ def read_candidates(question: str, shown: Sequence[PageText], reader: SentenceRe
     expected = expected_answer(question, profile)
     norms = [normalize(f"{heads[i]} {texts[i]}") for i in range(len(cands))]
     names = [d for d in designators(question, profile) if any(_has_phrase(norms[i], d) for i in keep)]
-    shown_texts = [f"{heads[i]}: {texts[i]}" if heads[i] else texts[i] for i in keep]
-    probs = reader.score(question, shown_texts)
+    probs = reader.score(question, [under_heading(heads[i], texts[i]) for i in keep])
     out = [Scored(cands[i], 0.0, 0.0, lex[i], rank[i], satisfies(expected, cands[i].text, profile),
                   about=all(_has_phrase(norms[i], d) for d in names), read=float(p))
            for i, p in zip(keep, probs, strict=True)]
     return sorted(out, key=lambda s: s.score, reverse=True)
+
+
+def under_heading(heading: str, text: str) -> str:
+    """A sentence as the reader reads it: whitespace collapsed, after its section heading."""
+    heading, text = " ".join(heading.split()), " ".join(text.split())
+    return f"{heading}: {text}" if heading else text
+
+
+def agreement(question: str, first: Scored, eligible: Sequence[Scored], shown: Sequence[PageText],
+              headings: Mapping[str, str], judge: SentenceReader) -> float:
+    """The judge's probability for ``first`` when it ranks ``first`` best among ``eligible`` (which
+    holds it), else 0.0."""
+    texts = [under_heading(headings.get(shown[s.candidate.slice_index].passage_id, ""), s.candidate.text)
+             for s in eligible]
+    probs = judge.score(question, texts)
+    at = eligible.index(first)
+    return float(probs[at]) if int(np.argmax(probs)) == at else 0.0
 
 
 def shown_weights(weights: Mapping[str, float], texts_terms: Sequence[set[str]]) -> dict[str, float]:
@@ -607,12 +628,17 @@ class ExtractiveAnswerer:
     def __init__(self, embed: Embed, model: str, threshold: float | None = None,
                  doc_freq: DocFreq | None = None, phrase_freq: PhraseFreq | None = None,
                  profile: Profile = DEFAULT_PROFILE, word_pieces: WordPieces | None = None,
-                 reader: SentenceReader | None = None) -> None:
+                 reader: SentenceReader | None = None, judge: SentenceReader | None = None) -> None:
         """``reader``: score sentences with it (threshold on its probability, default
-        ``READER_THRESHOLD``); without one, the evidence score (default ``DEFAULT_THRESHOLD``)."""
+        ``READER_THRESHOLD``); without one, the evidence score (default ``DEFAULT_THRESHOLD``), with
+        ``judge`` as a second opinion that accepts a first quote below the threshold when it agrees
+        (``AGREEMENT_MIN``)."""
+        if reader is not None and judge is not None:
+            raise ValueError("a reader that scores the sentences needs no second judge")
         self._embed = embed
         self.reader = reader
-        self.scorer = reader.name if reader is not None else "evidence"
+        self.judge = judge
+        self.scorer = reader.name if reader is not None else f"evidence+{judge.name}" if judge is not None else "evidence"
         self._word_pieces = word_pieces
         self.profile = profile
         self._doc_freq = doc_freq
@@ -667,14 +693,16 @@ class ExtractiveAnswerer:
             what = f"{expected.describe()} (“{expected.cue}”)" if expected else "a quantity"
             return Draft(refusal=True, score=None, best=best_claim,
                          reason=f"the question asks for {what}, and no retrieved sentence states one")
-        if top.score < self.threshold:
-            return Draft(refusal=True, score=top.score, best=best_claim,
+        agreed = None if self.judge is None else agreement(
+            question, top, [s for s in scored if s.eligible], shown, headings or {}, self.judge)
+        if top.score < self.threshold and (agreed is None or agreed < AGREEMENT_MIN):
+            return Draft(refusal=True, score=top.score, agreement=agreed, best=best_claim,
                          reason="no retrieved sentence states the answer clearly enough to quote it as one")
         chosen = [replace(s, candidate=quoted[s.candidate]) for s in chosen]
         top = chosen[0]
         claims = [_claim(s, shown) for s in chosen]
         return Draft(refusal=False, answer=lead(top, shown, len(chosen) - 1, self.profile), claims=claims, score=top.score,
-                     best=best_claim)
+                     agreement=agreed, best=best_claim)
 
     def repair(self, question: str, shown: Sequence[PageText], draft: Draft,
                failures: Sequence[Verdict]) -> Draft:
