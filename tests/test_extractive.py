@@ -28,6 +28,8 @@ from retrieval.answer.answerers.extractive import (
     unfamiliar_words,
     with_neighbours,
 )
+from retrieval.answer.answerers import Draft
+from retrieval.answer.answerers.keyterms import PhraseStats
 from retrieval.models import Turn
 from retrieval.answer.verify import Claim, PageText, verify_claims
 
@@ -192,9 +194,16 @@ def _df(words: Sequence[str]) -> tuple[dict[str, int], int]:
     return {w: (3 if w.lower() in known else 0) for w in words}, 100
 
 
+def _answer(ans: ExtractiveAnswerer, question: str, shown: Sequence[PageText], headings=None) -> Draft:
+    """``ans.answer`` given the test collection's counts of exactly what it says it needs."""
+    phrases, words = ans.counts_needed(question)
+    df, n = _df(words)
+    return ans.answer(question, shown, headings, stats=PhraseStats(n, dict.fromkeys(phrases, 0), df))
+
+
 def test_answers_with_verified_quotes_and_a_lead_from_the_source() -> None:
-    ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df)
-    draft = ans.answer("What is the maximum indicated airspeed below 10,000 feet MSL?", PAGES,
+    ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0)
+    draft = _answer(ans, "What is the maximum indicated airspeed below 10,000 feet MSL?", PAGES,
                        headings={"P1": "§ 91.117 Aircraft speed.", "P2": "Introduction"})
     assert not draft.refusal
     ver = verify_claims(draft.claims, PAGES)
@@ -206,25 +215,25 @@ def test_answers_with_verified_quotes_and_a_lead_from_the_source() -> None:
 
 
 def test_refuses_when_no_sentence_states_the_quantity_asked_for() -> None:
-    ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df)
-    draft = ans.answer("What is the maximum takeoff weight below 10,000 feet MSL?", PAGES)
+    ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0)
+    draft = _answer(ans, "What is the maximum takeoff weight below 10,000 feet MSL?", PAGES)
     assert draft.refusal and not draft.claims
     assert "weight" in draft.reason and "no retrieved sentence states one" in draft.reason
 
 
 def test_refuses_when_a_specific_term_is_absent_from_the_collection() -> None:
-    ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df)
-    draft = ans.answer("What is the maximum indicated airspeed of a Cessna 172S below 10,000 feet MSL?", PAGES)
+    ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0)
+    draft = _answer(ans, "What is the maximum indicated airspeed of a Cessna 172S below 10,000 feet MSL?", PAGES)
     assert draft.refusal and "cessna" in draft.reason and "172s" in draft.reason
     assert draft.best is not None  # the nearest sentence is still reported
 
 
 def test_refuses_below_the_threshold_and_answers_above_it() -> None:
     q = "What is the maximum indicated airspeed below 10,000 feet MSL?"
-    score = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df).answer(q, PAGES).score
+    score = _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0), q, PAGES).score
     assert score is not None
-    assert ExtractiveAnswerer(_bow_embed, model="bow", threshold=score + 0.01, doc_freq=_df).answer(q, PAGES).refusal
-    assert not ExtractiveAnswerer(_bow_embed, model="bow", threshold=score - 0.01, doc_freq=_df).answer(q, PAGES).refusal
+    assert _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=score + 0.01), q, PAGES).refusal
+    assert not _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=score - 0.01), q, PAGES).refusal
 
 
 class _Judge:
@@ -243,27 +252,27 @@ class _Judge:
 def test_a_judge_that_ranks_the_same_sentence_first_lets_it_answer_below_the_threshold() -> None:
     q = "What is the maximum indicated airspeed below 10,000 feet MSL?"
     heads = {"P1": "§ 91.117 Aircraft speed.", "P2": "Introduction"}
-    score = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df).answer(q, PAGES, heads).score
+    score = _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0), q, PAGES, heads).score
     high = score + 0.5  # the evidence scorer alone refuses
-    assert ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, doc_freq=_df).answer(q, PAGES, heads).refusal
+    assert _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=high), q, PAGES, heads).refusal
 
     agrees = _Judge("250 knots", 0.97)
-    draft = ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, doc_freq=_df, judge=agrees).answer(q, PAGES, heads)
+    draft = _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, judge=agrees), q, PAGES, heads)
     assert not draft.refusal and "250 knots" in draft.claims[0].quote
     assert draft.agreement == pytest.approx(0.97) and draft.score == pytest.approx(score)
     assert any(t.startswith("§ 91.117 Aircraft speed.: ") for t in agrees.seen[0])  # it reads sentences under their heading
 
-    unsure = ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, doc_freq=_df, judge=_Judge("250 knots", 0.6))
-    refused = unsure.answer(q, PAGES, heads)
+    unsure = ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, judge=_Judge("250 knots", 0.6))
+    refused = _answer(unsure, q, PAGES, heads)
     assert refused.refusal and refused.agreement == pytest.approx(0.6)
     assert "clearly enough" in refused.reason
     # the judge only weighs eligible sentences: a sentence that states no speed cannot win it over
-    elsewhere = ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, doc_freq=_df, judge=_Judge("airport", 0.99))
-    other = elsewhere.answer(q, PAGES, heads)
+    elsewhere = ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, judge=_Judge("airport", 0.99))
+    other = _answer(elsewhere, q, PAGES, heads)
     assert other.refusal and other.agreement == pytest.approx(0.01)
     # above the threshold the evidence scorer answers whatever the judge thinks
-    over = ExtractiveAnswerer(_bow_embed, model="bow", threshold=score - 0.01, doc_freq=_df, judge=_Judge("airport", 0.99))
-    assert not over.answer(q, PAGES, heads).refusal
+    over = ExtractiveAnswerer(_bow_embed, model="bow", threshold=score - 0.01, judge=_Judge("airport", 0.99))
+    assert not _answer(over, q, PAGES, heads).refusal
     assert over.scorer == "evidence+stub-judge"
     with pytest.raises(ValueError, match="no second judge"):
         ExtractiveAnswerer(_bow_embed, model="bow", reader=agrees, judge=agrees)
@@ -489,11 +498,11 @@ def test_made_up_names_are_unfamiliar_and_english_words_are_not() -> None:
 
 
 def test_a_question_about_a_function_the_documents_never_name_is_refused() -> None:
-    ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df, word_pieces=_minilm_pieces())
-    draft = ans.answer("How do I control the indicated airspeed below 10,000 feet MSL with setspeedx?", PAGES)
+    ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, word_pieces=_minilm_pieces())
+    draft = _answer(ans, "How do I control the indicated airspeed below 10,000 feet MSL with setspeedx?", PAGES)
     assert draft.refusal and "setspeedx" in draft.reason
-    without = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0, doc_freq=_df)
-    assert not without.answer("How do I control the indicated airspeed below 10,000 feet MSL with setspeedx?",
+    without = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0)
+    assert not _answer(without, "How do I control the indicated airspeed below 10,000 feet MSL with setspeedx?",
                               PAGES).refusal
 
 

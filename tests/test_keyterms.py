@@ -39,11 +39,8 @@ def test_pmi() -> None:
 
 
 def _stats(phrase_df: dict[str, int], word_df: dict[str, int], chunks: int = 2000,
-           shares: dict[str, dict[str, float]] | None = None):
-    def freq(phrases, words):
-        return PhraseStats(chunks, {p: phrase_df.get(p, 0) for p in phrases}, {w: word_df.get(w, 0) for w in words},
-                           shares or {})
-    return freq
+           shares: dict[str, dict[str, float]] | None = None) -> PhraseStats:
+    return PhraseStats(chunks, phrase_df, word_df, shares or {})
 
 
 def test_key_terms_are_collocations_or_hyphenated_compounds_the_collection_uses() -> None:

@@ -107,13 +107,11 @@ def build_extractive(settings: Settings, collections: Sequence[str] | None,
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
     embedder = get_embedder(settings.embedding_model)
-    stats = TermStats(settings, collections)  # one answerer per question: counts read once for it
     reader = sentence_reader(settings)
     decides = settings.answer_scorer == "reader"
     return ExtractiveAnswerer(embedder.embed_queries, model=embedder.name, profile=profile_for(collections),
                               threshold=threshold, reader=reader if decides else None,
                               judge=None if decides else reader,
-                              doc_freq=stats.doc_freq, phrase_freq=stats,
                               word_pieces=embedder.word_pieces)
 
 
@@ -134,37 +132,13 @@ def sentence_reader(settings: Settings, purpose: str = "answer"):
         return None
 
 
-class TermStats:
-    """Chunk counts over one question's collections, from the statistics kept at ingest
-    (``retrieval.answer.term_stats``): chunks in all and per document, chunks using each phrase (its
-    words adjacent) per document, chunks containing each word. The answerer asks for phrases and
-    words several times (key terms, term weights, absent terms); each count is read once, one
-    statement for whatever is new."""
-
-    def __init__(self, settings: Settings, collections: Sequence[str] | None) -> None:
-        self.settings = settings
-        self.scope = Scope.of(collections)
-        self.chunks: int | None = None
-        self.words: dict[str, int] = {}
-        self.phrases: dict[str, tuple[int, dict[str, float]]] = {}
-
-    def __call__(self, phrases: Sequence[str], words: Sequence[str]) -> PhraseStats:
-        new_words = [w for w in dict.fromkeys(words) if w not in self.words]
-        new_phrases = [p for p in dict.fromkeys(phrases) if p not in self.phrases]
-        if self.chunks is None or new_words or new_phrases:
-            with pool.connection(self.settings) as conn:
-                got = statistics(conn, new_phrases, new_words, self.scope)
-            self.chunks = got.chunks
-            self.words.update(got.word_df)
-            for p in new_phrases:
-                self.phrases[p] = (got.phrase_df[p], dict(got.share_by_document.get(p, {})))
-        return PhraseStats(self.chunks, {p: self.phrases[p][0] for p in phrases}, {w: self.words[w] for w in words},
-                           {p: self.phrases[p][1] for p in phrases})
-
-    def doc_freq(self, words: Sequence[str]) -> tuple[dict[str, int], int]:
-        """How many chunks contain each word, and how many chunks there are."""
-        stats = self((), words)
-        return dict(stats.word_df), stats.chunks
+def read_statistics(settings: Settings, collections: Sequence[str] | None, answerer: Answerer,
+                    question: str) -> PhraseStats:
+    """The chunk counts the extractive ``answerer`` needs for ``question`` over the searched
+    collections, kept at ingest (``retrieval.answer.term_stats``): one statement."""
+    phrases, words = answerer.counts_needed(question)  # type: ignore[attr-defined]
+    with pool.connection(settings) as conn:
+        return statistics(conn, phrases, words, Scope.of(collections))
 
 
 def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[str, str], dict[int, SourcePage]]:
@@ -364,6 +338,10 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
             clock.ms[f"search.{stage}"] = ms
         with clock.stage("load_pages"):
             pages = load_pages(settings, found.results)
+        stats = None
+        if name == EXTRACTIVE:
+            with clock.stage("statistics"):
+                stats = read_statistics(settings, collections, answerer, standalone)
     except DatabaseError as exc:
         return _refusal(result, index_unavailable(question, exc).reason)
     except ModelError as exc:
@@ -377,7 +355,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
 
     headings = {f"P{rank}": p.context for rank, p in enumerate(trusted, 1)}
     support = sentence_reader(settings, "support") if name != EXTRACTIVE else None
-    draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result, headings, support)
+    draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result, headings, support, stats)
     if (name != EXTRACTIVE and draft is not None and verification is not None and not draft.refusal
             and verification.citations):
         problems = unsupported(draft.answer, [c.quote for c in verification.citations], profile_for(collections))
@@ -391,7 +369,12 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
         result.answerer = "extractive"
         result.models["answerer"] = fallback.model
         result.models["sentence_scorer"] = getattr(fallback, "scorer", "")
-        draft, verification = _answer_and_verify(fallback, standalone, shown, clock, result, headings)
+        try:
+            with clock.stage("statistics"):
+                stats = read_statistics(settings, collections, fallback, standalone)
+        except DatabaseError as exc:
+            return _refusal(result, index_unavailable(question, exc).reason)
+        draft, verification = _answer_and_verify(fallback, standalone, shown, clock, result, headings, stats=stats)
     if draft is None or verification is None:
         return _refusal(result, _no_support(result.warnings[-1] if result.warnings else ""), shown)
     if draft.refusal:
@@ -412,7 +395,8 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
 
 def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageText], clock: _Clock,
                        result: Answer, headings: dict[str, str] | None = None,
-                       support: Support | None = None) -> tuple[Draft | None, Verification | None]:
+                       support: Support | None = None,
+                       stats: PhraseStats | None = None) -> tuple[Draft | None, Verification | None]:
     """Draft, verify, and repair once. (None, None) when the answerer failed.
 
     A model answerer is repaired when ANY of its quotes failed; the extractive answerer (verbatim by
@@ -420,14 +404,15 @@ def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageTe
     least one of its quotes verified, else the first draft when one of its quotes did; failed quotes
     are dropped either way. A model's own refusal reason is logged and replaced by ours (empty: the
     caller says the documents do not support an answer). ``headings`` (section heading by shown
-    passage id) goes to the extractive answerer, which scores sentences under their headings.
+    passage id) and ``stats`` (``read_statistics``) go to the extractive answerer, which scores
+    sentences under their headings and weighs words by their rarity.
     ``support`` (the reader) checks a model's verified quotes: one that states nothing towards the
     question is dropped like an unverified one (``verify.support_checked``)."""
     is_model = answerer.name != EXTRACTIVE
     try:
         with clock.stage("answer"):
             if not is_model:
-                draft = answerer.answer(question, shown, headings=headings)  # type: ignore[call-arg]
+                draft = answerer.answer(question, shown, headings=headings, stats=stats)  # type: ignore[call-arg]
             else:
                 draft = answerer.answer(question, shown)
     except AnswererError as exc:

@@ -60,7 +60,7 @@ import numpy as np
 from retrieval.text.tables import is_table_row
 from retrieval.answer.answerers import Draft
 from retrieval.answer.answerers.evidence import expected_answer, satisfies, specific_terms
-from retrieval.answer.answerers.keyterms import KeyTerm, PhraseFreq, key_term_counts, key_terms, on_topic, passage_terms
+from retrieval.answer.answerers.keyterms import KeyTerm, PhraseStats, key_term_counts, key_terms, on_topic, passage_terms
 from retrieval.answer.answerers.followup import followup_terms, standalone_without_model
 from retrieval.answer.answerers.lexical import content_terms, coverage, terms_with_words
 from retrieval.models import Turn
@@ -626,7 +626,6 @@ class ExtractiveAnswerer:
     name = "extractive"
 
     def __init__(self, embed: Embed, model: str, threshold: float | None = None,
-                 doc_freq: DocFreq | None = None, phrase_freq: PhraseFreq | None = None,
                  profile: Profile = DEFAULT_PROFILE, word_pieces: WordPieces | None = None,
                  reader: SentenceReader | None = None, judge: SentenceReader | None = None) -> None:
         """``reader``: score sentences with it (threshold on its probability, default
@@ -641,25 +640,31 @@ class ExtractiveAnswerer:
         self.scorer = reader.name if reader is not None else f"evidence+{judge.name}" if judge is not None else "evidence"
         self._word_pieces = word_pieces
         self.profile = profile
-        self._doc_freq = doc_freq
-        self._phrase_freq = phrase_freq
         self.model = model
         self.threshold = threshold if threshold is not None else (
             READER_THRESHOLD if reader is not None else DEFAULT_THRESHOLD)
 
-    def answer(self, question: str, shown: Sequence[PageText], headings: Mapping[str, str] | None = None) -> Draft:
-        words = [*terms_with_words(question, self.profile).values(), *specific_terms(question, self.profile)]
-        if self._phrase_freq is not None and self.reader is None:  # every count it will ask about: one statement
-            phrases, pair_words = key_term_counts(question, self.profile)
-            self._phrase_freq(phrases, [*words, *pair_words])
-        elif self._doc_freq is not None:
-            self._doc_freq(words)
+    def counts_needed(self, question: str) -> tuple[list[str], list[str]]:
+        """(phrases, words) whose chunk counts ``answer`` uses for ``question``: the caller reads them
+        all at once (``retrieval.answer.term_stats.statistics``, one statement) and passes them in."""
+        phrases, pair_words = key_term_counts(question, self.profile)
+        unfamiliar = unfamiliar_words(question, self._word_pieces, self.profile) if self._word_pieces else []
+        words = [*terms_with_words(question, self.profile).values(), *specific_terms(question, self.profile),
+                 *unfamiliar, *pair_words]
+        return phrases, list(dict.fromkeys(words))
+
+    def answer(self, question: str, shown: Sequence[PageText], headings: Mapping[str, str] | None = None,
+               stats: PhraseStats | None = None) -> Draft:
+        """The draft for ``question`` from the ``shown`` page texts, a function of its arguments:
+        ``headings`` (section heading by passage id) and ``stats``, the collection's counts of
+        ``counts_needed(question)`` (without them every word weighs the same and no term gate runs)."""
+        doc_freq = stats.doc_freq if stats is not None else None
         if self.reader is not None:
             required: list[KeyTerm] = []
-            scored = read_candidates(question, shown, self.reader, self._doc_freq, headings, self.profile)
+            scored = read_candidates(question, shown, self.reader, doc_freq, headings, self.profile)
         else:
-            required = key_terms(question, self._phrase_freq, self.profile)
-            scored = score_candidates(question, shown, self._embed, self._doc_freq, headings, required, self.profile)
+            required = key_terms(question, stats, self.profile)
+            scored = score_candidates(question, shown, self._embed, doc_freq, headings, required, self.profile)
         if not scored:
             return Draft(refusal=True, reason="no quotable text in the retrieved passages", score=None)
         # each eligible sentence as it would be quoted (with its neighbours), widened once: one that
@@ -671,7 +676,7 @@ class ExtractiveAnswerer:
         top = chosen[0] if chosen else scored[0]
         best_claim = _claim(top, shown)
         score = chosen[0].score if chosen else None
-        absent = absent_terms(question, self._doc_freq, self.profile, self._word_pieces)
+        absent = absent_terms(question, doc_freq, self.profile, self._word_pieces)
         if absent:
             return Draft(refusal=True, score=score, best=best_claim,
                          reason="the searched documents never mention " + ", ".join(f"“{t}”" for t in absent))

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from retrieval.answer.answerers.lexical import TOKEN, stem
@@ -60,9 +60,13 @@ class PhraseStats:
     # "a b" → document → share of that document's chunks using the phrase
     share_by_document: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
-
-# (phrases "a b", words) → their statistics
-PhraseFreq = Callable[[Sequence[str], Sequence[str]], PhraseStats]
+    def doc_freq(self, words: Sequence[str]) -> tuple[dict[str, int], int]:
+        """How many chunks contain each word, and how many chunks there are. Every word must have been
+        read (``ExtractiveAnswerer.counts_needed``): a missing one is a bug, not a zero."""
+        missing = [w for w in words if w not in self.word_df]
+        if missing:
+            raise KeyError(f"no statistics were read for {missing}")
+        return {w: self.word_df[w] for w in words}, self.chunks
 
 
 @dataclass(frozen=True)
@@ -158,13 +162,13 @@ def key_term_counts(question: str, profile: Profile = DEFAULT_PROFILE) -> tuple[
     return [*(" ".join(p) for p, _ in pairs), *acronyms], sorted({w for p, _ in pairs for w in p})
 
 
-def key_terms(question: str, phrase_freq: PhraseFreq | None, profile: Profile = DEFAULT_PROFILE) -> list[KeyTerm]:
-    """The question's key terms (see the module docstring); none without collection statistics."""
+def key_terms(question: str, stats: PhraseStats | None, profile: Profile = DEFAULT_PROFILE) -> list[KeyTerm]:
+    """The question's key terms (see the module docstring); none without collection statistics
+    (``stats`` must hold the counts of ``key_term_counts``)."""
     pairs, acronyms = _candidate_terms(question, profile)
-    phrases, words = key_term_counts(question, profile)
-    if phrase_freq is None or not phrases:
+    phrases, _words = key_term_counts(question, profile)
+    if stats is None or not phrases:
         return []
-    stats = phrase_freq(phrases, words)
     out: list[KeyTerm] = []
     for pair, hyphen in pairs:
         phrase = " ".join(pair)
