@@ -327,3 +327,20 @@ def test_readable_joins_only_line_break_hyphenation_and_verification_still_uses_
     assert readable(page.text) == "no person may operate an aircraft under Part- 91 or pre- and post-flight"
     verdict = verify_claim(Claim("cfr.pdf", 17, "no person may operate an aircraft"), [page])
     assert verdict.ok and "op-\nerate" in verdict.citation.quote  # stored as the page has it; shown readable
+
+
+@pytest.mark.parametrize("text", ["a- b", "a-b-c", "a--b", "a - b", "10-12", " x ", " - a", "a-", "-a", "air- craft",
+                                  "head- on", "a-  b", "a\u00ad\nb", "¨x", "ﬁne", "a\u200b- b", "Ö-ä", "½-a", "a-½",
+                                  "a- \u00a0b", "", " ", "-", "a-\u2013b", "x\u2010 y", "ﬂight-\n level"])
+def test_normalize_is_the_mapped_normalisation_without_the_map(text: str) -> None:
+    assert normalize(text) == normalize_with_map(text)[0]
+
+
+def test_normalize_agrees_with_the_mapped_one_on_random_text() -> None:
+    import random  # noqa: PLC0415
+
+    rng = random.Random(7)
+    alphabet = list("ab- \n\t-1.é\u00adﬁ¨\u2013\u200bÖ½²_A")
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert normalize(text) == normalize_with_map(text)[0], repr(text)

@@ -70,8 +70,36 @@ def normalize_with_map(text: str) -> tuple[str, list[int]]:
     return "".join(res), ridx
 
 
+class _Forms(dict):
+    """Code point → its normalised form (``_char_forms``), filled as characters are met: a table for
+    ``str.translate``."""
+
+    def __missing__(self, code: int) -> str:
+        form = self[code] = _char_forms(chr(code))
+        return form
+
+
+_FORMS = _Forms()
+_SPACE_RUN = re.compile(" {2,}")
+
+
 def normalize(text: str) -> str:
-    return normalize_with_map(text)[0]
+    """``normalize_with_map(text)[0]``, without the map: the same rules with ``str.translate`` and one
+    look at each hyphen, several times faster (answering normalises every candidate sentence)."""
+    s = _SPACE_RUN.sub(" ", text.translate(_FORMS)).strip(" ")
+    if "-" not in s:
+        return s
+    # a hyphen's left neighbour is never removed, so it is the character before it here
+    kept: list[str] = []
+    start, n = 0, len(s)
+    i = s.find("-")
+    while i != -1:
+        j = i + 1 if i + 1 < n and s[i + 1] == " " else i
+        if i > 0 and s[i - 1].isalpha() and j + 1 < n and s[j + 1].isalpha():
+            kept.append(s[start:i])
+            start = j + 1
+        i = s.find("-", i + 1)
+    return "".join(kept) + s[start:] if kept else s
 
 
 _WS = re.compile(r"\s+")
