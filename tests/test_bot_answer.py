@@ -5,8 +5,6 @@ A stub Slack client and store (no network, no database) drive ``bot.answer.Answe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -15,6 +13,7 @@ from slack_sdk.web import SlackResponse
 
 import bot.answer as answer_mod
 from bot.answer import Answering, Question
+from bot.store import Claim, TurnRecord
 from bot.render import SECTION_LIMIT, context, render_problem, section, sections
 from retrieval.models import Answer, Citation
 from retrieval.settings import Settings
@@ -73,33 +72,15 @@ class StubStore:
     def claim_event(self, team: str, key: str) -> bool:
         return True
 
-    def claim_question(self, team: str, key: str, question: dict[str, str]) -> bool:
-        return True
+    def claim_question(self, team: str, key: str, question: dict[str, str], **context: Any) -> Claim:
+        return Claim(turn_id=42, titles={}, history=[])
 
     def set_placeholder(self, *a: Any) -> None:
         pass
 
-    def question_done(self, *a: Any) -> None:
-        pass
-
-    def join_thread(self, *a: Any) -> None:
-        pass
-
-    def history(self, *a: Any) -> list:
-        return []
-
-    def save_turn(self, *a: Any) -> int:
-        return 42
-
-    def set_reply_ts(self, team: str, turn_id: int, ts: str, done_key: str | None = None) -> None:
-        self.reply_ts[turn_id] = ts
-
-    @contextmanager
-    def session(self) -> Iterator[None]:
-        yield
-
-    def run(self, fn: Any) -> list:
-        return []
+    def finish_question(self, team: str, key: str, turn: TurnRecord | None, reply_ts: str | None) -> None:
+        if turn is not None and turn.id is not None and reply_ts is not None:
+            self.reply_ts[turn.id] = reply_ts
 
 
 Q = Question(team="T1", channel="C1", user="U1", text="what?", ts="0.000001", thread_ts="0.000001")
