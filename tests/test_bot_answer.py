@@ -104,6 +104,28 @@ def test_normal_reply_replaces_the_placeholder() -> None:
     assert client.texts() == ["Three miles."] and store.reply_ts == {42: "1.000001"}
 
 
+def test_a_reply_whose_record_failed_is_recorded_when_the_database_is_back() -> None:
+    from retrieval.store.db import IndexUnavailable  # noqa: PLC0415
+
+    client = StubClient()
+    a, store = answering(client)
+    down = [1]
+    finish = store.finish_question
+
+    def flaky(*args: Any) -> None:
+        if down[0]:
+            down[0] -= 1
+            raise IndexUnavailable("the index database is unavailable: down")
+        finish(*args)
+
+    store.finish_question = flaky  # type: ignore[method-assign]
+    a.handle(Q)
+    assert client.texts() == ["Three miles."] and store.reply_ts == {}
+    assert a.in_flight() == [(Q.team, Q.key)]  # still this process's: the keeper keeps its heartbeat
+    a.retry_done()
+    assert store.reply_ts == {42: "1.000001"} and a.in_flight() == []
+
+
 def test_render_failure_becomes_a_problem_message(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*a: Any, **k: Any) -> None:
         raise ValueError("section text over Slack's limit")

@@ -56,7 +56,7 @@ def _check(conn: psycopg.Connection) -> None:
     an idle connection is sent nothing but the server's notice that it is ending it (or, rarely, a
     notice), so a readable socket means "ask the server" like a connection idle for longer."""
     used = _last_used.get(conn)
-    if used is not None and time.monotonic() - used < FRESH_S and not conn.broken and not _readable(conn):
+    if used is not None and time.monotonic() - used < FRESH_S and not conn.closed and not _readable(conn):
         return
     ConnectionPool.check_connection(conn)
 
