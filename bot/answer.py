@@ -28,7 +28,7 @@ from bot import slack
 from bot.render import Searched, render_answer, render_note, render_placeholder, render_problem
 from bot.scope import scope_for
 from bot.store import Claim, Store, TurnRecord
-from retrieval.store.db import DatabaseError
+from retrieval.store.db import DatabaseError, IndexUnavailable
 from retrieval.models import Answer, Turn
 from retrieval.settings import Settings
 
@@ -172,8 +172,13 @@ class Answering:
             self._unrecorded[(team, key)] = (turn, reply_ts)
         try:
             self.store.finish_question(team, key, turn, reply_ts)
-        except DatabaseError as exc:
+        except IndexUnavailable as exc:
             log.info("could not record %s as answered yet: %s", key, exc)
+            return
+        except DatabaseError as exc:  # not an outage: the turn cannot be recorded, the question still ends
+            log.error("could not record the turn of %s: %s", key, exc)
+            if turn is not None:
+                self._record(team, key, None, None)
             return
         with self._lock:  # recorded: this process no longer owns the question
             self._mine.discard((team, key))

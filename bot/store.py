@@ -221,7 +221,7 @@ class Store:
 
     def save_turn(self, workspace: str, channel: str, thread_ts: str, message_ts: str, user_id: str,
                   answer: Answer, collections: Sequence[str], reply_ts: str | None = None) -> int:
-        """Record an exchange of no claimed question (tests, imports; the bot records its turns with
+        """Record an exchange of no claimed question (tests; the bot records its turns with
         ``finish_question``), the thread joined; its id."""
         turn = TurnRecord(None, channel, thread_ts, message_ts, user_id, answer, tuple(collections))
         with self._conn() as conn:

@@ -126,6 +126,23 @@ def test_a_reply_whose_record_failed_is_recorded_when_the_database_is_back() -> 
     assert store.reply_ts == {42: "1.000001"} and a.in_flight() == []
 
 
+def test_a_turn_that_cannot_be_recorded_still_ends_the_question() -> None:
+    from retrieval.store.db import DatabaseError  # noqa: PLC0415
+
+    client = StubClient()
+    a, store = answering(client)
+    ended: list[str] = []
+
+    def refuse_turns(team: str, key: str, turn: Any, reply_ts: Any) -> None:
+        if turn is not None:
+            raise DatabaseError("database error: a turn it cannot take")
+        ended.append(key)
+
+    store.finish_question = refuse_turns  # type: ignore[method-assign]
+    a.handle(Q)
+    assert client.texts() == ["Three miles."] and ended == [Q.key] and a.in_flight() == []
+
+
 def test_render_failure_becomes_a_problem_message(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*a: Any, **k: Any) -> None:
         raise ValueError("section text over Slack's limit")
