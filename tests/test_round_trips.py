@@ -88,6 +88,7 @@ def test_a_fresh_connection_is_checked_without_a_round_trip_and_a_terminated_one
     ended it (its socket then has the server's last word to read): that one is replaced, not handed out."""
     from retrieval.store import pool  # noqa: PLC0415
 
+    pool.close_all()  # a new pool: one connection, just made
     with pool.connection(settings) as conn:
         first = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]
     counted.clear()
