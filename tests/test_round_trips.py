@@ -47,6 +47,7 @@ def test_a_question_in_slack_is_eight_statements(settings, dev_corpus, counted) 
     3-7. ``ask`` on one held connection: named-document titles, both legs, fetch + sentence scores,
        pages, statistics;
     8. after delivery: the turn with its reply's ts, and the question done.
+    A follow-up in the thread is eight too (its history comes with the claim).
     The pool's liveness check costs no round trip on a connection used within ``pool.FRESH_S`` (the
     warm question before); after a longer quiet spell the first checkout adds one empty statement."""
     import uuid  # noqa: PLC0415
@@ -80,6 +81,15 @@ def test_a_question_in_slack_is_eight_statements(settings, dev_corpus, counted) 
         (q.ts,)).fetchall())
     assert len(rows) == 1 and rows[0]["reply_ts"] and "250 knots" in rows[0]["answer"]
     assert rows[0]["question"] is None  # done: no process adopts it
+
+    counted.clear()  # a follow-up in the thread: its history comes with the claim, so eight again
+    answering.handle(Question(team="T1", channel="C1", user="U1", text="And above 10,000 feet?",
+                              ts=f"{uuid.uuid4().int % 10**9}.000002", thread_ts=q.ts))
+    assert len(counted) <= 8, "\n".join(q[:80] for q in counted)
+    standalone = store.run(lambda conn: conn.execute(
+        "SELECT result->>'standalone_question' AS s FROM bot_turns WHERE workspace = 'T1' AND thread_ts = %s "
+        "ORDER BY id DESC LIMIT 1", (q.ts,)).fetchone()["s"])
+    assert "maximum airspeed below 10,000 feet" in (standalone or ""), standalone  # the thread's history was used
 
 
 def test_a_fresh_connection_is_checked_without_a_round_trip_and_a_terminated_one_is_replaced(
