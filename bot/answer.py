@@ -1,4 +1,10 @@
-"""Answer one question in its Slack thread: dedup → placeholder → history → ask → render → reply.
+"""Answer one question in its Slack thread: claim (dedup, history) → placeholder → ask → render → reply
+→ record.
+
+A new question costs eight statements on the database: the claim (which also joins the thread and
+brings the turn's id, the searched documents' titles and a follow-up's history), the placeholder's
+record, the pipeline's five (``retrieval.answer.ask``), and one that records the turn with its reply
+and ends the question.
 
 Runs on a worker thread, never on the socket thread. Whatever fails, the person who asked gets a
 message that says what happened; nothing is guessed.
@@ -21,8 +27,8 @@ from slack_sdk.errors import SlackApiError
 from bot import slack
 from bot.render import Searched, render_answer, render_note, render_placeholder, render_problem
 from bot.scope import scope_for
-from bot.store import Store
-from retrieval.store.db import DatabaseError
+from bot.store import Claim, Store, TurnRecord
+from retrieval.store.db import DatabaseError, IndexUnavailable
 from retrieval.models import Answer, Turn
 from retrieval.settings import Settings
 
@@ -83,9 +89,10 @@ class Answering:
         self._ask = ask
         self._io = io or InlineExecutor()
         # questions claimed by this process and not yet recorded as done (bot.inflight beats for them);
-        # ``_finished``: replied to, but recording that failed (the database was down): tried again
+        # ``_unrecorded``: replied to, but recording that (turn, reply ts) failed (the database was
+        # down): tried again
         self._mine: set[tuple[str, str]] = set()
-        self._finished: set[tuple[str, str]] = set()
+        self._unrecorded: dict[tuple[str, str], tuple[TurnRecord | None, str | None]] = {}
         self._lock = threading.Lock()
 
     def handle(self, q: Question) -> None:
@@ -94,17 +101,20 @@ class Answering:
         except Exception as exc:  # noqa: BLE001  (not installed there, or the database is down: no way to reply)
             log.error("cannot reply in workspace %s: %s", q.team, exc)
             return
+        scope = scope_for(self.settings, q.team, q.channel)
         try:
-            if not self.store.claim_question(q.team, q.key, dataclasses.asdict(q)):
-                log.info("already handled %s; ignoring the redelivery", q.key)
-                return
+            claim = self.store.claim_question(q.team, q.key, dataclasses.asdict(q), thread=(q.channel, q.thread_ts),
+                                              collections=scope.read, history_before=q.ts if q.is_followup else None)
         except DatabaseError as exc:
             log.warning("cannot dedup %s: %s", q.key, exc)
             self._reply_problem(q, DB_DOWN)
             return
+        if claim is None:
+            log.info("already handled %s; ignoring the redelivery", q.key)
+            return
         with self._lock:
             self._mine.add((q.team, q.key))
-        self._answer(q, self._io.submit(self._placeholder, q))
+        self._answer(q, self._io.submit(self._placeholder, q), claim)
 
     def resume(self, q: Question, placeholder_ts: str | None, attempt: int) -> None:
         """Answer a question whose process died while answering it (``bot.inflight`` adopted it for this
@@ -130,7 +140,14 @@ class Answering:
         log.info("answering %s, interrupted in a stopped process (attempt %d)", q.key, attempt)
         placeholder = (InlineExecutor().submit(lambda: placeholder_ts) if placeholder_ts
                        else self._io.submit(self._placeholder, q))
-        self._answer(q, placeholder)
+        scope = scope_for(self.settings, q.team, q.channel)
+        try:
+            claim: Claim | None = self.store.reclaim(q.team, thread=(q.channel, q.thread_ts), collections=scope.read,
+                                                     history_before=q.ts if q.is_followup else None)
+        except DatabaseError as exc:
+            log.warning("database unavailable while answering %s: %s", q.key, exc)
+            claim = None
+        self._answer(q, placeholder, claim)
 
     def in_flight(self) -> list[tuple[str, str]]:
         """(workspace, event key) of the questions this process still owns."""
@@ -140,69 +157,58 @@ class Answering:
     def retry_done(self) -> None:
         """Record the replies whose recording failed earlier (the database was down)."""
         with self._lock:
-            pending = [k for k in self._mine if k in self._finished]
-        for team, key in pending:
-            self._mark_done(team, key)
+            pending = [(k, self._unrecorded[k]) for k in self._mine if k in self._unrecorded]
+        for (team, key), (turn, reply_ts) in pending:
+            self._record(team, key, turn, reply_ts)
 
     def _done(self, q: Question) -> None:
-        with self._lock:
-            self._finished.add((q.team, q.key))
-        self._mark_done(q.team, q.key)
+        """The person was told something other than an answer: the question is over, no turn recorded."""
+        self._record(q.team, q.key, None, None)
 
-    def _mark_done(self, team: str, key: str) -> None:
+    def _record(self, team: str, key: str, turn: TurnRecord | None, reply_ts: str | None) -> None:
+        """The turn (if any) with where its reply is, and the question done: one statement; kept for
+        ``retry_done`` while the database is away."""
+        with self._lock:
+            self._unrecorded[(team, key)] = (turn, reply_ts)
         try:
-            self.store.question_done(team, key)
-        except DatabaseError as exc:
+            self.store.finish_question(team, key, turn, reply_ts)
+        except IndexUnavailable as exc:
             log.info("could not record %s as answered yet: %s", key, exc)
             return
-        self._forget(team, key)
-
-    def _forget(self, team: str, key: str) -> None:
-        """The question is recorded as done: this process no longer owns it."""
-        with self._lock:
+        except DatabaseError as exc:  # not an outage: the turn cannot be recorded, the question still ends
+            log.error("could not record the turn of %s: %s", key, exc)
+            if turn is not None:
+                self._record(team, key, None, None)
+            return
+        with self._lock:  # recorded: this process no longer owns the question
             self._mine.discard((team, key))
-            self._finished.discard((team, key))
+            self._unrecorded.pop((team, key), None)
 
-    def _answer(self, q: Question, placeholder: Future[str | None]) -> None:
+    def _answer(self, q: Question, placeholder: Future[str | None], claim: Claim | None) -> None:
         try:
-            messages, turn_id = self._prepare(q)
+            messages, turn = self._prepare(q, claim)
         except Exception as exc:  # noqa: BLE001  (a bug must not leave "Looking through…" behind)
             log.exception("preparing the reply to %s failed", q.key)
-            messages, turn_id = [render_problem(UNEXPECTED.format(type(exc).__name__))], None
-        self._io.submit(self._deliver, q, placeholder, messages, turn_id)
+            messages, turn = [render_problem(UNEXPECTED.format(type(exc).__name__))], None
+        self._io.submit(self._deliver, q, placeholder, messages, turn)
 
     def _deliver(self, q: Question, placeholder: Future[str | None], messages: Sequence[slack.SlackMessage],
-                 turn_id: int | None) -> None:
+                 turn: TurnRecord | None) -> None:
         first_ts = self._finish(q, placeholder.result(), messages)
-        if turn_id is not None and first_ts:
-            try:  # where the reply is and that the question is done: one statement
-                self.store.set_reply_ts(q.team, turn_id, first_ts, done_key=q.key)
-            except Exception:  # noqa: BLE001  (only bookkeeping; the question is marked done below)
-                log.info("could not record the reply ts of turn %s", turn_id)
-            else:
-                self._forget(q.team, q.key)
-                return
-        self._done(q)
+        self._record(q.team, q.key, turn, first_ts)
 
-    def _prepare(self, q: Question) -> tuple[list[slack.SlackMessage], int | None]:
-        """History → ask → store → render: the reply's messages and the stored turn's id."""
-        try:
-            with self.store.session():  # one connection for the thread, the answer and its record
-                return self._prepare_on_one_connection(q)
-        except DatabaseError as exc:
-            log.warning("database unavailable while answering %s: %s", q.key, exc)
+    def _prepare(self, q: Question, claim: Claim | None) -> tuple[list[slack.SlackMessage], TurnRecord | None]:
+        """Ask → render: the reply's messages and the turn to record once it is out (None: no answer).
+        ``claim`` None: the database was away when the question was taken up."""
+        if claim is None:
             return [render_problem(DB_DOWN)], None
-
-    def _prepare_on_one_connection(self, q: Question) -> tuple[list[slack.SlackMessage], int | None]:
-        self.store.join_thread(q.team, q.channel, q.thread_ts)
-        history = self.store.history(q.team, q.channel, q.thread_ts, q.ts) if q.is_followup else []
         scope = scope_for(self.settings, q.team, q.channel)
-        answer = self.ask(q.text, history, scope.read)
-        turn_id = self._save(q, answer, scope.read)
+        answer = self.ask(q.text, claim.history, scope.read)
+        turn = TurnRecord(claim.turn_id, q.channel, q.thread_ts, q.ts, q.user, answer, scope.read)
         shown = {c.document for c in answer.citations} | {n.document for n in answer.nearest}
-        docs = self._documents(scope.read, None if answer.refusal else shown)
+        docs = claim.titles if answer.refusal else {n: t for n, t in claim.titles.items() if n in shown}
         searched = Searched(scope.read, list(docs) if answer.refusal else (), titles=docs)
-        return render_answer(answer, turn_id=turn_id, searched=searched), turn_id
+        return render_answer(answer, turn_id=claim.turn_id, searched=searched), turn
 
     def ask(self, question: str, history: Sequence[Turn], collections: Sequence[str]) -> Answer:
         """The shared pipeline, guarded: it should never raise, but a bug must not kill the reply."""
@@ -214,28 +220,6 @@ class Answering:
             return Answer(question=question, refusal=True,
                           reason=f"Something went wrong while answering ({type(exc).__name__}); "
                                  "no answer is given rather than an unchecked one.")
-
-    def _save(self, q: Question, answer: Answer, collections: Sequence[str]) -> int | None:
-        try:
-            return self.store.save_turn(q.team, q.channel, q.thread_ts, q.ts, q.user, answer, collections)
-        except DatabaseError as exc:
-            log.warning("could not store the turn for %s: %s", q.key, exc)
-            return None  # the answer is still shown, without feedback buttons
-
-    def _documents(self, collections: Sequence[str], names: set[str] | None = None) -> dict[str, str | None]:
-        """Name -> title of the documents searched (``names``: only those), in one statement; empty
-        when the database is away (replies then show cleaned file names)."""
-        if names is not None and not names:
-            return {}
-        sql = "SELECT name, title FROM documents WHERE collection = ANY(%s)"
-        args: list = [list(collections)]
-        if names is not None:
-            sql, args = sql + " AND name = ANY(%s)", [*args, sorted(names)]
-        try:
-            rows = self.store.run(lambda conn: conn.execute(sql + " ORDER BY collection, name", args).fetchall())
-        except DatabaseError:
-            return {}
-        return {r["name"]: r["title"] for r in rows}
 
     def _placeholder(self, q: Question) -> str | None:
         try:

@@ -48,6 +48,7 @@ class InFlightKeeper:
             q = question_of(row["question"])
             if q is None:
                 log.warning("interrupted question %s cannot be read; dropped", row["event_key"])
+                self.answering.store.question_done(str(row["workspace"]), str(row["event_key"]))  # never again
                 continue
             log.warning("question %s was interrupted in a stopped process; answering it here", q.key)
             self.answers.submit_anyway(self.answering.resume, q, row["placeholder_ts"], int(row["attempts"]))

@@ -14,6 +14,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TypeVar
 
 import psycopg
@@ -27,10 +28,47 @@ from retrieval.settings import Settings
 T = TypeVar("T")
 HISTORY_TURNS = 6  # earlier exchanges of a thread given to a follow-up
 EVENT_KEEP_S = 24 * 3600  # Slack redelivers an event within minutes; keys older than this are forgotten
-# a question is answered: its text and owner are forgotten (``question_done``, ``set_reply_ts``)
+# a question is answered: its text and owner are forgotten (``finish_question``)
 _QUESTION_DONE = ("UPDATE bot_events SET question = NULL, owner_host = NULL, owner_pid = NULL "
-                  "WHERE workspace = %s AND event_key = %s")
+                  "WHERE workspace = %(ws)s AND event_key = %(key)s")
+_INSERT_TURN = ("INSERT INTO bot_turns (workspace, id, channel, thread_ts, message_ts, user_id, question, answer, "
+                "refusal, collections, result, reply_ts) OVERRIDING SYSTEM VALUE VALUES (%(ws)s, "
+                "coalesce(%(id)s, nextval(pg_get_serial_sequence('bot_turns', 'id'))), %(channel)s, %(thread)s, "
+                "%(message)s, %(user)s, %(question)s, %(said)s, %(refusal)s, %(collections)s, %(result)s, %(reply)s)")
+# the bot takes part in the thread from its first question on (replies there are follow-ups): a CTE
+_JOIN_THREAD = ("thread AS (INSERT INTO bot_threads (workspace, channel, thread_ts) "
+                "VALUES (%(ws)s, %(channel)s, %(thread)s) ON CONFLICT DO NOTHING) ")
+# what a claimed question's reply needs from the database (``Claim``), as one row
+_CONTEXT = ("SELECT nextval(pg_get_serial_sequence('bot_turns', 'id')) AS turn_id, "
+            "(SELECT coalesce(json_agg(json_build_array(d.name, d.title) ORDER BY d.collection, d.name), '[]') "
+            "FROM documents d WHERE d.collection = ANY(%(collections)s)) AS documents, "
+            # a follow-up's thread: its newest ``limit`` earlier exchanges, oldest first
+            "(SELECT coalesce(json_agg(json_build_array(h.question, h.answer) ORDER BY h.id), '[]') FROM ("
+            "SELECT id, question, answer FROM bot_turns WHERE workspace = %(ws)s AND channel = %(channel)s "
+            "AND thread_ts = %(thread)s AND message_ts <> %(before)s ORDER BY id DESC LIMIT %(limit)s) h) AS history")
 PRUNE_EVERY = 200  # events claimed between two prunes of old event keys
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A question claimed by this process, and what its reply needs from the database."""
+
+    turn_id: int  # the id its turn is recorded under (``finish_question``), known before it is answered
+    titles: dict[str, str | None]  # name -> title of each document the question searches (collection, name order)
+    history: list[Turn]  # a follow-up's earlier exchanges in the thread, oldest first; [] for a new question
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One exchange, recorded once its reply is out (``Store.finish_question``)."""
+
+    id: int | None  # ``Claim.turn_id``; None: a new one
+    channel: str
+    thread_ts: str
+    message_ts: str  # the question's message
+    user_id: str
+    answer: Answer
+    collections: tuple[str, ...]  # what was searched
 
 
 class Store:
@@ -66,13 +104,6 @@ class Store:
         except psycopg.Error as exc:
             raise DatabaseError(f"database error: {first_line(exc)}") from exc
 
-    @contextmanager
-    def session(self) -> Iterator[None]:
-        """Hold one pooled connection for the block: every store call inside it (and the answering
-        pipeline's, which shares the pool) runs on it, one checkout instead of one per call."""
-        with self._conn():
-            yield
-
     def run(self, fn: Callable[[psycopg.Connection], T]) -> T:
         with self._conn() as conn:
             return fn(conn)
@@ -91,19 +122,35 @@ class Store:
         return row is not None
 
     # ------------------------------------------------------------------ questions in flight (0017)
-    def claim_question(self, workspace: str, key: str, question: dict[str, str]) -> bool:
+    def claim_question(self, workspace: str, key: str, question: dict[str, str], *, thread: tuple[str, str],
+                       collections: Sequence[str], history_before: str | None = None) -> Claim | None:
         """Like ``claim_event``, and the question is recorded as in flight, owned by this process, until
-        ``question_done``; a process that dies before then leaves it to ``adopt_questions``."""
+        ``finish_question``; a process that dies before then leaves it to ``adopt_questions``. None for
+        a redelivery. In the same statement the bot joins the ``thread`` (channel, thread ts), and the
+        claim brings what the reply needs from here (``Claim``): its turn's id, the titles of the
+        documents in ``collections``, and with ``history_before`` (a follow-up's message ts) the
+        thread's earlier exchanges."""
         host, pid = job_owner()
+        args = {"key": key, "question": Jsonb(question), "host": host, "pid": pid,
+                **_context_args(workspace, thread, collections, history_before)}
         with self._conn() as conn:
             row = conn.execute(
-                "INSERT INTO bot_events (workspace, event_key, question, owner_host, owner_pid, heartbeat_at, "
-                "attempts) VALUES (%s, %s, %s, %s, %s, now(), 1) ON CONFLICT DO NOTHING RETURNING event_key",
-                (workspace, key, Jsonb(question), host, pid)).fetchone()
+                "WITH claimed AS (INSERT INTO bot_events (workspace, event_key, question, owner_host, owner_pid, "
+                "heartbeat_at, attempts) VALUES (%(ws)s, %(key)s, %(question)s, %(host)s, %(pid)s, now(), 1) "
+                "ON CONFLICT DO NOTHING RETURNING event_key), " + _JOIN_THREAD + _CONTEXT + " FROM claimed",
+                args).fetchone()
         self._claims += 1
         if self._claims % PRUNE_EVERY == 1:
             self.prune_events()
-        return row is not None
+        return None if row is None else _claim(row)
+
+    def reclaim(self, workspace: str, *, thread: tuple[str, str], collections: Sequence[str],
+                history_before: str | None = None) -> Claim:
+        """``claim_question``'s ``Claim`` for a question adopted from a stopped process (claimed already)."""
+        with self._conn() as conn:
+            row = conn.execute("WITH " + _JOIN_THREAD + _CONTEXT,
+                               _context_args(workspace, thread, collections, history_before)).fetchone()
+        return _claim(row)
 
     def set_placeholder(self, workspace: str, key: str, placeholder_ts: str) -> None:
         with self._conn() as conn:
@@ -111,9 +158,19 @@ class Store:
                          (placeholder_ts, workspace, key))
 
     def question_done(self, workspace: str, key: str) -> None:
-        """The reply is out (or the person was told to ask again): forget the question's text."""
+        """The person was told (to ask again, or that it was answered before): forget the question's text."""
+        self.finish_question(workspace, key, None, None)
+
+    def finish_question(self, workspace: str, key: str, turn: TurnRecord | None, reply_ts: str | None) -> None:
+        """The reply is out (at ``reply_ts``; None: it could not be delivered), in one statement: the
+        ``turn`` is recorded with where its reply is, and the question's text and owner are forgotten.
+        Safe to repeat (a turn recorded already is left as it is)."""
         with self._conn() as conn:
-            conn.execute(_QUESTION_DONE, (workspace, key))
+            if turn is None:
+                conn.execute(_QUESTION_DONE, {"ws": workspace, "key": key})
+                return
+            conn.execute(f"WITH turn AS ({_INSERT_TURN} ON CONFLICT DO NOTHING) {_QUESTION_DONE}",
+                         {**_turn_args(workspace, turn, reply_ts), "key": key})
 
     def beat_questions(self, keys: Sequence[tuple[str, str]]) -> int:
         """Refresh the heartbeat of these questions (workspace, event key), where still this process's."""
@@ -156,48 +213,20 @@ class Store:
             return conn.execute("DELETE FROM bot_events WHERE received_at < now() - make_interval(secs => %s)",
                                 (keep_s,)).rowcount
 
-    def join_thread(self, workspace: str, channel: str, thread_ts: str) -> None:
-        with self._conn() as conn:
-            conn.execute("INSERT INTO bot_threads (workspace, channel, thread_ts) VALUES (%s, %s, %s) "
-                         "ON CONFLICT DO NOTHING", (workspace, channel, thread_ts))
-
     def in_thread(self, workspace: str, channel: str, thread_ts: str) -> bool:
         with self._conn() as conn:
             row = conn.execute("SELECT 1 FROM bot_threads WHERE workspace = %s AND channel = %s AND thread_ts = %s",
                                (workspace, channel, thread_ts)).fetchone()
         return row is not None
 
-    def history(self, workspace: str, channel: str, thread_ts: str, before_ts: str,
-                limit: int = HISTORY_TURNS) -> list[Turn]:
-        """The thread's earlier exchanges (oldest first), up to ``limit``, asked before ``before_ts``."""
-        with self._conn() as conn:
-            rows = conn.execute(
-                "SELECT question, answer FROM (SELECT id, question, answer FROM bot_turns WHERE workspace = %s "
-                "AND channel = %s AND thread_ts = %s AND message_ts <> %s ORDER BY id DESC LIMIT %s) t ORDER BY id",
-                (workspace, channel, thread_ts, before_ts, limit)).fetchall()
-        return [Turn(question=r["question"], answer=r["answer"]) for r in rows]
-
     def save_turn(self, workspace: str, channel: str, thread_ts: str, message_ts: str, user_id: str,
-                  answer: Answer, collections: Sequence[str]) -> int:
-        said = answer.reason if answer.refusal else answer.answer
+                  answer: Answer, collections: Sequence[str], reply_ts: str | None = None) -> int:
+        """Record an exchange of no claimed question (tests; the bot records its turns with
+        ``finish_question``), the thread joined; its id."""
+        turn = TurnRecord(None, channel, thread_ts, message_ts, user_id, answer, tuple(collections))
         with self._conn() as conn:
-            row = conn.execute(
-                "INSERT INTO bot_turns (workspace, channel, thread_ts, message_ts, user_id, question, answer, "
-                "refusal, collections, result) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                (workspace, channel, thread_ts, message_ts, user_id, answer.question, said, answer.refusal,
-                 list(collections), Jsonb(answer.model_dump(mode="json")))).fetchone()
-        return int(row["id"])
-
-    def set_reply_ts(self, workspace: str, turn_id: int, reply_ts: str, done_key: str | None = None) -> None:
-        """Record where the reply is; with ``done_key``, in the same statement the question is done
-        (``question_done``)."""
-        with self._conn() as conn:
-            if done_key is None:
-                conn.execute("UPDATE bot_turns SET reply_ts = %s WHERE workspace = %s AND id = %s",
-                             (reply_ts, workspace, turn_id))
-                return
-            conn.execute("WITH turn AS (UPDATE bot_turns SET reply_ts = %s WHERE workspace = %s AND id = %s) "
-                         + _QUESTION_DONE, (reply_ts, workspace, turn_id, workspace, done_key))
+            return int(conn.execute(f"WITH {_JOIN_THREAD} {_INSERT_TURN} RETURNING id",
+                                    _turn_args(workspace, turn, reply_ts)).fetchone()["id"])
 
     def remember_workspace(self, workspace: str, name: str, url: str) -> None:
         """The workspace's web address (auth.test's ``url``), for links in ``bot.digest``."""
@@ -218,6 +247,26 @@ class Store:
             except psycopg.errors.ForeignKeyViolation:
                 return False
         return True
+
+
+def _context_args(workspace: str, thread: tuple[str, str], collections: Sequence[str],
+                  history_before: str | None) -> dict[str, object]:
+    channel, thread_ts = thread
+    return {"ws": workspace, "channel": channel, "thread": thread_ts, "collections": list(collections),
+            "before": history_before or "", "limit": HISTORY_TURNS if history_before else 0}
+
+
+def _claim(row: dict) -> Claim:
+    return Claim(turn_id=int(row["turn_id"]), titles={name: title for name, title in row["documents"]},
+                 history=[Turn(question=q, answer=a) for q, a in row["history"]])
+
+
+def _turn_args(workspace: str, turn: TurnRecord, reply_ts: str | None) -> dict[str, object]:
+    a = turn.answer
+    return {"ws": workspace, "id": turn.id, "channel": turn.channel, "thread": turn.thread_ts,
+            "message": turn.message_ts, "user": turn.user_id, "question": a.question,
+            "said": a.reason if a.refusal else a.answer, "refusal": a.refusal, "collections": list(turn.collections),
+            "result": Jsonb(a.model_dump(mode="json")), "reply": reply_ts}
 
 
 def job_owner() -> tuple[str, int]:

@@ -5,8 +5,6 @@ A stub Slack client and store (no network, no database) drive ``bot.answer.Answe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -15,6 +13,7 @@ from slack_sdk.web import SlackResponse
 
 import bot.answer as answer_mod
 from bot.answer import Answering, Question
+from bot.store import Claim, TurnRecord
 from bot.render import SECTION_LIMIT, context, render_problem, section, sections
 from retrieval.models import Answer, Citation
 from retrieval.settings import Settings
@@ -73,33 +72,15 @@ class StubStore:
     def claim_event(self, team: str, key: str) -> bool:
         return True
 
-    def claim_question(self, team: str, key: str, question: dict[str, str]) -> bool:
-        return True
+    def claim_question(self, team: str, key: str, question: dict[str, str], **context: Any) -> Claim:
+        return Claim(turn_id=42, titles={}, history=[])
 
     def set_placeholder(self, *a: Any) -> None:
         pass
 
-    def question_done(self, *a: Any) -> None:
-        pass
-
-    def join_thread(self, *a: Any) -> None:
-        pass
-
-    def history(self, *a: Any) -> list:
-        return []
-
-    def save_turn(self, *a: Any) -> int:
-        return 42
-
-    def set_reply_ts(self, team: str, turn_id: int, ts: str, done_key: str | None = None) -> None:
-        self.reply_ts[turn_id] = ts
-
-    @contextmanager
-    def session(self) -> Iterator[None]:
-        yield
-
-    def run(self, fn: Any) -> list:
-        return []
+    def finish_question(self, team: str, key: str, turn: TurnRecord | None, reply_ts: str | None) -> None:
+        if turn is not None and turn.id is not None and reply_ts is not None:
+            self.reply_ts[turn.id] = reply_ts
 
 
 Q = Question(team="T1", channel="C1", user="U1", text="what?", ts="0.000001", thread_ts="0.000001")
@@ -121,6 +102,45 @@ def test_normal_reply_replaces_the_placeholder() -> None:
     a, store = answering(client)
     a.handle(Q)
     assert client.texts() == ["Three miles."] and store.reply_ts == {42: "1.000001"}
+
+
+def test_a_reply_whose_record_failed_is_recorded_when_the_database_is_back() -> None:
+    from retrieval.store.db import IndexUnavailable  # noqa: PLC0415
+
+    client = StubClient()
+    a, store = answering(client)
+    down = [1]
+    finish = store.finish_question
+
+    def flaky(*args: Any) -> None:
+        if down[0]:
+            down[0] -= 1
+            raise IndexUnavailable("the index database is unavailable: down")
+        finish(*args)
+
+    store.finish_question = flaky  # type: ignore[method-assign]
+    a.handle(Q)
+    assert client.texts() == ["Three miles."] and store.reply_ts == {}
+    assert a.in_flight() == [(Q.team, Q.key)]  # still this process's: the keeper keeps its heartbeat
+    a.retry_done()
+    assert store.reply_ts == {42: "1.000001"} and a.in_flight() == []
+
+
+def test_a_turn_that_cannot_be_recorded_still_ends_the_question() -> None:
+    from retrieval.store.db import DatabaseError  # noqa: PLC0415
+
+    client = StubClient()
+    a, store = answering(client)
+    ended: list[str] = []
+
+    def refuse_turns(team: str, key: str, turn: Any, reply_ts: Any) -> None:
+        if turn is not None:
+            raise DatabaseError("database error: a turn it cannot take")
+        ended.append(key)
+
+    store.finish_question = refuse_turns  # type: ignore[method-assign]
+    a.handle(Q)
+    assert client.texts() == ["Three miles."] and ended == [Q.key] and a.in_flight() == []
 
 
 def test_render_failure_becomes_a_problem_message(monkeypatch: pytest.MonkeyPatch) -> None:

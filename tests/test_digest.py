@@ -53,7 +53,6 @@ class Asked:
         self.n += 1
         ts = f"1764700{self.n:03d}.000100"
         thread = thread_ts or ts
-        self.store.join_thread(team, channel, thread)
         turn = self.store.save_turn(team, channel, thread, ts, "U0ASKER", answer, collections)
         if days_ago:
             self.store.run(lambda conn: conn.execute(

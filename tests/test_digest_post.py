@@ -33,7 +33,6 @@ def test_the_digest_is_posted_once_a_period_whatever_the_number_of_bots(pg_url, 
         db.ready(settings)
         try:
             store = Store(settings)
-            store.join_thread(TEAM, "C0GENERAL", "1764900001.000100")
             store.save_turn(TEAM, "C0GENERAL", "1764900001.000100", "1764900001.000100", "U0ASKER",
                             Answer(question="Where is the purple knob?", refusal=True,
                                    reason="The documents do not support an answer to this question.",

@@ -43,7 +43,6 @@ def test_answers_whose_quotes_left_the_new_edition_are_listed_as_stale(pg_url, e
                                                ("dropped", answered("How is fuel checked at a stop?", DROPPED)),
                                                ("refused", Answer(question="Purple knob?", refusal=True))]):
                 ts = f"1764800{i:03d}.000100"
-                store.join_thread(TEAM, "C0GENERAL", ts)
                 turns[key] = store.save_turn(TEAM, "C0GENERAL", ts, ts, "U0ASKER", answer, (COLL,))
             before = datetime.now(UTC)
             with db.connection(settings) as conn:

@@ -99,9 +99,18 @@ def test_another_hosts_question_is_adopted_only_when_its_heartbeat_is_stale(part
 def test_a_question_whose_reply_went_out_is_not_answered_twice(parts, settings) -> None:
     store, client, keeper, team = parts
     q, placeholder = interrupted(settings, team, client)
-    store.join_thread(team, q.channel, q.thread_ts)
-    turn = store.save_turn(team, q.channel, q.thread_ts, q.ts, q.user, GOOD, ["dev"])
-    store.set_reply_ts(team, turn, placeholder)
+    store.save_turn(team, q.channel, q.thread_ts, q.ts, q.user, GOOD, ["dev"], reply_ts=placeholder)
     keeper.adopt(starting=True)
     assert client.messages[placeholder]["text"] == "Looking through the handbooks…"  # untouched
     assert row(settings, team, q.key)["question"] is None
+
+
+def test_an_unreadable_interrupted_question_is_dropped_once(parts, settings) -> None:
+    store, client, keeper, team = parts
+    with psycopg.connect(settings.database_url.get_secret_value(), autocommit=True) as conn:
+        conn.execute("INSERT INTO bot_events (workspace, event_key, question, owner_host, owner_pid, heartbeat_at, "
+                     "attempts) VALUES (%s, 'C1:1.000001', %s, %s, %s, now(), 1)",
+                     (team, Jsonb({"text": "what?"}), job_owner()[0], dead_pid()))
+    assert keeper.adopt(starting=True) == 1
+    assert row(settings, team, "C1:1.000001") == {"question": None, "attempts": 2}  # ended: never adopted again
+    assert keeper.adopt(starting=True) == 0 and client.messages == {}

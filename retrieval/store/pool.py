@@ -2,14 +2,21 @@
 
 Searches run two legs, each needing a connection; opening one costs a new backend process (a few
 milliseconds of a ~50 ms search), so connections are kept. Each is checked when handed out
-(``ConnectionPool.check_connection``), so after a database restart a stale connection is
-replaced instead of failing the next question.
+(``_check``), so after a database restart a stale connection is replaced instead of failing the next
+question. The check costs no round trip for a connection used in the last ``FRESH_S`` seconds on which
+the server has said nothing since (a server that ends a connection, by restart, termination or
+shutdown, says so and closes its socket); any other is checked with an empty statement
+(``ConnectionPool.check_connection``), which also catches a connection dropped silently on the way
+(a firewall's or NAT's idle timeout, minutes at the least).
 """
 
 from __future__ import annotations
 
 import logging
+import select
 import threading
+import time
+import weakref
 from contextvars import ContextVar
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,8 +39,36 @@ _pools: dict[str, ConnectionPool] = {}
 _lock = threading.Lock()
 
 
+FRESH_S = 60.0  # a connection used this recently is checked without a round trip (see the module's doc)
+
+# When each pooled connection was last seen working: connected, or handed back after use.
+_last_used: weakref.WeakKeyDictionary[psycopg.Connection, float] = weakref.WeakKeyDictionary()
+
+
 def _configure(conn: psycopg.Connection) -> None:
     register_vector(conn)
+    _last_used[conn] = time.monotonic()
+
+
+def _check(conn: psycopg.Connection) -> None:
+    """Raise if ``conn`` no longer works (the pool then discards it and hands out another). A
+    connection used within ``FRESH_S`` whose socket has nothing to read passes without a round trip:
+    an idle connection is sent nothing but the server's notice that it is ending it (or, rarely, a
+    notice), so a readable socket means "ask the server" like a connection idle for longer."""
+    used = _last_used.get(conn)
+    if used is not None and time.monotonic() - used < FRESH_S and not conn.closed and not _readable(conn):
+        return
+    ConnectionPool.check_connection(conn)
+
+
+def _readable(conn: psycopg.Connection) -> bool:
+    """Whether the server sent something on the idle connection (or its socket is gone)."""
+    try:
+        poller = select.poll()
+        poller.register(conn.pgconn.socket, select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, psycopg.Error, ValueError):
+        return True
 
 
 def _pool(settings: Settings) -> ConnectionPool:
@@ -43,7 +78,7 @@ def _pool(settings: Settings) -> ConnectionPool:
         if pool is None:
             pool = ConnectionPool(key, min_size=0, max_size=settings.db_pool_size or MAX_SIZE, open=True, name="search",
                                   kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": 5},
-                                  configure=_configure, check=ConnectionPool.check_connection,
+                                  configure=_configure, check=_check,
                                   timeout=CHECKOUT_TIMEOUT_S, reconnect_timeout=0)
             _pools[key] = pool
     return pool
@@ -71,6 +106,7 @@ def connection(settings: Settings) -> Iterator[psycopg.Connection]:
                 yield conn
             finally:
                 _held.reset(token)
+                _last_used[conn] = time.monotonic()  # a broken one is discarded by the pool anyway
     except PoolTimeout as exc:
         raise db.IndexUnavailable(f"the index database is unavailable: {exc}") from exc
     except psycopg.OperationalError as exc:  # the server went away mid-query
