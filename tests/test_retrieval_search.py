@@ -77,6 +77,39 @@ def test_filtered_dense_search_still_returns_k_rows(settings, dev_corpus):
     assert len(res.results) == 8 and {p.document for p in res.results} == {ACS}
 
 
+@pytest.mark.parametrize("exact_max", [None, 0])  # the collection's own size; 0: every scope goes to HNSW
+def test_a_small_collection_is_searched_exactly_whatever_the_planner_knows(settings, dev_corpus, embedder,
+                                                                          monkeypatch, exact_max):
+    """Left to the planner, the collection-filtered nearest-neighbour query ran exact until the first
+    ANALYZE and on the approximate HNSW index after; a small scope is now always exact."""
+    import numpy as np  # noqa: PLC0415
+
+    from retrieval.search import vector  # noqa: PLC0415
+
+    if exact_max is not None:
+        monkeypatch.setattr(vector, "EXACT_MAX", exact_max)
+    scope = Scope.of([dev_corpus])
+    with pool.connection(settings) as conn:
+        conn.execute("ANALYZE chunks")
+        rows = conn.execute("SELECT id, embedding FROM chunks WHERE collection = %s", (dev_corpus,)).fetchall()
+        ids = np.array([r["id"] for r in rows])
+        mat = np.array([r["embedding"].to_numpy() for r in rows], dtype=np.float64)
+        mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+        for question in ("How much fuel for a VFR flight at night?", "When must an ELT battery be replaced?",
+                         "What does the examiner do if the practical test is discontinued?"):
+            vec = embedder.embed_query(question)
+            got = [h.chunk_id for h in vector.dense(conn, vec, 10, scope)]
+            assert len(got) == 10
+            if exact_max is None:
+                nearest = ids[np.argsort(-(mat @ (vec / np.linalg.norm(vec))), kind="stable")][:10]
+                assert got == [int(i) for i in nearest], question
+        plan = "\n".join(next(iter(r.values())) for r in conn.execute(
+            "EXPLAIN (ANALYZE, COSTS OFF) " + vector.nearest_sql(scope), {**scope.params(), "vec": vec, "limit": 10}))
+    hnsw = [line for line in plan.splitlines() if "chunks_embedding_hnsw" in line]
+    assert hnsw, plan  # the large-scope branch is planned ...
+    assert ("never executed" in hnsw[0]) == (exact_max is None), plan  # ... and runs only past EXACT_MAX
+
+
 @pytest.mark.parametrize("query", [
     "VFR weather minimums Class E airspace visibility cloud clearance",
     "Letter of Discontinuance practical test",
