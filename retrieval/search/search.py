@@ -156,8 +156,8 @@ def _keyword_leg(settings: Settings, query: str, cfg: SearchConfig, scope: Scope
 
 
 def run_legs(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
-    """The ranked lists. One statement only combines BM25 with dense; anything else runs as legs."""
-    if cfg.mode == "single" and set(cfg.legs) == {"keyword", "dense"} and cfg.keyword_method == "bm25":
+    """The ranked lists: both legs on one connection after embedding (``single``), or in parallel."""
+    if cfg.mode == "single" and set(cfg.legs) == {"keyword", "dense"}:
         return _run_single(settings, embedder, query, cfg, scope)
     timings: dict[str, float] = {}
     lists: dict[str, list[Hit]] = {}
@@ -177,8 +177,7 @@ def run_legs(settings: Settings, embedder: Embedder, query: str, cfg: SearchConf
 
 
 def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
-    """Both legs in one SQL statement (after embedding the query): one round trip, no overlap."""
-    from retrieval.search.keyword import bm25_params, bm25_sql  # noqa: PLC0415
+    """The query is embedded, then the two legs run one after the other on one connection (no overlap)."""
     from retrieval.search.vector import configure  # noqa: PLC0415
 
     t = time.perf_counter()
@@ -186,20 +185,12 @@ def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchC
     t1 = time.perf_counter()
     with pool.connection(settings) as conn:
         configure(conn, cfg.depth)
-        rows = conn.execute(
-            f"WITH kw AS ({bm25_sql(scope)}), "
-            f"nn AS MATERIALIZED ({nearest_sql(scope)}) "
-            f"SELECT 'keyword' AS leg, collection, chunk_id, score FROM kw "
-            f"UNION ALL SELECT 'dense', collection, id, 1 - dist FROM nn",
-            {**bm25_params(query, cfg.depth, scope), "vec": vec}).fetchall()
-    t2 = time.perf_counter()
-    lists: dict[str, list[Hit]] = {"keyword": [], "dense": []}
-    for r in rows:
-        lists[r["leg"]].append(Hit(int(r["chunk_id"]), float(r["score"]), r["collection"]))
-    lists["keyword"].sort(key=lambda h: (-h.score, h.chunk_id))
-    lists["dense"].sort(key=lambda h: (-h.score, h.chunk_id))
-    return Legs(lists=lists, query_vector=vec,
-                timings_ms={"embed_query": (t1 - t) * 1e3, "legs_sql": (t2 - t1) * 1e3})
+        lists = {"keyword": keyword(conn, query, cfg.depth, scope, cfg.keyword_method)}
+        t2 = time.perf_counter()
+        lists["dense"] = dense_hits(conn, vec, cfg.depth, scope)
+    t3 = time.perf_counter()
+    return Legs(lists=lists, query_vector=vec, timings_ms={"embed_query": (t1 - t) * 1e3, "keyword": (t2 - t1) * 1e3,
+                                                           "vector": (t3 - t2) * 1e3, "legs_sql": (t3 - t1) * 1e3})
 
 
 # ---------------------------------------------------------------------------------------------
