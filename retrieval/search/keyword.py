@@ -45,7 +45,7 @@ import psycopg
 
 from retrieval.search.filters import Scope
 from retrieval.search.fuse import Hit
-from retrieval.store.postings import POSTING
+from retrieval.store.postings import POSTING, decode
 from retrieval.text.identifiers import identifier_terms
 
 KeywordMethod = Literal["bm25", "websearch", "or_rank"]
@@ -132,12 +132,12 @@ def _docs_join(scope: Scope) -> str:
 def postings_sql(scope: Scope) -> str:
     """The postings rows of the query's lexemes in the scope: ``ord`` (the lexeme's rank in SQL text
     order, the order BM25's sum runs in), its IDF ``w``, the scope's ``avgdl``, and the row's
-    ``collection`` and packed ``postings`` (``retrieval.store.postings.POSTING``)."""
+    ``collection``, ``base`` and packed ``postings`` (``retrieval.store.postings``)."""
     return f"""
 WITH {_head_sql(scope)}, lex AS MATERIALIZED (
     SELECT lexeme, w, row_number() OVER (ORDER BY lexeme) AS ord FROM idf WHERE df > 0
 )
-SELECT lex.ord, lex.w, stats.avgdl, p.collection, p.postings
+SELECT lex.ord, lex.w, stats.avgdl, p.collection, p.base, p.postings
 FROM lex JOIN lexeme_postings p ON p.lexeme = lex.lexeme {_docs_join(scope)} CROSS JOIN stats
 WHERE {scope.sql("p", "d")}
 """
@@ -169,10 +169,9 @@ def top_scores(rows: list[dict], limit: int, params: BM25Params = BM25Params()) 
     rows = sorted(rows, key=lambda r: r["ord"])
     k1, b, avgdl = float(params.k1), float(params.b), float(rows[0]["avgdl"])
     counts = np.fromiter((len(r["postings"]) // POSTING.itemsize for r in rows), np.int64, len(rows))
-    postings = np.frombuffer(b"".join(r["postings"] for r in rows), POSTING)
-    ids = postings["chunk_id"].astype(np.int64)
-    tf = postings["tf"].astype(np.float64)
-    dl = postings["dl"].astype(np.float64)
+    records = np.frombuffer(b"".join(r["postings"] for r in rows), POSTING)
+    ids, tf_int, dl_int = decode(np.fromiter((r["base"] for r in rows), np.int64, len(rows)), counts, records)
+    tf, dl = tf_int.astype(np.float64), dl_int.astype(np.float64)
     w = np.repeat(np.fromiter((r["w"] for r in rows), np.float64, len(rows)), counts)
     weight = (w * (tf * (k1 + 1))) / (tf + k1 * ((1 - b) + (b * dl) / avgdl))
     # one segment of postings per lexeme, in ord order (a chunk appears at most once per lexeme)

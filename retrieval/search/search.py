@@ -41,7 +41,6 @@ from retrieval.search.rerank import Choice, SentenceReranker, choose
 from retrieval.encode.sentence_index import STORED_SCORE_SQL, half_vector, rerank_text
 from retrieval.settings import Settings
 from retrieval.search.vector import dense as dense_hits
-from retrieval.search.vector import nearest_sql
 
 log = logging.getLogger(__name__)
 

@@ -36,8 +36,7 @@ def configure(conn: psycopg.Connection, limit: int) -> None:
 
 def nearest_sql(scope: Scope) -> str:
     """The dense leg as a query (collection, id, dist) over the HNSW index, parameters ``%(vec)s`` and
-    ``%(limit)s`` plus the scope's: used alone (``dense``) and inside the statement that runs both
-    legs at once (``retrieval.search.search``)."""
+    ``%(limit)s`` plus the scope's (run by ``dense``)."""
     return (f"SELECT c.collection, c.id, c.embedding <=> %(vec)s AS dist FROM {scope.from_clause()} "
             f"WHERE {scope.sql()} ORDER BY c.embedding <=> %(vec)s LIMIT %(limit)s")
 
