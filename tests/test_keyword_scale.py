@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import pytest
+from psycopg.rows import tuple_row
 
 from ingest.pipeline import ingest_source
 from ingest.sources import read_path
@@ -124,13 +125,13 @@ def test_scattered_chunk_ids_and_collections_score_as_packed_ones(settings, dev_
     # the same rows with chunk ids spread far apart (no slot per id) give the same ranking, collections kept
     scope = Scope.of([dev_corpus, manuals_corpus])
     q = "What must the pilot in command check before a flight with the gnuplot terminal?"
-    with pool.connection(settings) as conn:
-        rows = conn.execute(postings_sql(scope), bm25_params(q, 10, scope), binary=True).fetchall()
+    with pool.connection(settings) as conn, conn.cursor(row_factory=tuple_row) as cur:
+        rows = cur.execute(postings_sql(scope), bm25_params(q, 10, scope), binary=True).fetchall()
     spread = []
-    for r in rows:
-        recs = np.frombuffer(r["postings"], POSTING).copy()
+    for o, w, avgdl, coll, base, postings in rows:
+        recs = np.frombuffer(postings, POSTING).copy()
         recs["offset"] = recs["offset"] * 1_000_003
-        spread.append({**r, "base": r["base"] * 1_000_003, "postings": recs.tobytes()})
+        spread.append((o, w, avgdl, coll, base * 1_000_003, recs.tobytes()))
     packed = top_scores(rows, 10, BM25Params())
     scattered = top_scores(spread, 10, BM25Params())
     assert [(h.chunk_id * 1_000_003, h.score, h.collection) for h in packed] == _ranking(scattered)

@@ -28,7 +28,7 @@ def decode(bases: np.ndarray, counts: np.ndarray, records: np.ndarray) -> tuple[
     rows with these ``bases`` and record ``counts``."""
     ids = np.repeat(bases, counts) + records["offset"]
     dl_tf = records["dl_tf"].astype(np.int32)
-    return ids, dl_tf & ((1 << TF_BITS) - 1), dl_tf >> TF_BITS
+    return ids, dl_tf & ((1 << TF_BITS) - 1), dl_tf >> TF_BITS  # tf, dl
 
 
 def write_postings(conn: psycopg.Connection, collection: str, document_id: int) -> None:
