@@ -37,8 +37,6 @@ semantics, ``ts_rank_cd``) and ``or_rank`` (OR of lexemes, ``ts_rank_cd``).
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -161,136 +159,77 @@ def _hits(rows: list[dict]) -> list[Hit]:
     return [Hit(int(r["chunk_id"]), float(r["score"]), r.get("collection")) for r in rows]
 
 
-STREAM_ROWS = 1000
-"""Postings rows per batch: the rows are scored batch by batch while the server sends the next ones."""
-
-
-class PostingScores:
-    """BM25 scores of the chunks in the rows of ``postings_sql`` (as tuples), added batch by batch.
+def top_scores(rows: Sequence[Sequence], limit: int, params: BM25Params = BM25Params()) -> list[Hit]:
+    """The best ``limit`` chunks by BM25, then lower id, of the rows of ``postings_sql`` (as tuples).
 
     Each posting's weight is ``(w * (tf * (k1 + 1))) / (tf + k1 * ((1 - b) + (b * dl) / avgdl))``, the
-    SQL expression's float8 operations in its order (computed once per lexeme and batch for each
-    (tf, dl) pair of the grid covering the batch, then looked up, unless the grid is larger than the
-    postings); a chunk's score adds its weights lexeme by lexeme in ``ord`` order starting from 0 (as
-    Postgres's float8 ``sum`` does from the first), so it is bit-equal to the SQL score."""
-
-    def __init__(self, params: BM25Params = BM25Params()) -> None:
-        self.k1, self.b = float(params.k1), float(params.b)
-        self.weights: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # ord -> [(chunk ids, weights)]
-        self.ids_of: dict[str, list[np.ndarray]] = {}  # collection -> chunk id arrays
-
-    def add(self, rows: Sequence[Sequence]) -> None:
-        if not rows:
-            return
-        rows = sorted(rows, key=lambda r: (r[0], r[4]))  # by lexeme, then chunk id
-        k1, b, avgdl = self.k1, self.b, float(rows[0][2])
-        counts = np.fromiter((len(r[5]) // POSTING.itemsize for r in rows), np.int64, len(rows))
-        records = np.frombuffer(b"".join(r[5] for r in rows), POSTING)
-        ids, tf, dl = decode(np.fromiter((r[4] for r in rows), np.int64, len(rows)), counts, records)
-        width = int(tf.max()) + 1
-        pair = dl * width + tf
-        table = int(pair.max()) < len(ids)  # a table over the (tf, dl) pairs of the batch, per lexeme
-        if table:
-            grid = np.arange(int(pair.max()) + 1)
-            tf_f, dl_f = (grid % width).astype(np.float64), (grid // width).astype(np.float64)
-        else:
-            tf_f, dl_f = tf.astype(np.float64), dl.astype(np.float64)
-        tf_part = tf_f * (k1 + 1)
-        den = tf_f + k1 * ((1 - b) + (b * dl_f) / avgdl)
-        ends = np.cumsum(counts).tolist()
-        start = 0
-        with np.errstate(divide="ignore", invalid="ignore"):  # grid cells of tf 0 are never read
-            for i, r in enumerate(rows):
-                if i + 1 < len(rows) and rows[i + 1][0] == r[0]:
-                    continue  # one segment per lexeme
-                end = ends[i]
-                w = float(r[1])
-                weight = ((w * tf_part) / den)[pair[start:end]] if table else (w * tf_part[start:end]) / den[start:end]
-                self.weights.setdefault(int(r[0]), []).append((ids[start:end], weight))
-                start = end
-        collections = {r[3] for r in rows}
-        if len(collections) == 1:
-            self.ids_of.setdefault(rows[0][3], []).append(ids)
-        else:
-            row_start = [0, *ends[:-1]]
-            for i, r in enumerate(rows):
-                self.ids_of.setdefault(r[3], []).append(ids[row_start[i]:ends[i]])
-
-    def top(self, limit: int) -> list[Hit]:
-        """The best ``limit`` chunks by score, then lower id."""
-        parts = [p for o in sorted(self.weights) for p in self.weights[o]]
-        if not parts or limit < 1:
-            return []
-        lo = min(int(p[0].min()) for p in parts)
-        hi = max(int(p[0].max()) for p in parts)
-        n = sum(len(p[0]) for p in parts)
-        if hi - lo < 4 * n + (1 << 20):  # a scope's chunk ids are close together: a slot per id
-            acc = np.zeros(hi - lo + 1)
-            for ids, weight in parts:
-                acc[ids - lo] += weight
-            cids = np.flatnonzero(acc)  # every weight is > 0: the chunks with a posting
-            scores = acc[cids]
-            cids += lo
-        else:
-            cids, slot = np.unique(np.concatenate([p[0] for p in parts]), return_inverse=True)
-            scores = np.zeros(len(cids))
-            start = 0
-            for ids, weight in parts:
-                scores[slot[start:start + len(ids)]] += weight
-                start += len(ids)
-        if len(scores) > limit:
-            kth = np.partition(scores, len(scores) - limit)[len(scores) - limit]
-            keep = np.flatnonzero(scores >= kth)
-            scores, cids = scores[keep], cids[keep]
-        order = np.lexsort((cids, -scores))[:limit]
-        top = cids[order]
-        coll: dict[int, str] = {}
-        for collection, arrays in self.ids_of.items():  # chunk ids are unique across collections
-            found = top if len(self.ids_of) == 1 else top[np.isin(top, np.concatenate(arrays))]
-            coll |= dict.fromkeys(found.tolist(), collection)
-        return [Hit(int(cids[i]), float(scores[i]), coll[int(cids[i])]) for i in order]
-
-
-def top_scores(rows: Sequence[Sequence], limit: int, params: BM25Params = BM25Params()) -> list[Hit]:
-    """The best ``limit`` chunks of the rows of ``postings_sql`` (as tuples), scored at once."""
-    scores = PostingScores(params)
-    scores.add(rows)
-    return scores.top(limit)
+    SQL expression's float8 operations in its order (computed once per lexeme for each (tf, dl) pair of
+    the grid covering the postings, then looked up, unless the grid is larger than the postings); a
+    chunk's score adds its weights lexeme by lexeme in ``ord`` order starting from 0 (as Postgres's
+    float8 ``sum`` does from the first), so it is bit-equal to the SQL score."""
+    if not rows or limit < 1:
+        return []
+    rows = sorted(rows, key=lambda r: (r[0], r[4]))  # by lexeme, then chunk id
+    k1, b, avgdl = float(params.k1), float(params.b), float(rows[0][2])
+    counts = np.fromiter((len(r[5]) // POSTING.itemsize for r in rows), np.int64, len(rows))
+    records = np.frombuffer(b"".join(r[5] for r in rows), POSTING)
+    ids, tf, dl = decode(np.fromiter((r[4] for r in rows), np.int64, len(rows)), counts, records)
+    width = int(tf.max()) + 1
+    pair = dl * width + tf
+    table = int(pair.max()) < len(ids)
+    if table:
+        grid = np.arange(int(pair.max()) + 1)
+        tf_f, dl_f = (grid % width).astype(np.float64), (grid // width).astype(np.float64)
+    else:
+        tf_f, dl_f = tf.astype(np.float64), dl.astype(np.float64)
+    tf_part = tf_f * (k1 + 1)
+    den = tf_f + k1 * ((1 - b) + (b * dl_f) / avgdl)
+    lo, hi = int(ids.min()), int(ids.max())
+    dense = hi - lo < 4 * len(ids) + (1 << 20)  # a scope's chunk ids are close together: a slot per id
+    if dense:
+        slot = ids - lo
+        acc = np.zeros(hi - lo + 1)
+    else:
+        chunk_ids, slot = np.unique(ids, return_inverse=True)
+        acc = np.zeros(len(chunk_ids))
+    ends = np.cumsum(counts).tolist()
+    start = 0
+    with np.errstate(divide="ignore", invalid="ignore"):  # grid cells of tf 0 are never read
+        for i, r in enumerate(rows):
+            if i + 1 < len(rows) and rows[i + 1][0] == r[0]:
+                continue  # one segment per lexeme (a chunk appears at most once in it), in ord order
+            end, w = ends[i], float(r[1])
+            weight = ((w * tf_part) / den)[pair[start:end]] if table else (w * tf_part[start:end]) / den[start:end]
+            acc[slot[start:end]] += weight
+            start = end
+    if dense:
+        cids = np.flatnonzero(acc)  # every weight is > 0: the chunks with a posting
+        scores = acc[cids]
+        cids += lo
+    else:
+        cids, scores = chunk_ids, acc
+    if len(scores) > limit:
+        kth = np.partition(scores, len(scores) - limit)[len(scores) - limit]
+        keep = np.flatnonzero(scores >= kth)
+        scores, cids = scores[keep], cids[keep]
+    order = np.lexsort((cids, -scores))[:limit]
+    top = cids[order]
+    collections = sorted({r[3] for r in rows})
+    if len(collections) == 1:
+        coll = dict.fromkeys(top.tolist(), collections[0])
+    else:  # chunk ids are unique across collections: a chunk's collection is that of its postings' rows
+        code = np.repeat(np.fromiter((collections.index(r[3]) for r in rows), np.int64, len(rows)), counts)
+        at = np.flatnonzero(np.isin(ids, top))
+        coll = {int(c): collections[int(k)] for c, k in zip(ids[at], code[at])}
+    return [Hit(int(cids[i]), float(scores[i]), coll[int(cids[i])]) for i in order]
 
 
 def bm25(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Scope(),
          params: BM25Params = BM25Params()) -> list[Hit]:
-    """BM25 over every chunk with any query lexeme, scored in numpy from the stored postings (module doc).
-    A thread reads the rows as the server sends them; this one scores them batch by batch meanwhile."""
-    batches: queue.SimpleQueue[list | BaseException | None] = queue.SimpleQueue()
-
-    def read() -> None:
-        try:
-            with conn.cursor(row_factory=tuple_row) as cur:
-                batch: list = []
-                for row in cur.stream(postings_sql(scope), bm25_params(query, limit, scope, params), binary=True,
-                                      size=STREAM_ROWS):
-                    batch.append(row)
-                    if len(batch) == STREAM_ROWS:
-                        batches.put(batch)
-                        batch = []
-                batches.put(batch)
-        except BaseException as exc:  # noqa: BLE001  (raised again by the scoring thread)
-            batches.put(exc)
-        else:
-            batches.put(None)
-
-    reader = threading.Thread(target=read, name="cv-bm25-read", daemon=True)
-    reader.start()
-    scores = PostingScores(params)
-    try:
-        while (batch := batches.get()) is not None:
-            if isinstance(batch, BaseException):
-                raise batch
-            scores.add(batch)
-    finally:
-        reader.join()
-    return scores.top(limit)
+    """BM25 over every chunk with any query lexeme, scored in numpy from the stored postings (module doc)."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        rows = cur.execute(postings_sql(scope), bm25_params(query, limit, scope, params), binary=True).fetchall()
+    return top_scores(rows, limit, params)
 
 
 def bm25_all(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Scope(),

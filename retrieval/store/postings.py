@@ -1,7 +1,8 @@
 """Keyword postings kept at ingest as packed binary (``lexeme_postings``, migration 0021).
 
 For each document and each lexeme of its chunks' tsvectors, the chunks having the lexeme, in chunk id
-order and blocks of at most 700 (one row each, stored inline: a block fits in a page). A row has
+order and blocks of at most 250 (one row each, also carried by the index on (lexeme, collection), which
+the keyword leg reads alone: the rows of a lexeme are side by side there). A row has
 ``base``, its first chunk id, and 8-byte records (``POSTING``, big-endian): the chunk id minus base, and
 the chunk's length times 512 plus the lexeme's term frequency in it (its positions in the tsvector,
 at most 256; 1 for identifier terms, which have none; the length is ``greatest(token_count, 1)``).
