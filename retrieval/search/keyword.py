@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Literal
 
 import numpy as np
@@ -169,7 +170,7 @@ def top_scores(rows: Sequence[Sequence], limit: int, params: BM25Params = BM25Pa
     float8 ``sum`` does from the first), so it is bit-equal to the SQL score."""
     if not rows or limit < 1:
         return []
-    rows = sorted(rows, key=lambda r: (r[0], r[4]))  # by lexeme, then chunk id
+    rows = sorted(rows, key=itemgetter(0))  # by lexeme (stable: the index's order of documents within)
     k1, b, avgdl = float(params.k1), float(params.b), float(rows[0][2])
     counts = np.fromiter((len(r[5]) // POSTING.itemsize for r in rows), np.int64, len(rows))
     records = np.frombuffer(b"".join(r[5] for r in rows), POSTING)
