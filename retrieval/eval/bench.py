@@ -84,7 +84,7 @@ def run(settings: Settings, questions_path: Path, collections: Sequence[str] | N
             "keyword": "BM25 (postings read in SQL, scored in numpy); parallel: on its own connection, overlapping embed_query + vector",
             "vector": "pgvector HNSW query",
             "legs": "wall time of both legs together (parallel: max of the two paths)",
-            "legs_sql": "single mode: both legs in turn on one connection, after embedding",
+            "legs_sql": "single mode: both legs on one connection, wall time (the embedding overlaps the postings read)",
             "fuse": "RRF + fetching the fused candidates' rows + near-duplicate removal",
             "rerank": "second stage (0 when none; sentence reranker: one SQL statement over the stored "
                       "sentence vectors)",

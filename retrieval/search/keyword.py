@@ -225,12 +225,17 @@ def top_scores(rows: Sequence[Sequence], limit: int, params: BM25Params = BM25Pa
     return [Hit(int(cids[i]), float(scores[i]), coll[int(cids[i])]) for i in order]
 
 
+def postings_rows(conn: psycopg.Connection, query: str, scope: Scope = Scope(),
+                  params: BM25Params = BM25Params()) -> list[tuple]:
+    """The rows of ``postings_sql`` for ``query`` (tuples, as ``top_scores`` reads them)."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        return cur.execute(postings_sql(scope), bm25_params(query, 0, scope, params), binary=True).fetchall()
+
+
 def bm25(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Scope(),
          params: BM25Params = BM25Params()) -> list[Hit]:
     """BM25 over every chunk with any query lexeme, scored in numpy from the stored postings (module doc)."""
-    with conn.cursor(row_factory=tuple_row) as cur:
-        rows = cur.execute(postings_sql(scope), bm25_params(query, limit, scope, params), binary=True).fetchall()
-    return top_scores(rows, limit, params)
+    return top_scores(postings_rows(conn, query, scope, params), limit, params)
 
 
 def bm25_all(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Scope(),

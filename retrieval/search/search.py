@@ -3,10 +3,11 @@
 The pipeline for one query:
 
 1. **Legs.** BM25 over the postings stored at ingest (``retrieval.search.keyword``) and pgvector HNSW
-   (``retrieval.search.vector``). Default (``mode="parallel"``): the keyword leg starts at once on its
-   own connection in a thread while this thread embeds the query and runs the dense leg on a second
-   connection. ``mode="single"``: the query is embedded, then both legs run one after the other on
-   one pooled connection. ``chapterverse eval latency`` measures both.
+   (``retrieval.search.vector``). Default (``mode="single"``): both legs on one pooled connection,
+   used by one thread at a time: the keyword leg's postings are read while the query is embedded, then
+   the dense leg's statement runs while the postings are scored. ``mode="parallel"``: the keyword leg
+   starts at once on its own connection in a thread while this thread embeds the query and runs the
+   dense leg on a second connection. ``chapterverse eval latency`` measures both.
 2. **Fuse** the two ranked lists by reciprocal rank fusion with k = 60.
 3. **Fetch** the best ``fetch_depth`` fused chunks' rows and drop near-duplicates (same text, or
    mostly inside a better-ranked chunk of the same document).
@@ -60,11 +61,10 @@ class SearchConfig(BaseModel):
                                  description="For the bi-encoder fallback: share of its rank in the final "
                                  "reciprocal-rank score (the fused rank has the rest).")
     mode: Literal["parallel", "single"] = Field(
-        default="parallel", description="'parallel': keyword leg on a second connection in a thread while the "
-        "query is embedded and the dense leg runs; 'single': both legs in turn on one connection after "
-        "embedding the query. At 1M chunks on 2 cores 'parallel' measured p50/p95 110/187 ms against "
-        "142/272 (the keyword leg's postings read and numpy overlap the embedding); on the dev collection "
-        "the two are within noise.")
+        default="single", description="'single': both legs on one connection (a question is one checkout), "
+        "the keyword leg's postings read while the query is embedded and scored while the dense leg's "
+        "statement runs; 'parallel': keyword leg on a second connection in a thread while the query is "
+        "embedded and the dense leg runs.")
     reranker: str | None = None  # None: Settings.reranker
     stored_sentences: bool = Field(
         default=True, description="Sentence reranker: use the sentence vectors stored at ingest (False: embed "
@@ -155,7 +155,7 @@ def _keyword_leg(settings: Settings, query: str, cfg: SearchConfig, scope: Scope
 
 
 def run_legs(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
-    """The ranked lists: both legs on one connection after embedding (``single``), or in parallel."""
+    """The ranked lists: both legs on one connection (``single``), or on two in parallel."""
     if cfg.mode == "single" and set(cfg.legs) == {"keyword", "dense"}:
         return _run_single(settings, embedder, query, cfg, scope)
     timings: dict[str, float] = {}
@@ -176,20 +176,42 @@ def run_legs(settings: Settings, embedder: Embedder, query: str, cfg: SearchConf
 
 
 def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
-    """The query is embedded, then the two legs run one after the other on one connection (no overlap)."""
+    """Both legs on one connection, used by one thread at a time: with BM25, its postings are read while
+    this thread embeds the query, then the dense leg's statement runs while this thread scores them."""
+    from retrieval.search.keyword import postings_rows, top_scores  # noqa: PLC0415
     from retrieval.search.vector import configure  # noqa: PLC0415
 
-    t = time.perf_counter()
-    vec = embedder.embed_query(query)
-    t1 = time.perf_counter()
-    with pool.connection(settings) as conn:
+    timings: dict[str, float] = {}
+
+    def timed(stage: str, fn: Callable[[], object]) -> object:
+        t = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            timings[stage] = timings.get(stage, 0.0) + (time.perf_counter() - t) * 1e3
+
+    def dense() -> list[Hit]:
         configure(conn, cfg.depth)
-        lists = {"keyword": keyword(conn, query, cfg.depth, scope, cfg.keyword_method)}
-        t2 = time.perf_counter()
-        lists["dense"] = dense_hits(conn, vec, cfg.depth, scope)
-    t3 = time.perf_counter()
-    return Legs(lists=lists, query_vector=vec, timings_ms={"embed_query": (t1 - t) * 1e3, "keyword": (t2 - t1) * 1e3,
-                                                           "vector": (t3 - t2) * 1e3, "legs_sql": (t3 - t1) * 1e3})
+        return dense_hits(conn, vec, cfg.depth, scope)
+
+    t0 = time.perf_counter()
+    with pool.connection(settings) as conn:
+        bm25 = cfg.keyword_method == "bm25"
+        rows = _executor.submit(timed, "keyword", lambda: postings_rows(conn, query, scope)) if bm25 else None
+        try:
+            vec = timed("embed_query", lambda: embedder.embed_query(query))
+        finally:
+            postings = rows.result() if rows is not None else None
+        if postings is None:
+            keyword_hits = timed("keyword", lambda: keyword(conn, query, cfg.depth, scope, cfg.keyword_method))
+        found = _executor.submit(timed, "vector", dense)
+        try:
+            if postings is not None:
+                keyword_hits = timed("keyword", lambda: top_scores(postings, cfg.depth))
+        finally:
+            dense_list = found.result()
+    timings["legs_sql"] = (time.perf_counter() - t0) * 1e3
+    return Legs(lists={"keyword": keyword_hits, "dense": dense_list}, query_vector=vec, timings_ms=timings)
 
 
 # ---------------------------------------------------------------------------------------------
