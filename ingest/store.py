@@ -158,7 +158,7 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
             "SELECT c.collection, c.document_id, u.lexeme, count(*) FROM chunks c CROSS JOIN LATERAL unnest(c.tsv) u "
             "WHERE c.collection = %s AND c.document_id = %s GROUP BY c.collection, c.document_id, u.lexeme",
             (collection, doc_id))
-        write_postings(conn, collection, doc_id)  # keyword postings in bands (retrieval.store.postings)
+        write_postings(conn, collection, doc_id)  # keyword postings (retrieval.store.postings)
         if sentence_vectors is not None:
             ids = {r["ordinal"]: int(r["id"]) for r in conn.execute(
                 "SELECT ordinal, id FROM chunks WHERE collection = %s AND document_id = %s", (collection, doc_id))}

@@ -1,22 +1,25 @@
-"""The keyword leg's pruning (retrieval.search.keyword.bm25_sql, bounded by the postings bands of
-retrieval.store.postings) returns exactly the ranking of scoring every chunk that has any query lexeme, on
-the real collections and their real questions, also after a document is added and removed, while
-scoring fewer chunks."""
+"""The keyword leg as searched (retrieval.search.keyword.bm25: numpy over the packed postings of
+retrieval.store.postings) returns exactly the ranking and the scores of the SQL statement scoring every
+chunk that has any query lexeme, on the real collections and their real questions, with document and
+multi-collection scopes, and after a document is added and removed (its postings come and go with it)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import psycopg
 import pytest
+from psycopg.rows import tuple_row
 
 from ingest.pipeline import ingest_source
 from ingest.sources import read_path
 from ingest.store import remove_document
 from retrieval.store import pool
 from retrieval.search.filters import Scope
-from retrieval.search.keyword import bm25, bm25_all, bm25_all_sql, bm25_params, bm25_sql
+from retrieval.search.keyword import BM25Params, bm25, bm25_all, bm25_params, postings_sql, top_scores
+from retrieval.store.postings import POSTING, decode
 from tests.corpus2_fixture import manuals_corpus  # noqa: F401  (fixture)
 from tests.pdfgen import text_pdf
 
@@ -28,28 +31,12 @@ def _questions(path: Path) -> list[str]:
     return [q["question"] for q in json.loads(path.read_text())]
 
 
-def _ranking(hits) -> list[tuple[int, float]]:
-    return [(h.chunk_id, round(h.score, 9)) for h in hits]
-
-
-def _chunks_read(conn: psycopg.Connection, sql: str, params: dict) -> int:
-    """Rows the statement read from ``chunks`` (the candidates it scored), from EXPLAIN ANALYZE."""
-    plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchone()
-    total = 0
-
-    def walk(node: dict) -> None:
-        nonlocal total
-        if node.get("Relation Name") == "chunks":
-            total += int(node["Actual Rows"] * node.get("Actual Loops", 1))
-        for child in node.get("Plans", []):
-            walk(child)
-
-    walk(next(iter(plan.values()))[0]["Plan"])
-    return total
+def _ranking(hits) -> list[tuple[int, float, str | None]]:
+    return [(h.chunk_id, h.score, h.collection) for h in hits]  # scores bit-equal, not rounded
 
 
 @pytest.mark.parametrize("depth", [10, 50])
-def test_pruned_bm25_ranks_the_faa_dev_questions_as_scoring_every_candidate(settings, dev_corpus, depth):
+def test_bm25_ranks_the_faa_dev_questions_as_the_sql_reference(settings, dev_corpus, depth):
     scope = Scope.of([dev_corpus])
     with pool.connection(settings) as conn:
         for q in _questions(HERE / "corpus" / "dev_questions.json"):
@@ -58,14 +45,14 @@ def test_pruned_bm25_ranks_the_faa_dev_questions_as_scoring_every_candidate(sett
             assert pruned == _ranking(bm25_all(conn, q, depth, scope)), q
 
 
-def test_pruned_bm25_ranks_the_manuals_questions_as_scoring_every_candidate(settings, manuals_corpus):
+def test_bm25_ranks_the_manuals_questions_as_the_sql_reference(settings, manuals_corpus):
     scope = Scope.of([manuals_corpus])
     with pool.connection(settings) as conn:
         for q in _questions(HERE / "corpus2" / "dev_questions.json"):
             assert _ranking(bm25(conn, q, 10, scope)) == _ranking(bm25_all(conn, q, 10, scope)), q
 
 
-def test_pruning_keeps_the_ranking_with_document_and_multi_collection_scopes(settings, dev_corpus, manuals_corpus):
+def test_bm25_keeps_the_ranking_with_document_and_multi_collection_scopes(settings, dev_corpus, manuals_corpus):
     questions = _questions(HERE / "corpus" / "dev_questions.json")[:8] + ["what does %in% return", "strsplit"]
     scopes = [Scope.of([dev_corpus, manuals_corpus]), Scope.of([dev_corpus], [CFR])]
     with pool.connection(settings) as conn:
@@ -74,7 +61,7 @@ def test_pruning_keeps_the_ranking_with_document_and_multi_collection_scopes(set
                 assert _ranking(bm25(conn, q, 10, scope)) == _ranking(bm25_all(conn, q, 10, scope)), (scope, q)
 
 
-def test_pruning_keeps_the_ranking_after_a_document_is_added_and_removed(settings, embedder, dev_corpus, tmp_path):
+def test_bm25_keeps_the_ranking_after_a_document_is_added_and_removed(settings, embedder, dev_corpus, tmp_path):
     # a document made of the questions' own words competes for every top list and changes the scope's
     # IDF and average length; its postings come and go with it
     questions = _questions(HERE / "corpus" / "dev_questions.json")
@@ -88,25 +75,25 @@ def test_pruning_keeps_the_ranking_after_a_document_is_added_and_removed(setting
         for q in questions:
             pruned = _ranking(bm25(conn, q, 10, scope))
             assert pruned == _ranking(bm25_all(conn, q, 10, scope)), q
-            tops += [cid for cid, _ in pruned]
+            tops += [cid for cid, _, _ in pruned]
         return tops
 
     ingest_source(settings, embedder, read_path(str(pdf), 10_000_000), extra, quiet=True)
     with pool.connection(settings) as conn:
         try:
             ids = {r["id"] for r in conn.execute("SELECT id FROM chunks WHERE collection = %s", (extra,))}
-            bands = conn.execute("SELECT count(*) AS n FROM lexeme_bands WHERE collection = %s", (extra,)).fetchone()
-            assert ids and bands["n"] > 0
+            rows = conn.execute("SELECT count(*) AS n FROM lexeme_postings WHERE collection = %s", (extra,)).fetchone()
+            assert ids and rows["n"] > 0
             assert ids & set(same_rankings(conn)), "the added document should reach some top lists"
         finally:
             assert remove_document(conn, pdf.name, extra) == [extra]
-        left = conn.execute("SELECT count(*) AS n FROM lexeme_bands WHERE collection = %s", (extra,)).fetchone()
+        left = conn.execute("SELECT count(*) AS n FROM lexeme_postings WHERE collection = %s", (extra,)).fetchone()
         assert left["n"] == 0  # removed with the document
         assert not ids & set(same_rankings(conn))
 
 
-def test_few_matches_fall_back_to_every_candidate(settings, dev_corpus):
-    # the rare words match fewer chunks than asked for: the threshold is 0 and every match is returned
+def test_few_matches_return_every_match(settings, dev_corpus):
+    # the rare words match fewer chunks than asked for: every match is returned, in order
     scope = Scope.of([dev_corpus])
     q = "zeppelinoid transponder flibbertigibbet"
     with pool.connection(settings) as conn:
@@ -116,16 +103,39 @@ def test_few_matches_fall_back_to_every_candidate(settings, dev_corpus):
         assert bm25(conn, "flibbertigibbet zeppelinoid", 10, scope) == []
 
 
-def test_pruning_scores_fewer_chunks_on_common_word_questions(settings, dev_corpus):
-    scope = Scope.of([dev_corpus])
-    q = "What must the pilot in command of an aircraft check before a flight?"
-    params = bm25_params(q, 10, scope)
+def test_stored_postings_are_the_chunks_tsvectors(settings, dev_corpus):
+    # every (chunk, lexeme) of the tsvectors once, with tf as BM25 counts it and the chunk's length
     with pool.connection(settings) as conn:
-        every = _chunks_read(conn, bm25_all_sql(scope), params)
-        pruned = _chunks_read(conn, bm25_sql(scope), params)
-        total = conn.execute("SELECT count(*) AS n FROM chunks WHERE collection = %s", (dev_corpus,)).fetchone()["n"]
-    assert every > total / 2, (every, total)  # common words: most chunks are candidates
-    assert pruned < every / 4, (pruned, every)
+        doc = conn.execute("SELECT id FROM documents WHERE collection = %s ORDER BY id LIMIT 1", (dev_corpus,)).fetchone()["id"]
+        expected = {(r["id"], r["lexeme"]): (r["tf"], r["dl"]) for r in conn.execute(
+            "SELECT c.id, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf, greatest(c.token_count, 1) AS dl "
+            "FROM chunks c CROSS JOIN LATERAL unnest(c.tsv) u WHERE c.collection = %s AND c.document_id = %s",
+            (dev_corpus, doc))}
+        stored: dict[tuple[int, str], tuple[int, int]] = {}
+        for r in conn.execute("SELECT lexeme, base, postings FROM lexeme_postings WHERE collection = %s "
+                              "AND document_id = %s", (dev_corpus, doc), binary=True):
+            recs = np.frombuffer(r["postings"], POSTING)
+            ids, tf, dl = decode(np.array([r["base"]]), np.array([len(recs)]), recs)
+            assert ids[0] == r["base"] and (np.diff(ids) > 0).all()  # in chunk id order, once each
+            stored |= {(int(i), r["lexeme"]): (int(t), int(d)) for i, t, d in zip(ids, tf, dl)}
+    assert stored == expected and len(expected) > 1000
+
+
+def test_scattered_chunk_ids_and_collections_score_as_packed_ones(settings, dev_corpus, manuals_corpus):
+    # the same rows with chunk ids spread far apart (no slot per id) give the same ranking, collections kept
+    scope = Scope.of([dev_corpus, manuals_corpus])
+    q = "What must the pilot in command check before a flight with the gnuplot terminal?"
+    with pool.connection(settings) as conn, conn.cursor(row_factory=tuple_row) as cur:
+        rows = cur.execute(postings_sql(scope), bm25_params(q, 10, scope), binary=True).fetchall()
+    spread = []
+    for o, w, avgdl, coll, base, postings in rows:
+        recs = np.frombuffer(postings, POSTING).copy()
+        recs["offset"] = recs["offset"] * 1_000_003
+        spread.append((o, w, avgdl, coll, base * 1_000_003, recs.tobytes()))
+    packed = top_scores(rows, 10, BM25Params())
+    scattered = top_scores(spread, 10, BM25Params())
+    assert [(h.chunk_id * 1_000_003, h.score, h.collection) for h in packed] == _ranking(scattered)
+    assert {h.collection for h in packed} <= {dev_corpus, manuals_corpus} and len(packed) == 10
 
 
 def test_eval_scale_keyword_only_times_both_rankings_and_finds_them_equal(settings, dev_corpus, tmp_path):

@@ -134,7 +134,7 @@ def test_result_reports_stage_ranks(settings, dev_corpus):
     assert {"embed_query", "legs", "fuse", "rerank", "total"} <= set(res.timings_ms)
 
 
-def test_parallel_and_single_statement_modes_return_the_same_lists(settings, dev_corpus):
+def test_parallel_and_single_modes_return_the_same_lists(settings, dev_corpus):
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
     from retrieval.search.search import run_legs  # noqa: PLC0415
 

@@ -34,7 +34,7 @@ def setups(settings: Settings) -> dict[str, SearchConfig]:
     out = {
         "default": base,
         "parallel legs, no rerank": base.model_copy(update={"reranker": "none", "mode": "parallel"}),
-        "single statement, no rerank": base.model_copy(update={"reranker": "none", "mode": "single"}),
+        "single connection, no rerank": base.model_copy(update={"reranker": "none", "mode": "single"}),
     }
     return out
 
@@ -81,10 +81,10 @@ def run(settings: Settings, questions_path: Path, collections: Sequence[str] | N
                           "database": "external (DATABASE_URL)" if settings.database_url else "embedded Postgres"},
         "stage_notes": {
             "embed_query": "bi-encoder query embedding (dense leg only)",
-            "keyword": "BM25 SQL, on its own connection, overlapping embed_query + vector",
-            "vector": "pgvector HNSW query",
+            "keyword": "BM25: single mode, scoring the postings in numpy; parallel: reading and scoring them on its own connection, overlapping embed_query + vector",
+            "vector": "pgvector nearest neighbours (exact up to 20,000 chunks, HNSW beyond; parallel mode)",
             "legs": "wall time of both legs together (parallel: max of the two paths)",
-            "legs_sql": "single-statement mode: both legs in one SQL statement, after embedding",
+            "legs_sql": "single mode: the one statement of both legs (postings rows and nearest chunks), after embed_query",
             "fuse": "RRF + fetching the fused candidates' rows + near-duplicate removal",
             "rerank": "second stage (0 when none; sentence reranker: one SQL statement over the stored "
                       "sentence vectors)",

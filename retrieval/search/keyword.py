@@ -1,6 +1,6 @@
-"""Keyword search inside Postgres over the stored, GIN-indexed ``chunks.tsv`` column.
+"""Keyword search over the chunks' stored ``chunks.tsv`` (as its postings, or its GIN index).
 
-The default ranking is BM25, computed in one SQL statement:
+The default ranking is BM25 (``bm25_all_sql`` states it in SQL):
 
 * the query's lexemes come from ``to_tsvector(config, query)`` for each text-search configuration
   the searched documents were indexed with (``documents.text_search``, from the collection's profile
@@ -18,39 +18,18 @@ The default ranking is BM25, computed in one SQL statement:
   chunks get bit-equal scores whatever the plan, and ties fall to the lower id.
 
 Scoring every chunk that has *any* query lexeme costs time in proportion to the postings of the
-query's commonest words ("aircraft", "pilot"), which grow with the collection. ``bm25_sql`` returns
-the same top ``limit`` while scoring few chunks, using the postings kept at ingest in bands
-(``retrieval.store.postings``: per document and lexeme, chunk ids grouped by tf and length, each band row
-with its largest tf and smallest length). For a band row of lexeme t, ``ub`` = BM25's weight of t
-computed with the row's largest tf and smallest length and the scope's IDF and average length *now*:
-no chunk of the row gets more from t (the weight grows with tf and shrinks with length).
+query's commonest words ("aircraft", "pilot"), which grow with the collection: at a million chunks a
+long question has up to three million postings, and SQL spends about a microsecond on each as a row
+(unnest, join, sum per chunk). ``bm25`` computes the same sum over the same postings in numpy: the
+postings kept at ingest (``retrieval.store.postings``: per document and lexeme, one packed ``bytea`` of
+(chunk id, tf, length) records) of the question's lexemes are read in one statement, with each
+lexeme's IDF and the scope's average length computed as above; numpy adds each lexeme's weights into
+a score per chunk, lexeme by lexeme in the SQL order of the lexemes, with the same float8 operations
+in the same order as the SQL sum, so the scores are bit-equal to ``bm25_all_sql``'s; the best
+``limit`` are taken by score, then lower id. Nothing is pruned: the ranking is exact by construction.
 
-1. *bounds*: for each query lexeme t, its ``seed`` band rows in the scope with the largest ``ub``
-   (from the index alone); ``u_t`` = the largest ``ub`` of lexeme t, U = Σ u_t;
-2. *seed*: the chunks of each lexeme's best rows (``seed`` per lexeme) and chunks having two of the
-   ``pair_lexemes`` rarest lexemes (GIN index, at most ``probe``) are scored exactly; θ = the
-   ``limit``-th best of those scores, lowered by 1e-9 of itself for rounding (0 when fewer than
-   ``limit``). ``limit`` chunks reach θ, so the ``limit``-th best score of all, θ*, is at least θ;
-3. *skipped lexemes*: in order of document frequency per unit of bound (commonest first), the
-   lexemes whose ``u_t`` add up to at most ``skip_share`` · θ; S = their sum. Their postings are
-   not read: each adds at most ``u_t`` to any chunk;
-4. *essential lexemes* (the others): their band rows are read, except rows with ``ub`` below
-   θ - (U - u_t): a chunk in such a row scores less than θ - (U - u_t) + (U - u_t) = θ ≤ θ*;
-   a chunk's bound is S plus the ``ub`` of its rows read (at least its score, unless a row of it
-   was skipped by that rule, and then it scores below θ anyway). A chunk in none of the rows read
-   scores at most S < θ (it lacks every essential lexeme, or holds one in a row skipped by the rule);
-5. chunks whose bound is below θ cannot reach θ*; of the others, the ``probe`` with the largest
-   bounds are scored exactly, which may raise θ (same argument as in 2), then every remaining one
-   whose bound reaches θ is scored exactly. The best ``limit`` scored are the top list: every chunk
-   scoring at least θ* has been scored, so ties fall to the lower id as in the plain ranking.
-   (θ is lowered by 1e-9 of itself, far more than the rounding of any sum here.)
-
-With θ = 0 (fewer than ``limit`` seed chunks) every chunk with a query lexeme is scored.
-
-An exact score reads only the query's lexemes from the chunk's tsvector (``setweight`` +
-``ts_filter``, see ``_score_sql``) instead of unnesting all of them. ``bm25_all_sql`` scores every
-candidate of the GIN index the plain way (unnest and join), kept as the reference the tests compare
-against.
+``bm25_all_sql`` scores every candidate of the GIN index the plain way in SQL (unnest and join), kept
+as the reference the tests compare against.
 
 Two simpler rankings are kept for the evaluation that justified BM25: ``websearch`` (AND
 semantics, ``ts_rank_cd``) and ``or_rank`` (OR of lexemes, ``ts_rank_cd``).
@@ -58,24 +37,21 @@ semantics, ``ts_rank_cd``) and ``or_rank`` (OR of lexemes, ``ts_rank_cd``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Literal
 
+import numpy as np
 import psycopg
+from psycopg.rows import tuple_row
 
 from retrieval.search.filters import Scope
 from retrieval.search.fuse import Hit
+from retrieval.store.postings import POSTING, decode
 from retrieval.text.identifiers import identifier_terms
 
 KeywordMethod = Literal["bm25", "websearch", "or_rank"]
-
-SEED_POSTINGS = 20
-PROBE = 100
-SKIP_SHARE = 0.5
-PAIR_LEXEMES = 4
-"""Chunks of each query lexeme's best band rows scored first (at least ``limit``) to find θ, the
-score a chunk must beat."""
-
 
 @dataclass(frozen=True)
 class BM25Params:
@@ -95,24 +71,6 @@ def _score_all_sql(cand: str) -> str:
                         FROM unnest(cand.tsv) u) tf
     JOIN idf ON idf.lexeme = tf.lexeme
     GROUP BY cand.collection, cand.id"""
-
-
-def _score_sql(cand: str) -> str:
-    """The same scores, reading only the query's lexemes from each chunk's tsvector: ``setweight`` marks
-    them and ``ts_filter`` keeps them (with their positions) in C, instead of unnesting the ~50 lexemes
-    of every chunk. ``ts_filter`` drops lexemes without positions, which are exactly the identifier
-    terms (``chunks.terms``, never an English lexeme): those are looked up with ``@@`` (tf 1)."""
-    return f"""SELECT cand.collection, cand.id, sc.score
-    FROM {cand} cand
-    CROSS JOIN stats
-    CROSS JOIN LATERAL (
-        SELECT sum(i.w * (t.n * (%(k1)s + 1)) / (t.n + %(k1)s * (1 - %(b)s + %(b)s * cand.dl / stats.avgdl))
-                   ORDER BY i.lexeme) AS score
-        FROM idf i
-        LEFT JOIN unnest(ts_filter(setweight(cand.tsv, 'A', (SELECT array_agg(lexeme) FROM idf)), '{{a}}')) u
-               ON u.lexeme = i.lexeme
-        CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS n) t
-        WHERE i.df > 0 AND (u.lexeme IS NOT NULL OR (i.identifier AND cand.tsv @@ i.tsq))) sc"""
 
 
 # The text-search configuration of the scope's documents (the baseline rankers take one; BM25 takes
@@ -170,98 +128,21 @@ LIMIT %(limit)s
 """
 
 
-def _ub_sql(p: str, w: str) -> str:
-    """BM25's weight of a lexeme (IDF ``w``) with the largest tf and smallest length of band row ``p``."""
-    return (f"{w} * ({p}.tf_max * (%(k1)s + 1)) "
-            f"/ ({p}.tf_max + %(k1)s * (1 - %(b)s + %(b)s * {p}.dl_min / stats.avgdl))")
-
-
 def _docs_join(scope: Scope) -> str:
     return "JOIN documents d ON d.collection = p.collection AND d.id = p.document_id" if scope.needs_documents else ""
 
 
-def _bands_from(scope: Scope, lexemes: str, joins: str = "") -> str:
-    """FROM and WHERE of the band rows ``p`` of the lexemes of CTE ``lexemes`` (lexeme, w, ...) in the scope."""
-    return (f"{lexemes} lex JOIN lexeme_bands p ON p.lexeme = lex.lexeme {_docs_join(scope)} CROSS JOIN stats {joins} "
-            f"WHERE {scope.sql('p', 'd')}")
-
-
-def bm25_sql(scope: Scope) -> str:
-    """The BM25 statement (exact top ``limit``, pruned); parameters: ``query``, ``terms``
-    (``query_terms(query)``), ``k1``, ``b``, ``limit``, ``seed``, ``probe`` and the scope's.
-    See the module doc."""
+def postings_sql(scope: Scope) -> str:
+    """The postings rows of the query's lexemes in the scope: ``ord`` (the lexeme's rank in SQL text
+    order, the order BM25's sum runs in), its IDF ``w``, the scope's ``avgdl``, and the row's
+    ``collection``, ``base`` and packed ``postings`` (``retrieval.store.postings``)."""
     return f"""
 WITH {_head_sql(scope)}, lex AS MATERIALIZED (
-    SELECT lexeme, w, df FROM idf WHERE df > 0
-), tops AS MATERIALIZED (
-    SELECT l.lexeme, top.* FROM lex l CROSS JOIN LATERAL (
-        SELECT p.collection, p.document_id, p.band, {_ub_sql("p", "l.w")} AS ub
-        FROM lexeme_bands p {_docs_join(scope)} CROSS JOIN stats
-        WHERE p.lexeme = l.lexeme AND {scope.sql("p", "d")}
-        ORDER BY ub DESC LIMIT %(seed)s) top
-), rarest AS MATERIALIZED (
-    SELECT lexeme, rn FROM (SELECT lexeme, row_number() OVER (ORDER BY df, lexeme) AS rn FROM lex) r
-    WHERE rn <= %(pair_lexemes)s
-), seed AS MATERIALIZED (
-    SELECT collection, chunk_id FROM (
-        SELECT t.collection, x.chunk_id,
-               row_number() OVER (PARTITION BY t.lexeme ORDER BY t.ub DESC, x.chunk_id) AS rn
-        FROM tops t
-        JOIN lexeme_bands r ON r.collection = t.collection AND r.document_id = t.document_id
-                           AND r.lexeme = t.lexeme AND r.band = t.band
-        CROSS JOIN LATERAL unnest(r.chunk_ids) x(chunk_id)) s
-    WHERE rn <= %(seed)s
-    UNION (  -- the GIN index alone finds them: the scope is applied after (a seed outside it is no use, no harm)
-        SELECT c.collection, c.id
-        FROM (SELECT * FROM chunks WHERE tsv @@ (
-                  SELECT string_agg('(' || quote_literal(a.lexeme) || ' & ' || quote_literal(b.lexeme) || ')', ' | ')
-                         ::tsquery
-                  FROM rarest a JOIN rarest b ON a.rn < b.rn)
-              LIMIT %(probe)s) c {"JOIN documents d ON d.collection = c.collection AND d.id = c.document_id" if scope.needs_documents else ""}
-        WHERE {scope.sql()})
-), cand1 AS (
-    SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
-    FROM seed JOIN chunks c ON c.collection = seed.collection AND c.id = seed.chunk_id
-), scored1 AS MATERIALIZED (
-    {_score_sql("cand1")}
-), theta AS MATERIALIZED (
-    SELECT CASE WHEN count(*) >= %(limit)s THEN min(score) * (1 - 1e-9) ELSE 0 END AS t
-    FROM (SELECT score FROM scored1 ORDER BY score DESC LIMIT %(limit)s) top
-), split AS MATERIALIZED (
-    SELECT u.lexeme, u.u, lex.w,
-           sum(u.u) OVER (ORDER BY lex.df / u.u DESC, u.lexeme ROWS UNBOUNDED PRECEDING) <= %(skip_share)s * theta.t AS skipped
-    FROM (SELECT lexeme, max(ub) AS u FROM tops GROUP BY lexeme) u
-    JOIN lex ON lex.lexeme = u.lexeme CROSS JOIN theta
-), essential AS MATERIALIZED (
-    SELECT lexeme, w, (SELECT t FROM theta) - ((SELECT sum(u) FROM split) - u) AS least_weight
-    FROM split WHERE NOT skipped
-), survivors AS MATERIALIZED (
-    SELECT min(p.collection) AS collection, x.chunk_id,  -- chunk ids are unique across collections
-           sum({_ub_sql("p", "lex.w")}) + (SELECT coalesce(sum(u), 0) FROM split WHERE skipped) AS ub
-    FROM {_bands_from(scope, "essential", "CROSS JOIN LATERAL unnest(p.chunk_ids) x(chunk_id)")}
-    AND {_ub_sql("p", "lex.w")} >= lex.least_weight
-    GROUP BY x.chunk_id
-    HAVING sum({_ub_sql("p", "lex.w")}) + (SELECT coalesce(sum(u), 0) FROM split WHERE skipped) >= (SELECT t FROM theta)
-), cand2 AS (
-    SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
-    FROM (SELECT * FROM survivors ORDER BY ub DESC, chunk_id LIMIT %(probe)s) s
-    JOIN chunks c ON c.collection = s.collection AND c.id = s.chunk_id
-), scored2 AS MATERIALIZED (
-    {_score_sql("cand2")}
-), theta2 AS MATERIALIZED (
-    SELECT greatest((SELECT t FROM theta), CASE WHEN count(*) >= %(limit)s THEN min(score) * (1 - 1e-9) ELSE 0 END) AS t
-    FROM (SELECT score FROM scored2 ORDER BY score DESC LIMIT %(limit)s) top
-), cand3 AS (  -- read in the table's order (a bitmap over the primary key), not one probe per chunk
-    SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl
-    FROM chunks c
-    WHERE c.collection = ANY(ARRAY(SELECT DISTINCT collection FROM survivors))
-      AND c.id = ANY(ARRAY(SELECT chunk_id FROM survivors WHERE ub >= (SELECT t FROM theta2)))
-), scored3 AS (
-    {_score_sql("cand3")}
-)
-SELECT collection, id AS chunk_id, score FROM (SELECT * FROM scored2 UNION SELECT * FROM scored3) s
-ORDER BY score DESC, id
-LIMIT %(limit)s
+    SELECT lexeme, w, row_number() OVER (ORDER BY lexeme) AS ord FROM idf WHERE df > 0
+)  -- in this column order: top_scores reads the rows as tuples
+SELECT lex.ord, lex.w, stats.avgdl, p.collection, p.base, p.postings
+FROM lex JOIN lexeme_postings p ON p.lexeme = lex.lexeme {_docs_join(scope)} CROSS JOIN stats
+WHERE {scope.sql("p", "d")}
 """
 
 
@@ -272,17 +153,89 @@ def query_terms(query: str) -> list[str]:
 
 def bm25_params(query: str, limit: int, scope: Scope, params: BM25Params = BM25Params()) -> dict[str, object]:
     return {**scope.params(), "query": query, "terms": query_terms(query), "k1": params.k1, "b": params.b,
-            "limit": limit, "seed": max(limit, SEED_POSTINGS), "probe": max(limit, PROBE), "skip_share": SKIP_SHARE, "pair_lexemes": PAIR_LEXEMES}
+            "limit": limit}
 
 
 def _hits(rows: list[dict]) -> list[Hit]:
     return [Hit(int(r["chunk_id"]), float(r["score"]), r.get("collection")) for r in rows]
 
 
+def top_scores(rows: Sequence[Sequence], limit: int, params: BM25Params = BM25Params()) -> list[Hit]:
+    """The best ``limit`` chunks by BM25, then lower id, of the rows of ``postings_sql`` (as tuples).
+
+    Each posting's weight is ``(w * (tf * (k1 + 1))) / (tf + k1 * ((1 - b) + (b * dl) / avgdl))``, the
+    SQL expression's float8 operations in its order (computed once per lexeme for each (tf, dl) pair of
+    the grid covering the postings, then looked up, unless the grid is larger than the postings); a
+    chunk's score adds its weights lexeme by lexeme in ``ord`` order starting from 0 (as Postgres's
+    float8 ``sum`` does from the first), so it is bit-equal to the SQL score."""
+    if not rows or limit < 1:
+        return []
+    rows = sorted(rows, key=itemgetter(0))  # by lexeme (stable: the index's order of documents within)
+    k1, b, avgdl = float(params.k1), float(params.b), float(rows[0][2])
+    counts = np.fromiter((len(r[5]) // POSTING.itemsize for r in rows), np.int64, len(rows))
+    records = np.frombuffer(b"".join(r[5] for r in rows), POSTING)
+    ids, tf, dl = decode(np.fromiter((r[4] for r in rows), np.int64, len(rows)), counts, records)
+    width = int(tf.max()) + 1
+    pair = dl * width + tf
+    table = int(pair.max()) < len(ids)
+    if table:
+        grid = np.arange(int(pair.max()) + 1)
+        tf_f, dl_f = (grid % width).astype(np.float64), (grid // width).astype(np.float64)
+    else:
+        tf_f, dl_f = tf.astype(np.float64), dl.astype(np.float64)
+    tf_part = tf_f * (k1 + 1)
+    den = tf_f + k1 * ((1 - b) + (b * dl_f) / avgdl)
+    lo, hi = int(ids.min()), int(ids.max())
+    dense = hi - lo < 4 * len(ids) + (1 << 20)  # a scope's chunk ids are close together: a slot per id
+    if dense:
+        slot = ids - lo
+        acc = np.zeros(hi - lo + 1)
+    else:
+        chunk_ids, slot = np.unique(ids, return_inverse=True)
+        acc = np.zeros(len(chunk_ids))
+    ends = np.cumsum(counts).tolist()
+    start = 0
+    with np.errstate(divide="ignore", invalid="ignore"):  # grid cells of tf 0 are never read
+        for i, r in enumerate(rows):
+            if i + 1 < len(rows) and rows[i + 1][0] == r[0]:
+                continue  # one segment per lexeme (a chunk appears at most once in it), in ord order
+            end, w = ends[i], float(r[1])
+            weight = ((w * tf_part) / den)[pair[start:end]] if table else (w * tf_part[start:end]) / den[start:end]
+            acc[slot[start:end]] += weight
+            start = end
+    if dense:
+        cids = np.flatnonzero(acc)  # every weight is > 0: the chunks with a posting
+        scores = acc[cids]
+        cids += lo
+    else:
+        cids, scores = chunk_ids, acc
+    if len(scores) > limit:
+        kth = np.partition(scores, len(scores) - limit)[len(scores) - limit]
+        keep = np.flatnonzero(scores >= kth)
+        scores, cids = scores[keep], cids[keep]
+    order = np.lexsort((cids, -scores))[:limit]
+    top = cids[order]
+    collections = sorted({r[3] for r in rows})
+    if len(collections) == 1:
+        coll = dict.fromkeys(top.tolist(), collections[0])
+    else:  # chunk ids are unique across collections: a chunk's collection is that of its postings' rows
+        code = np.repeat(np.fromiter((collections.index(r[3]) for r in rows), np.int64, len(rows)), counts)
+        at = np.flatnonzero(np.isin(ids, top))
+        coll = {int(c): collections[int(k)] for c, k in zip(ids[at], code[at])}
+    return [Hit(int(cids[i]), float(scores[i]), coll[int(cids[i])]) for i in order]
+
+
+def postings_rows(conn: psycopg.Connection, query: str, scope: Scope = Scope(),
+                  params: BM25Params = BM25Params()) -> list[tuple]:
+    """The rows of ``postings_sql`` for ``query`` (tuples, as ``top_scores`` reads them)."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        return cur.execute(postings_sql(scope), bm25_params(query, 0, scope, params), binary=True).fetchall()
+
+
 def bm25(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Scope(),
          params: BM25Params = BM25Params()) -> list[Hit]:
-    rows = conn.execute(bm25_sql(scope), bm25_params(query, limit, scope, params)).fetchall()
-    return _hits(rows)
+    """BM25 over every chunk with any query lexeme, scored in numpy from the stored postings (module doc)."""
+    return top_scores(postings_rows(conn, query, scope, params), limit, params)
 
 
 def bm25_all(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Scope(),

@@ -2,12 +2,12 @@
 
 The pipeline for one query:
 
-1. **Legs.** BM25 inside Postgres (``retrieval.search.keyword``) and pgvector HNSW (``retrieval.search.vector``).
-   Default (``mode="single"``): the query is embedded, then both legs run as one SQL statement (one
-   round trip). ``mode="parallel"``: the keyword leg starts at once on its own connection in a
-   thread while this thread embeds the query and runs the dense leg on a second connection.
-   ``chapterverse eval latency`` measures both; on this 2-core machine they are within a few ms,
-   single slightly ahead, because the BM25 backend and torch compete for the same two cores.
+1. **Legs.** BM25 over the postings stored at ingest (``retrieval.search.keyword``) and pgvector HNSW
+   (``retrieval.search.vector``). Default (``mode="single"``): both legs on one pooled connection,
+   used by one thread at a time: the keyword leg's postings are read while the query is embedded, then
+   the dense leg's statement runs while the postings are scored. ``mode="parallel"``: the keyword leg
+   starts at once on its own connection in a thread while this thread embeds the query and runs the
+   dense leg on a second connection. ``chapterverse eval latency`` measures both.
 2. **Fuse** the two ranked lists by reciprocal rank fusion with k = 60.
 3. **Fetch** the best ``fetch_depth`` fused chunks' rows and drop near-duplicates (same text, or
    mostly inside a better-ranked chunk of the same document).
@@ -27,6 +27,7 @@ from typing import Literal
 
 import numpy as np
 import psycopg
+from psycopg.rows import tuple_row
 from pydantic import BaseModel, Field
 
 from retrieval.store import db, index, pool
@@ -41,7 +42,6 @@ from retrieval.search.rerank import Choice, SentenceReranker, choose
 from retrieval.encode.sentence_index import STORED_SCORE_SQL, half_vector, rerank_text
 from retrieval.settings import Settings
 from retrieval.search.vector import dense as dense_hits
-from retrieval.search.vector import nearest_sql
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +62,10 @@ class SearchConfig(BaseModel):
                                  description="For the bi-encoder fallback: share of its rank in the final "
                                  "reciprocal-rank score (the fused rank has the rest).")
     mode: Literal["parallel", "single"] = Field(
-        default="single", description="'single': both legs in one SQL statement after embedding the query; "
-        "'parallel': keyword leg on a second connection in a thread while the query is embedded. On 2 cores "
-        "'single' measured slightly faster (results/retrieval_latency.json): the keyword backend and torch "
-        "compete for the cores, tripling the embedding time. With more cores, try 'parallel'.")
+        default="single", description="'single': both legs on one connection (a question is one checkout), "
+        "the keyword leg's postings read while the query is embedded and scored while the dense leg's "
+        "statement runs; 'parallel': keyword leg on a second connection in a thread while the query is "
+        "embedded and the dense leg runs.")
     reranker: str | None = None  # None: Settings.reranker
     stored_sentences: bool = Field(
         default=True, description="Sentence reranker: use the sentence vectors stored at ingest (False: embed "
@@ -156,8 +156,8 @@ def _keyword_leg(settings: Settings, query: str, cfg: SearchConfig, scope: Scope
 
 
 def run_legs(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
-    """The ranked lists. One statement only combines BM25 with dense; anything else runs as legs."""
-    if cfg.mode == "single" and set(cfg.legs) == {"keyword", "dense"} and cfg.keyword_method == "bm25":
+    """The ranked lists: both legs on one connection (``single``), or on two in parallel."""
+    if cfg.mode == "single" and set(cfg.legs) == {"keyword", "dense"}:
         return _run_single(settings, embedder, query, cfg, scope)
     timings: dict[str, float] = {}
     lists: dict[str, list[Hit]] = {}
@@ -177,29 +177,35 @@ def run_legs(settings: Settings, embedder: Embedder, query: str, cfg: SearchConf
 
 
 def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
-    """Both legs in one SQL statement (after embedding the query): one round trip, no overlap."""
-    from retrieval.search.keyword import bm25_params, bm25_sql  # noqa: PLC0415
-    from retrieval.search.vector import configure  # noqa: PLC0415
+    """Both legs in one statement after embedding the query (one round trip): with BM25 the rows are the
+    keyword leg's stored postings (scored here, ``keyword.top_scores``) and the dense leg's nearest
+    chunks; with another keyword ranking, its hits and the nearest chunks."""
+    from retrieval.search.keyword import bm25_params, postings_sql, top_scores  # noqa: PLC0415
+    from retrieval.search.vector import configure, nearest_sql  # noqa: PLC0415
 
     t = time.perf_counter()
     vec = embedder.embed_query(query)
     t1 = time.perf_counter()
+    bm25 = cfg.keyword_method == "bm25"
     with pool.connection(settings) as conn:
         configure(conn, cfg.depth)
-        rows = conn.execute(
-            f"WITH kw AS ({bm25_sql(scope)}), "
-            f"nn AS MATERIALIZED ({nearest_sql(scope)}) "
-            f"SELECT 'keyword' AS leg, collection, chunk_id, score FROM kw "
-            f"UNION ALL SELECT 'dense', collection, id, 1 - dist FROM nn",
-            {**bm25_params(query, cfg.depth, scope), "vec": vec}).fetchall()
-    t2 = time.perf_counter()
-    lists: dict[str, list[Hit]] = {"keyword": [], "dense": []}
-    for r in rows:
-        lists[r["leg"]].append(Hit(int(r["chunk_id"]), float(r["score"]), r["collection"]))
-    lists["keyword"].sort(key=lambda h: (-h.score, h.chunk_id))
-    lists["dense"].sort(key=lambda h: (-h.score, h.chunk_id))
-    return Legs(lists=lists, query_vector=vec,
-                timings_ms={"embed_query": (t1 - t) * 1e3, "legs_sql": (t2 - t1) * 1e3})
+        if bm25:  # postings rows first (their column types decide the union's), then the dense rows
+            sql = (f"WITH kw AS ({postings_sql(scope)}), nn AS MATERIALIZED ({nearest_sql(scope)}) "
+                   "SELECT kw.*, NULL::bigint AS id, NULL::float8 AS dist FROM kw "
+                   "UNION ALL SELECT NULL, NULL, NULL, collection, NULL, NULL, id, dist FROM nn")
+            with conn.cursor(row_factory=tuple_row) as cur:
+                rows = cur.execute(sql, {**bm25_params(query, cfg.depth, scope), "vec": vec}, binary=True).fetchall()
+            dense_list = sorted((Hit(int(r[6]), 1.0 - float(r[7]), r[3]) for r in rows if r[6] is not None),
+                                key=lambda h: (-h.score, h.chunk_id))
+            t2 = time.perf_counter()
+            keyword_hits = top_scores([r[:6] for r in rows if r[6] is None], cfg.depth)
+        else:
+            keyword_hits = keyword(conn, query, cfg.depth, scope, cfg.keyword_method)
+            dense_list = dense_hits(conn, vec, cfg.depth, scope)
+            t2 = time.perf_counter()
+    t3 = time.perf_counter()
+    return Legs(lists={"keyword": keyword_hits, "dense": dense_list}, query_vector=vec,
+                timings_ms={"embed_query": (t1 - t) * 1e3, "legs_sql": (t2 - t1) * 1e3, "keyword": (t3 - t2) * 1e3})
 
 
 # ---------------------------------------------------------------------------------------------

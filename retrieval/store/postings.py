@@ -1,31 +1,45 @@
-"""Keyword postings kept at ingest, grouped into bands that bound their BM25 weight (``lexeme_bands``).
+"""Keyword postings kept at ingest as packed binary (``lexeme_postings``, migration 0021).
 
-For each document and each lexeme of its chunks' tsvectors, the chunks having the lexeme are split
-by term frequency (tf, ratio 1.5) and chunk length (dl, ratio 1.2); a band row keeps the chunk ids,
-the largest tf and the smallest length. BM25's weight of a lexeme in a chunk,
-``w * tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl))``, grows with tf and shrinks with dl for any
-IDF ``w``, ``k1 >= 0``, ``0 <= b <= 1`` and average length, so the weight computed with the row's
-``tf_max`` and ``dl_min`` bounds every chunk of the row *with the statistics of the moment*: nothing
-stored depends on the collection's size or average length, which change with every document.
-``retrieval.search.keyword.bm25_sql`` uses these bounds to skip chunks that cannot reach the top list.
+For each document and each lexeme of its chunks' tsvectors, the chunks having the lexeme, in chunk id
+order and blocks of at most 250 (one row each, also carried by the index on (lexeme, collection), which
+the keyword leg reads alone: the rows of a lexeme are side by side there). A row has
+``base``, its first chunk id, and 8-byte records (``POSTING``, big-endian): the chunk id minus base, and
+the chunk's length times 512 plus the lexeme's term frequency in it (its positions in the tsvector,
+at most 256; 1 for identifier terms, which have none; the length is ``greatest(token_count, 1)``).
+That is everything BM25 needs of a posting besides the scope's statistics (IDF, average length),
+which change with every document and so are never stored. ``retrieval.search.keyword.bm25`` reads the
+rows of a question's lexemes and scores every posting in numpy, instead of one SQL row per posting.
 
-The rows are computed in SQL from the chunks as stored (``lexeme_bands_of``, migration 0016, which
+The rows are computed in SQL from the chunks as stored (``lexeme_postings_of``, migration 0021, which
 also backfills the documents indexed before it) and removed with their document (ON DELETE CASCADE).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import psycopg
+
+POSTING = np.dtype([("offset", ">i4"), ("dl_tf", ">i4")])
+"""One posting as stored: ``int4send(chunk id - base) || int4send(dl * 512 + tf)``."""
+TF_BITS = 9
+
+
+def decode(bases: np.ndarray, counts: np.ndarray, records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Chunk ids, term frequencies and lengths of ``records`` (``POSTING``), the concatenated postings of
+    rows with these ``bases`` and record ``counts``."""
+    ids = np.repeat(bases, counts) + records["offset"]
+    dl_tf = records["dl_tf"].astype(np.int32)
+    return ids, dl_tf & ((1 << TF_BITS) - 1), dl_tf >> TF_BITS  # tf, dl
 
 
 def write_postings(conn: psycopg.Connection, collection: str, document_id: int) -> None:
-    """Write the band rows of a document whose chunks are inserted (call inside its transaction)."""
-    conn.execute("INSERT INTO lexeme_bands (collection, document_id, lexeme, band, tf_max, dl_min, chunk_ids) "
-                 "SELECT * FROM lexeme_bands_of(%s, %s)", (collection, document_id))
+    """Write the postings rows of a document whose chunks are inserted (call inside its transaction)."""
+    conn.execute("INSERT INTO lexeme_postings (collection, document_id, lexeme, block, base, postings) "
+                 "SELECT * FROM lexeme_postings_of(%s, %s)", (collection, document_id))
 
 
 def write_collection_postings(conn: psycopg.Connection, collection: str) -> None:
-    """The band rows of every document of a collection (bulk loads such as ``retrieval.eval.scale``)."""
-    conn.execute("INSERT INTO lexeme_bands (collection, document_id, lexeme, band, tf_max, dl_min, chunk_ids) "
-                 "SELECT b.* FROM documents d CROSS JOIN LATERAL lexeme_bands_of(d.collection, d.id) b "
+    """The postings rows of every document of a collection (bulk loads such as ``retrieval.eval.scale``)."""
+    conn.execute("INSERT INTO lexeme_postings (collection, document_id, lexeme, block, base, postings) "
+                 "SELECT p.* FROM documents d CROSS JOIN LATERAL lexeme_postings_of(d.collection, d.id) p "
                  "WHERE d.collection = %s", (collection,))
