@@ -118,4 +118,6 @@ def test_a_fresh_connection_is_checked_without_a_round_trip_and_a_terminated_one
     counted.clear()
     with pool.connection(settings) as conn:
         conn.execute("SELECT 1")
-    assert counted == ["", "SELECT 1"]
+    # the pool may be opening a connection in the background at this moment (to replace the terminated
+    # one); its type registration (pgvector's, a pg_type lookup) is not this checkout's
+    assert [q for q in counted if "pg_type" not in q] == ["", "SELECT 1"]
