@@ -338,10 +338,6 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
             clock.ms[f"search.{stage}"] = ms
         with clock.stage("load_pages"):
             pages = load_pages(settings, found.results)
-        stats = None
-        if name == EXTRACTIVE:
-            with clock.stage("statistics"):
-                stats = read_statistics(settings, collections, answerer, standalone)
     except DatabaseError as exc:
         return _refusal(result, index_unavailable(question, exc).reason)
     except ModelError as exc:
@@ -353,6 +349,13 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
         where = f" in {', '.join(collections)}" if collections else ""
         return _refusal(result, _no_support(f"no passages were found{where}"))
 
+    stats = None
+    if name == EXTRACTIVE:  # the counts it weighs words by, read only when there is text to weigh
+        try:
+            with clock.stage("statistics"):
+                stats = read_statistics(settings, collections, answerer, standalone)
+        except DatabaseError as exc:
+            return _refusal(result, index_unavailable(question, exc).reason)
     headings = {f"P{rank}": p.context for rank, p in enumerate(trusted, 1)}
     support = sentence_reader(settings, "support") if name != EXTRACTIVE else None
     draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result, headings, support, stats)

@@ -267,15 +267,13 @@ def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, 
             **({"agreement_min": extractive.AGREEMENT_MIN} if judged else {}),
             "quote_margin": extractive.READER_MARGIN if reader_decided else extractive.QUOTE_MARGIN,
             "max_quotes": extractive.MAX_QUOTES}
-        if judged:
+        if judged or reader_decided:
             from retrieval import reader  # noqa: PLC0415
 
             card = reader.card_of()
+        if judged:
             out["config"]["extractive"] |= {"judge": card.name, "judge_sha256": card.onnx_sha256}
         if reader_decided:
-            from retrieval import reader  # noqa: PLC0415
-
-            card = reader.card_of()
             out["config"]["extractive"] |= {"max_read": extractive.MAX_READ, "read_by_terms": extractive.READ_BY_TERMS,
                                             "reader": card.name, "reader_sha256": card.onnx_sha256}
         else:

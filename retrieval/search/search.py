@@ -182,7 +182,7 @@ def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchC
     keyword leg's stored postings (scored here, ``keyword.top_scores``) and the dense leg's nearest
     chunks; with another keyword ranking, its hits and the nearest chunks."""
     from retrieval.search.keyword import bm25_params, postings_sql, top_scores  # noqa: PLC0415
-    from retrieval.search.vector import configure, nearest_sql  # noqa: PLC0415
+    from retrieval.search.vector import configure, nearest_hits, nearest_sql  # noqa: PLC0415
 
     t = time.perf_counter()
     vec = embedder.embed_query(query)
@@ -196,8 +196,7 @@ def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchC
                    "UNION ALL SELECT NULL, NULL, NULL, collection, NULL, NULL, id, dist FROM nn")
             with conn.cursor(row_factory=tuple_row) as cur:
                 rows = cur.execute(sql, {**bm25_params(query, cfg.depth, scope), "vec": vec}, binary=True).fetchall()
-            dense_list = sorted((Hit(int(r[6]), 1.0 - float(r[7]), r[3]) for r in rows if r[6] is not None),
-                                key=lambda h: (-h.score, h.chunk_id))
+            dense_list = nearest_hits((r[3], r[6], r[7]) for r in rows if r[6] is not None)
             t2 = time.perf_counter()
             keyword_hits = top_scores([r[:6] for r in rows if r[6] is None], cfg.depth)
         else:

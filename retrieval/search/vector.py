@@ -9,9 +9,11 @@ least the number of rows asked for (an HNSW scan returns at most ef_search rows 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import psycopg
+from psycopg.rows import tuple_row
 
 from retrieval.search.filters import Scope
 from retrieval.search.fuse import Hit
@@ -44,20 +46,25 @@ def nearest_sql(scope: Scope) -> str:
     exactly: every vector's distance, then the nearest (the ``+ 0`` keeps the planner off the HNSW
     index). Left to the planner, a small collection was searched exactly until Postgres first
     analysed the tables and approximately after, so the same question could rank its passages
-    differently from one day to the next. Larger scopes use the HNSW index. Postgres evaluates the
-    size test once and runs only the branch it selects."""
+    differently from one day to the next. Larger scopes use the HNSW index. Postgres computes the
+    scope's size once and runs only the branch it selects."""
     head = f"SELECT c.collection, c.id, c.embedding <=> %(vec)s AS dist FROM {scope.from_clause()} WHERE {scope.sql()}"
-    size = f"(SELECT coalesce(sum(d.chunk_count), 0) FROM documents d WHERE {scope.documents_sql('d')})"
-    return (f"(SELECT * FROM ({head} ORDER BY (c.embedding <=> %(vec)s) + 0 LIMIT %(limit)s) exact "
-            f"WHERE {size} <= {EXACT_MAX}) UNION ALL "
+    return (f"WITH size AS (SELECT coalesce(sum(d.chunk_count), 0) AS n FROM documents d "
+            f"WHERE {scope.documents_sql('d')}) "
+            f"(SELECT * FROM ({head} ORDER BY (c.embedding <=> %(vec)s) + 0 LIMIT %(limit)s) exact "
+            f"WHERE (SELECT n FROM size) <= {EXACT_MAX}) UNION ALL "
             f"(SELECT * FROM ({head} ORDER BY c.embedding <=> %(vec)s LIMIT %(limit)s) approx "
-            f"WHERE {size} > {EXACT_MAX})")
+            f"WHERE (SELECT n FROM size) > {EXACT_MAX})")
+
+
+def nearest_hits(rows: Iterable[Sequence]) -> list[Hit]:
+    """Hits of ``nearest_sql``'s rows (collection, id, dist), nearest first (then lower id); score
+    1 - cosine distance."""
+    return [Hit(int(i), 1.0 - float(d), c) for c, i, d in sorted(rows, key=lambda r: (r[2], r[1]))]
 
 
 def dense(conn: psycopg.Connection, vector: np.ndarray, limit: int, scope: Scope = Scope()) -> list[Hit]:
     configure(conn, limit)
-    rows = conn.execute(
-        f"WITH nn AS MATERIALIZED ({nearest_sql(scope)}) "
-        f"SELECT collection, id AS chunk_id, 1 - dist AS score FROM nn ORDER BY dist, id",
-        {**scope.params(), "vec": vector, "limit": limit}).fetchall()
-    return [Hit(int(r["chunk_id"]), float(r["score"]), r["collection"]) for r in rows]
+    with conn.cursor(row_factory=tuple_row) as cur:
+        rows = cur.execute(nearest_sql(scope), {**scope.params(), "vec": vector, "limit": limit}).fetchall()
+    return nearest_hits(rows)
