@@ -17,8 +17,9 @@ chunking falls in step again) costs the embedding of those chunks and nothing el
 is what reading the whole PDF first would have stored.
 
 Its failures are its own: an error here stops the guessing, and the pipeline embeds what is missing
-and reports any error itself. It never reports progress (a progress callback may stop a job by
-raising, and that belongs to the pipeline's thread).
+and reports any error itself. Of progress it only counts the passages it embedded
+(``ProgressLog.ahead``, a plain counter): a progress report may stop a job by raising, and that
+belongs to the pipeline's thread.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Container
 from ingest.chunk import Chunker
 from ingest.passages import Key, TokenCounts, Vectors, embed_each, indexed_text, key_of
 from ingest.pdf import PageParts, RunningSoFar, page_from
+from ingest.progress import ProgressLog
 from retrieval.encode.embed import Embedder
 
 log = logging.getLogger(__name__)
@@ -42,7 +44,7 @@ class EmbedAhead:
     order (from the thread that reads them), then ``stop``, which returns the vectors by chunk key."""
 
     def __init__(self, embedder: Embedder, count: TokenCounts, budget: int, overlap: int,
-                 known: Container[Key] = ()) -> None:
+                 known: Container[Key] = (), progress: ProgressLog | None = None) -> None:
         self._embedder = embedder
         self._count = count
         self._budget, self._overlap = budget, overlap
@@ -51,6 +53,7 @@ class EmbedAhead:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._title = ""
+        self._progress = progress
         self.vectors: dict[Key, Vectors] = {}
 
     def start(self, total: int, title: str) -> None:
@@ -105,3 +108,5 @@ class EmbedAhead:
                 key = key_of(chunk, text)
                 if key not in self._known and key not in self.vectors:
                     self.vectors[key] = embed_each(self._embedder, [text], [chunk])[0]
+                    if self._progress:
+                        self._progress.ahead += 1

@@ -126,7 +126,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     count = TokenCounts(embedder.count_tokens)
     made_ahead: dict[Key, Vectors] = {}
     if parsed is None:
-        ahead = EmbedAhead(embedder, count, settings.chunk_tokens, settings.chunk_overlap_tokens, known=reuse)
+        ahead = EmbedAhead(embedder, count, settings.chunk_tokens, settings.chunk_overlap_tokens, known=reuse,
+                           progress=progress)
         try:
             parsed = read_pdf(settings, src, quiet, progress, ahead)
         finally:

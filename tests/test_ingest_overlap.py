@@ -18,6 +18,7 @@ from ingest import isolate, pipeline
 from ingest.chunk import Chunker, chunk_pages
 from ingest.mupdf import pymupdf
 from ingest.pdf import RunningSoFar, document_title, extract, find_running_lines, page_parts
+from ingest.progress import ProgressLog
 from ingest.sources import read_path
 from retrieval.store import db
 from tests.conftest import DEV_PDFS
@@ -184,7 +185,9 @@ def test_guesses_right_and_wrong_and_the_stored_document_is_the_same(settings, e
     monkeypatch.setattr(ahead_module, "embed_each", embed_each)
     monkeypatch.setattr(pipeline, "parse", parse)
     collection = f"overlap-{RUN}-headed"
-    res = pipeline.ingest_source(settings, embedder, read_path(str(headed), 10**8), collection, quiet=True)
+    progress = ProgressLog(headed.name, 3600)
+    res = pipeline.ingest_source(settings, embedder, read_path(str(headed), 10**8), collection, quiet=True,
+                                 progress=progress)
     monkeypatch.undo()
 
     assert res.status == "ingested" and res.pages == PAGES
@@ -193,6 +196,7 @@ def test_guesses_right_and_wrong_and_the_stored_document_is_the_same(settings, e
     assert "embed" in events[:last_read], events  # embedding began before the last page came
     guessed = events.count("embed")
     assert 0 < res.ahead < guessed, (res.ahead, guessed)  # some guesses kept, some thrown away
+    assert progress.ahead == guessed and progress.pages_done == PAGES
     reference = _same_as_read_first(settings, embedder, headed, collection)
     assert res.chunks == reference.chunks
 
