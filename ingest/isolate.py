@@ -42,11 +42,10 @@ from typing import Any
 from ingest.pdf import Heading, Page, PageParts, find_running_lines, pages_from
 from ingest.sources import InputError, Source
 
-# The child runs at a lower CPU priority than its parent: the parent embeds the pages already read
-# meanwhile (``ingest.ahead``, or the previous document on the command line) with an onnxruntime pool
-# of one thread per core, which stalls when one of its threads waits for a core; the parse takes the
-# CPU the embedder leaves (gnuplot.pdf, 311 pages, quiet 2 cores: 17.1-18.7 s against 17.8-21.2 s at
-# the parent's priority). The CPU and wall-clock limits are unchanged.
+# The child runs at a lower CPU priority than its parent: the parent embeds meanwhile (the pages
+# already read, ``ingest.ahead``, or the previous document on the command line), and the passages
+# being embedded are the ones awaited; the parse takes the CPU the embedding leaves. The CPU and
+# wall-clock limits are unchanged (the CPU limit counts CPU seconds, whatever the priority).
 PARSE_NICE = 10
 MIN_TEXT_CHARS_PER_PAGE = 20  # below this on average, the PDF has no usable text layer
 _ALLOC_FAILED = re.compile(r"\b(?:m|c|re)alloc\b.*\bfailed|out of memory", re.IGNORECASE)  # MuPDF's words

@@ -6,21 +6,26 @@ others gets vectors that depend on them (cosine 0.987-0.992 between the same chu
 eight, measured on 14 CFR 91); alone, a chunk's vectors are a function of its indexed text, heading
 and text only (``ingest.store.chunk_key``). That is what lets vectors made at different times stand
 for each other: those of chunks embedded while the PDF was still being read (``ingest.ahead``), those
-of an edition already indexed, and those made now. The price: one pass per chunk takes more than
-length-sorted batches of eight (600 chunks of gnuplot.pdf on a quiet 2-core machine: 7.4-7.6 CPU-s
-and 4.6-4.7 s against 6.4-7.0 CPU-s and 3.5-3.9 s), and batches whose members depend only on
-their neighbours' text do worse than one pass each (their padding costs more than the batch saves).
+of an edition already indexed, and those made now. One pass per chunk is also the cheaper way on
+the passage encoder whose runs use one thread each, a chunk per core at once: 600 chunks of
+gnuplot.pdf on a quiet 2-core machine took 5.7 CPU-s and 2.9 s so, against 6.3-6.5 CPU-s and
+3.4-3.5 s in length-sorted batches of eight on a two-thread onnxruntime pool (batches of neighbouring
+chunks, whose members would not depend on the rest of the document, did worse: their padding costs
+more than the batch saves).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ingest.chunk import Chunk
 from ingest.store import chunk_key
 from retrieval.encode.embed import Embedder
+from retrieval.encode.passage_encoder import cores
 from retrieval.text.textnorm import search_text
 
 Key = tuple[str, str, str]  # ``ingest.store.chunk_key``
@@ -60,13 +65,43 @@ def key_of(chunk: Chunk, indexed: str) -> Key:
     return chunk_key(indexed, chunk.context, chunk.text)
 
 
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _workers() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="cv-embed")
+        return _pool
+
+
+def _embed_one(embedder: Embedder, text: str, chunk: Chunk) -> Vectors:
+    vectors, windows = embedder.embed_chunks([text], [(chunk.context, chunk.text)])
+    return vectors[0], windows[0]
+
+
 def embed_each(embedder: Embedder, indexed: Sequence[str], chunks: Sequence[Chunk],
                on_chunk: Callable[[int], object] | None = None) -> list[Vectors]:
-    """The vectors of each chunk (``indexed``: their indexed texts), each from a pass of its own."""
-    out: list[Vectors] = []
-    for text, chunk in zip(indexed, chunks, strict=True):
-        vectors, windows = embedder.embed_chunks([text], [(chunk.context, chunk.text)])
-        out.append((vectors[0], windows[0]))
-        if on_chunk:
+    """The vectors of each chunk (``indexed``: their indexed texts), each from a pass of its own,
+    as many chunks at once as there are cores (the passage encoder's runs use one thread each).
+    ``on_chunk(1)`` is called on the calling thread after each chunk, in order; when it raises, the
+    chunks not started are dropped."""
+    pairs = list(zip(indexed, chunks, strict=True))
+    if len(pairs) <= 1:
+        done = [_embed_one(embedder, t, c) for t, c in pairs]
+        if on_chunk and done:
             on_chunk(1)
+        return done
+    futures = [_workers().submit(_embed_one, embedder, t, c) for t, c in pairs]
+    out: list[Vectors] = []
+    try:
+        for f in futures:
+            out.append(f.result())
+            if on_chunk:
+                on_chunk(1)
+    finally:
+        for f in futures:
+            f.cancel()
     return out
