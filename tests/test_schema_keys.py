@@ -63,7 +63,7 @@ def distribution_column(table: str) -> str | None:
 def schema(pg_url):
     """A fresh database with every migration applied."""
     with scratch_database(pg_url, "cv_keys") as url:
-        s = Settings(database_url=url)
+        s = Settings(db={"url": url})
         db.migrate(s)
         with db.connection(s) as conn:
             tables = {r["tablename"] for r in conn.execute(
