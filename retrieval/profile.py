@@ -22,7 +22,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from retrieval.text.injection import rules
 
 PRESETS = Path(__file__).resolve().parent / "presets"
 
@@ -90,8 +92,17 @@ class Profile(BaseModel):
         description="the Postgres text-search configuration of the collection's chunks and of questions "
                     "asked of it ('english', 'german', 'french', … as Postgres ships them)")
     premise: PremiseWords = Field(description="how a question states a figure it wants confirmed")
+    injection: tuple[str, ...] = Field(
+        min_length=1, description="the prompt-injection rule sets (retrieval/presets/injection/<name>.json) the "
+                                  "collection's pages and questions are checked with")
     answer_lead: str = Field(description="opens the extractive answer")
     more_quoted: str = Field(description="after the answer when further quotes follow")
+
+    @field_validator("injection")
+    @classmethod
+    def _rule_sets_compile(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        rules(names)  # RulesError (a ValueError) names the missing or broken rule set
+        return names
 
 
 DEFAULT_PROFILE = Profile.model_validate(

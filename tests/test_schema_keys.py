@@ -26,7 +26,7 @@ from retrieval.settings import Settings
 from tests.conftest import scratch_database
 
 BY_COLLECTION = {"documents", "pages", "chunks", "chunk_sentences", "document_lexemes", "document_audit",
-                 "lexeme_postings"}
+                 "lexeme_postings", "collections"}
 BY_WORKSPACE = {"bot_threads", "bot_turns", "bot_feedback", "bot_events", "bot_jobs", "slack_installations",
                 "bot_workspaces", "bot_digest_posts"}
 BY_OWN_KEY = {"slack_oauth_states": "state"}  # no workspace yet; distributed by its own key, never joined

@@ -85,8 +85,9 @@ def examine(question: str, profile: Profile = DEFAULT_PROFILE) -> Examined:
     """The question without instructions to the bot, and a stated premise asked as a question."""
     words = profile.premise
     sentences = [s for s in _SENTENCE.split(question.strip()) if s.strip()]
-    kept = [s for s in sentences if not is_injection(s)]
-    dropped = tuple(s for s in sentences if is_injection(s))
+    flagged = [is_injection(s, profile.injection) for s in sentences]
+    kept = [s for s, f in zip(sentences, flagged) if not f]
+    dropped = tuple(s for s, f in zip(sentences, flagged) if f)
     for s in kept:
         found = _premise(s, _rules(words))
         if found:

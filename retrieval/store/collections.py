@@ -30,25 +30,25 @@ def record_preset(conn: psycopg.Connection, collection: str, preset: str) -> str
     """The collection's preset: ``preset`` when the collection is new (recorded now, in the caller's
     transaction), else the one it recorded when it was created."""
     row = conn.execute(
-        "INSERT INTO collections (name, preset) VALUES (%s, %s) "
-        "ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING preset", (collection, preset)).fetchone()
+        "INSERT INTO collections (collection, preset) VALUES (%s, %s) "
+        "ON CONFLICT (collection) DO UPDATE SET collection = EXCLUDED.collection RETURNING preset", (collection, preset)).fetchone()
     return str(row["preset"] if isinstance(row, dict) else row[0])
 
 
 def recorded_presets(conn: psycopg.Connection, collections: Sequence[str] | None = None) -> dict[str, str]:
     """collection → preset, for ``collections`` (every collection when None)."""
     if collections is None:
-        rows = conn.execute("SELECT name, preset FROM collections ORDER BY name").fetchall()
+        rows = conn.execute("SELECT collection, preset FROM collections ORDER BY collection").fetchall()
     else:
-        rows = conn.execute("SELECT name, preset FROM collections WHERE name = ANY(%s)", (list(collections),)).fetchall()
-    return {r["name"]: r["preset"] for r in rows}
+        rows = conn.execute("SELECT collection, preset FROM collections WHERE collection = ANY(%s)", (list(collections),)).fetchall()
+    return {r["collection"]: r["preset"] for r in rows}
 
 
 def set_preset(conn: psycopg.Connection, collection: str, preset: str) -> None:
     """Change a collection's preset (its documents keep the text search they were indexed with until
     they are ingested again). Raises ``LookupError`` for an unknown collection."""
     preset_profile(preset)  # the preset exists and is valid (SettingsError otherwise)
-    if conn.execute("UPDATE collections SET preset = %s WHERE name = %s RETURNING name",
+    if conn.execute("UPDATE collections SET preset = %s WHERE collection = %s RETURNING collection",
                     (preset, collection)).fetchone() is None:
         raise LookupError(f"no collection {collection!r}")
     with _lock:

@@ -5,10 +5,10 @@
 -- or 'german' when every one of their documents was indexed with German text search (the only way a
 -- collection could have had the German profile before, through a profile file).
 CREATE TABLE collections (
-    name text PRIMARY KEY,
+    collection text PRIMARY KEY,
     preset text NOT NULL CHECK (preset <> ''),
     created_at timestamptz NOT NULL DEFAULT now()
 );
-INSERT INTO collections (name, preset)
+INSERT INTO collections (collection, preset)
 SELECT collection, CASE WHEN bool_and(text_search = 'german'::regconfig) THEN 'german' ELSE 'default' END
 FROM documents GROUP BY collection;
