@@ -133,7 +133,7 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
     if not any(isinstance(f, _NotNews) for f in logger.filters):
         logger.addFilter(_NotNews())
     authz = bot.authz or Authorizer(bot.settings, bot.clients)
-    limiter = bot.limiter or RateLimiter(bot.settings.slack_user_questions_per_minute)
+    limiter = bot.limiter or RateLimiter(bot.settings.slack.user_questions_per_minute)
     app = App(client=client, process_before_response=False, ignoring_self_events_enabled=True,
               logger=logger, **auth)
 

@@ -45,7 +45,7 @@ class Decision:
 def allow_list(settings: Settings) -> dict[str, frozenset[str]]:
     """CHAPTERVERSE_SLACK_ADMINS by workspace: {"": ids allowed everywhere, "T123": ids allowed in T123}."""
     out: dict[str, set[str]] = {}
-    for entry in re.split(r"[\s,;]+", settings.slack_admins.strip()):
+    for entry in re.split(r"[\s,;]+", settings.slack.admins.strip()):
         if not entry:
             continue
         team, _, user = entry.rpartition(":")

@@ -362,12 +362,12 @@ class DigestPoster:
         from retrieval.store import pool  # noqa: PLC0415
 
         now = now or datetime.now(UTC)
-        every = self.settings.slack_digest_every_s
+        every = self.settings.slack.digest_every_s
         posted: list[tuple[str, str]] = []
         with pool.connection(self.settings) as conn:
             teams = [r["workspace"] for r in conn.execute("SELECT workspace FROM bot_workspaces ORDER BY workspace")]
         for team in teams:
-            for channel in digest_channels(self.settings.slack_digest_channel, team):
+            for channel in digest_channels(self.settings.slack.digest_channel, team):
                 with pool.connection(self.settings) as conn:
                     if conn.execute(CLAIM, {"workspace": team, "channel": channel, "now": now,
                                             "every": every}).fetchone() is None:
@@ -393,7 +393,7 @@ class DigestPoster:
 
     def start(self) -> DigestPoster:
         """Start posting when a digest channel is configured (else nothing runs)."""
-        if self.settings.slack_digest_channel.strip():
+        if self.settings.slack.digest_channel.strip():
             self._thread.start()
         return self
 

@@ -42,7 +42,7 @@ class PostgresInstallationStore(InstallationStore):
         """``sealer``: how tokens are encrypted at rest (default: ``CHAPTERVERSE_SECRET_KEY``; a
         malformed key raises ``bot.sealed.SecretKeyError`` here, at start)."""
         self.store = store
-        self.sealer = sealer or Sealer(store.settings.secret_key.get_secret_value() if store.settings.secret_key
+        self.sealer = sealer or Sealer(store.settings.slack.secret_key.get_secret_value() if store.settings.slack.secret_key
                                        else None)
 
     def seal_stored(self) -> int:

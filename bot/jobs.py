@@ -146,7 +146,7 @@ class Jobs:
 
     @property
     def limit(self) -> int:
-        return self.settings.max_file_bytes
+        return self.settings.ingest.max_file_bytes
 
     # ---------------------------------------------------------------- queueing (any thread but the socket's)
     def submit(self, who: Requester, source: str, spec: JobSpec, *, claim: str | None = None) -> Queued:
@@ -246,7 +246,7 @@ class Jobs:
         elif job.spec.url:
             url = job.spec.url
             self._ingest_through_outages(job, lambda: fetch_url(
-                url, self.limit, self.settings.download_timeout_s,
+                url, self.limit, self.settings.ingest.download_timeout_s,
                 check_url=lambda u: urls.refusal(self.settings, u),
                 check_address=lambda host, ip: urls.address_refusal(self.settings, host, ip)), report, client)
         else:
@@ -277,7 +277,7 @@ class Jobs:
         url = info.get("url_private_download") or info.get("url_private")
         if not url:
             raise InputError(f"{name}: Slack gave no download link")
-        src = fetch_url(str(url), self.limit, self.settings.download_timeout_s,
+        src = fetch_url(str(url), self.limit, self.settings.ingest.download_timeout_s,
                         headers={"Authorization": f"Bearer {client.token}"})
         return dataclasses.replace(src, name=name, origin=name, url=urls.shown(str(info.get("url_private") or url)))
 
@@ -316,8 +316,8 @@ class Jobs:
         try:
             src = load()
             progress(f"reading {src.name} ({len(src.data) / 1e6:.1f} MB)")
-            embedder = get_embedder(self.settings.embedding_model)
-            with SlackProgress(job, src.name, self.settings.slack_progress_interval_s, show,
+            embedder = get_embedder(self.settings.search.embedding_model)
+            with SlackProgress(job, src.name, self.settings.slack.progress_interval_s, show,
                                clock=self._clock) as live:
                 res = ingest_source(self.settings, embedder, src, collection, quiet=True, on_progress=progress,
                                     progress=live, actor=_actor(job))

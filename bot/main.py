@@ -77,8 +77,8 @@ def setup_logging(verbose: bool) -> None:
 
 def tokens(settings: Settings) -> tuple[str | None, str]:
     """(bot token, or None in multi-workspace mode; app-level token)."""
-    bot_token = settings.slack_bot_token.get_secret_value().strip() if settings.slack_bot_token else ""
-    app_token = settings.slack_app_token.get_secret_value().strip() if settings.slack_app_token else ""
+    bot_token = settings.slack.bot_token.get_secret_value().strip() if settings.slack.bot_token else ""
+    app_token = settings.slack.app_token.get_secret_value().strip() if settings.slack.app_token else ""
     multi = multi_workspace(settings)
     if not app_token or not (bot_token or multi):
         raise ConfigError("SLACK_BOT_TOKEN (xoxb-…) and SLACK_APP_TOKEN (xapp-…, with connections:write) must be "
@@ -105,7 +105,7 @@ def unreachable(settings: Settings, exc: BaseException) -> ConfigError:
         text = reason.strerror
     else:
         text = str(reason).splitlines()[0] if str(reason) else type(reason).__name__
-    return ConfigError(f"could not reach Slack at {shown(settings.slack_api_url)} ({text})")
+    return ConfigError(f"could not reach Slack at {shown(settings.slack.api_url)} ({text})")
 
 
 def check_slack(settings: Settings, bot_token: str | None) -> dict[str, Any]:
@@ -117,7 +117,7 @@ def check_slack(settings: Settings, bot_token: str | None) -> dict[str, Any]:
     quiet = logging.getLogger("bot.slack_check")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
-    base = settings.slack_api_url if settings.slack_api_url.endswith("/") else settings.slack_api_url + "/"
+    base = settings.slack.api_url if settings.slack.api_url.endswith("/") else settings.slack.api_url + "/"
     client = WebClient(token=bot_token, base_url=base, timeout=CHECK_TIMEOUT_S, logger=quiet, retry_handlers=[])
     try:
         resp = client.auth_test() if bot_token else client.api_test()
@@ -126,16 +126,16 @@ def check_slack(settings: Settings, bot_token: str | None) -> dict[str, Any]:
         # Slack's error codes are identifiers ("invalid_auth"); the SDK puts "Received a response in a
         # non-JSON format: <the page>" there when the server is some other web server
         if not isinstance(data, dict) or not re.fullmatch(r"[a-z0-9_.]+", str(data.get("error") or "")):
-            raise ConfigError(f"could not reach Slack at {shown(settings.slack_api_url)} (HTTP "
+            raise ConfigError(f"could not reach Slack at {shown(settings.slack.api_url)} (HTTP "
                               f"{exc.response.status_code}, not a Slack Web API answer; check SLACK_API_URL)") from None
         code = str(data["error"])
         if bot_token and code in TOKEN_REJECTED:
             raise ConfigError(f"Slack rejected SLACK_BOT_TOKEN ({code})") from None
-        raise ConfigError(f"Slack at {shown(settings.slack_api_url)} answered with an error ({code})") from None
+        raise ConfigError(f"Slack at {shown(settings.slack.api_url)} answered with an error ({code})") from None
     except (URLError, OSError) as exc:
         raise unreachable(settings, exc) from None
     except Exception as exc:  # noqa: BLE001  (not JSON: the URL is not a Slack Web API)
-        raise ConfigError(f"could not reach Slack at {shown(settings.slack_api_url)} (the answer is not from the "
+        raise ConfigError(f"could not reach Slack at {shown(settings.slack.api_url)} (the answer is not from the "
                           f"Slack Web API: {type(exc).__name__}); check SLACK_API_URL") from None
     return dict(resp.data) if isinstance(resp.data, dict) else {}
 
@@ -211,7 +211,7 @@ def warm_up(settings: Settings) -> None:
         from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
         default_ask()
-        get_embedder(settings.embedding_model)
+        get_embedder(settings.search.embedding_model)
         log.info("models loaded in %.1f s", time.perf_counter() - t0)
     except Exception as exc:  # noqa: BLE001  (answers will report the problem)
         log.error("could not load the models: %s", exc)
@@ -219,8 +219,8 @@ def warm_up(settings: Settings) -> None:
 
 def run(settings: Settings) -> None:
     bot_token, app_token = tokens(settings)
-    if settings.answerer and (missing := unconfigured(settings, settings.answerer)):
-        raise ConfigError(f"CHAPTERVERSE_ANSWERER={settings.answerer} needs {missing}")
+    if settings.answer.answerer and (missing := unconfigured(settings, settings.answer.answerer)):
+        raise ConfigError(f"CHAPTERVERSE_ANSWERER={settings.answer.answerer} needs {missing}")
     me = check_slack(settings, bot_token)
     if me.get("team_id"):
         from bot.scope import workspace_collection  # noqa: PLC0415
@@ -228,8 +228,8 @@ def run(settings: Settings) -> None:
         log.info("Slack accepted the bot token: workspace %s (%s), bot user %s; questions search the collection "
                  "%r", me.get("team") or "?", me["team_id"], me.get("user") or me.get("user_id") or "?",
                  workspace_collection(settings, str(me["team_id"])))
-    if settings.db_pool_size is None:  # one pool for searches and bot state, sized to the workers
-        settings = settings.model_copy(update={"db_pool_size": 2 * settings.slack_workers + 6})
+    if settings.db.pool_size is None:  # one pool for searches and bot state, sized to the workers
+        settings = settings.but(db={"pool_size": 2 * settings.slack.workers + 6})
     stop = stop_on_signals()
 
     store = Store(settings)
@@ -246,13 +246,13 @@ def run(settings: Settings) -> None:
         except DatabaseError as exc:
             log.warning("could not check the stored installations' encryption: %s", exc)
     clients = Clients(settings, token=bot_token, installations=installations)
-    queue = JobQueue(store, settings.job_queue_limit)
-    answers = WorkerPool("answer", settings.slack_workers, backlog=settings.slack_answer_backlog)
+    queue = JobQueue(store, settings.jobs.queue_limit)
+    answers = WorkerPool("answer", settings.slack.workers, backlog=settings.slack.answer_backlog)
     quick = WorkerPool("quick", 4)
     slack_io = ThreadPoolExecutor(max_workers=8, thread_name_prefix="slack-io")
     runner: JobRunner | None = None
     jobs = Jobs(settings, clients, store, queue, wake=lambda: runner.wake() if runner else None)
-    if settings.bot_runs_jobs:
+    if settings.jobs.bot_runs_jobs:
         runner = JobRunner(queue, jobs.run, on_lost=jobs.on_lost).start()
     digests = DigestPoster(settings, clients).start()  # only with CHAPTERVERSE_SLACK_DIGEST_CHANNEL
     bot = Bot(settings=settings, clients=clients, store=store, answering=Answering(settings, clients, store, io=slack_io),
@@ -262,8 +262,8 @@ def run(settings: Settings) -> None:
         return
     keeper = InFlightKeeper(bot.answering, answers).start()  # questions interrupted by a stopped process
     if app.oauth_flow is not None:
-        serve_install_pages(app.oauth_flow, settings.slack_oauth_host, settings.slack_oauth_port)
-    handler = SocketModeHandler(app, app_token=app_token, ping_interval=settings.slack_ping_interval_s)
+        serve_install_pages(app.oauth_flow, settings.slack.oauth_host, settings.slack.oauth_port)
+    handler = SocketModeHandler(app, app_token=app_token, ping_interval=settings.slack.ping_interval_s)
     warming = threading.Thread(target=warm_up, args=(settings,), name="warm-up", daemon=True)
     warming.start()
     try:

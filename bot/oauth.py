@@ -29,11 +29,11 @@ STATE_TTL_S = 600  # an install link is good for ten minutes
 
 
 def multi_workspace(settings: Settings) -> bool:
-    return settings.slack_multi_workspace or oauth_enabled(settings)
+    return settings.slack.multi_workspace or oauth_enabled(settings)
 
 
 def oauth_enabled(settings: Settings) -> bool:
-    return bool(settings.slack_client_id and settings.slack_client_secret)
+    return bool(settings.slack.client_id and settings.slack.client_secret)
 
 
 def app_auth(settings: Settings, installations: PostgresInstallationStore) -> dict[str, Any]:
@@ -43,11 +43,11 @@ def app_auth(settings: Settings, installations: PostgresInstallationStore) -> di
     if not oauth_enabled(settings):
         auth["installation_store_bot_only"] = True  # events are answered with the workspace's bot token
     else:
-        assert settings.slack_client_secret is not None
+        assert settings.slack.client_secret is not None
         auth["oauth_settings"] = OAuthSettings(
-            client_id=settings.slack_client_id, client_secret=settings.slack_client_secret.get_secret_value(),
-            scopes=[s.strip() for s in settings.slack_scopes.split(",") if s.strip()],
-            redirect_uri=settings.slack_redirect_uri, installation_store=installations,
+            client_id=settings.slack.client_id, client_secret=settings.slack.client_secret.get_secret_value(),
+            scopes=[s.strip() for s in settings.slack.scopes.split(",") if s.strip()],
+            redirect_uri=settings.slack.redirect_uri, installation_store=installations,
             installation_store_bot_only=True,
             state_store=PostgresOAuthStateStore(installations.store, STATE_TTL_S),
             install_path="/slack/install", redirect_uri_path="/slack/oauth_redirect")

@@ -75,7 +75,7 @@ class JobQueue:
     def __init__(self, store: Store, limit: int, deadline_s: float | None = None) -> None:
         """``deadline_s``: how long a job may run (default ``CHAPTERVERSE_JOB_DEADLINE_S``)."""
         self.store, self.limit = store, limit
-        self.deadline_s = deadline_s if deadline_s is not None else store.settings.job_deadline_s
+        self.deadline_s = deadline_s if deadline_s is not None else store.settings.jobs.deadline_s
 
     def enqueue(self, workspace: str, requested_by: str, source: str, spec: JobSpec,
                 claim: str | None = None) -> tuple[int | None, int]:

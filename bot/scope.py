@@ -14,14 +14,14 @@ class Scope:
 
 
 def workspace_collection(settings: Settings, team_id: str) -> str:
-    return settings.slack_workspace_collection or f"slack-{team_id}"
+    return settings.slack.workspace_collection or f"slack-{team_id}"
 
 
 def scope_for(settings: Settings, team_id: str, channel_id: str) -> Scope:
     """Workspace scope: every channel shares the workspace collection. Channel scope: a channel also
     has its own collection ("<workspace collection>:<channel id>"), searched only there."""
     shared = workspace_collection(settings, team_id)
-    if settings.slack_collection_scope == "channel" and channel_id:
+    if settings.slack.collection_scope == "channel" and channel_id:
         own = f"{shared}:{channel_id}"
         return Scope(read=(shared, own), write=own)
     return Scope(read=(shared,), write=shared)

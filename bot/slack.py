@@ -28,7 +28,7 @@ class RedactTokens(logging.Filter):
 def make_client(settings: Settings, bot_token: str | None) -> WebClient:
     """A WebClient on SLACK_API_URL that waits out HTTP 429 (Retry-After) and retries dropped connections
     (no token: the base client of multi-workspace mode, which Bolt copies per request)."""
-    base = settings.slack_api_url if settings.slack_api_url.endswith("/") else settings.slack_api_url + "/"
+    base = settings.slack.api_url if settings.slack.api_url.endswith("/") else settings.slack.api_url + "/"
     return WebClient(token=bot_token, base_url=base, timeout=30,
                      retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=2),
                                      RateLimitErrorRetryHandler(max_retry_count=5)])

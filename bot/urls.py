@@ -127,7 +127,7 @@ def refusal(settings: Settings, url: str) -> str | None:
     ``address_refusal`` at connect time, on the address actually connected to
     (``ingest.sources.fetch_url``).
     """
-    if settings.slack_allow_private_urls:
+    if settings.slack.allow_private_urls:
         return None
     try:
         parts = urlsplit(url)
@@ -155,7 +155,7 @@ def refusal(settings: Settings, url: str) -> str | None:
 
 def address_refusal(settings: Settings, host: str, address: str) -> str | None:
     """Why the bot will not connect to ``address`` (what ``host`` resolved to), or None if it may."""
-    if settings.slack_allow_private_urls:
+    if settings.slack.allow_private_urls:
         return None
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])

@@ -29,7 +29,7 @@ log = logging.getLogger("bot.worker")
 
 
 def run(settings: Settings, stop: threading.Event) -> None:
-    token = settings.slack_bot_token.get_secret_value().strip() if settings.slack_bot_token else ""
+    token = settings.slack.bot_token.get_secret_value().strip() if settings.slack.bot_token else ""
     multi = multi_workspace(settings)
     if not token and not multi:
         raise ConfigError("SLACK_BOT_TOKEN must be set (the worker reports progress in Slack and downloads "
@@ -41,10 +41,10 @@ def run(settings: Settings, stop: threading.Event) -> None:
         clients = Clients(settings, installations=PostgresInstallationStore(store))
     else:
         clients = Clients(settings, token=token)
-    queue = JobQueue(store, settings.job_queue_limit)
+    queue = JobQueue(store, settings.jobs.queue_limit)
     jobs = Jobs(settings, clients, store, queue)
-    runner = JobRunner(queue, jobs.run, threads=settings.worker_jobs, on_lost=jobs.on_lost).start()
-    log.info("worker running %d job(s) at a time; waiting for jobs", settings.worker_jobs)
+    runner = JobRunner(queue, jobs.run, threads=settings.jobs.worker_jobs, on_lost=jobs.on_lost).start()
+    log.info("worker running %d job(s) at a time; waiting for jobs", settings.jobs.worker_jobs)
     try:
         while not stop.wait(1.0):
             pass

@@ -36,7 +36,7 @@ def server_cpu_seconds(settings: Settings) -> float | None:
     """CPU seconds the embedded Postgres has used so far: the postmaster with the backends it has
     reaped, plus its live children. None for an external server or off Linux."""
     pid_file = settings.home / "pgdata" / "postmaster.pid"
-    if settings.database_url or not pid_file.is_file():
+    if settings.db.url or not pid_file.is_file():
         return None
     try:
         pid = int(pid_file.read_text().split()[0])
@@ -61,7 +61,7 @@ def _prepare_encoder(settings: Settings) -> dict:
     """Make the passage encoder's export now (once per state directory), so per-document figures
     are those of every later ingest; returns what it cost."""
     t0, c0 = time.perf_counter(), time.process_time()
-    emb = get_embedder(settings.embedding_model, load=False)
+    emb = get_embedder(settings.search.embedding_model, load=False)
     emb.prepare_passages()  # export if missing: the benchmark wants it outside the clock
     return {"status": emb.passage_encoder_status(), "seconds": round(time.perf_counter() - t0, 2),
             "cpu_seconds": round(time.process_time() - c0, 2)}
@@ -106,9 +106,9 @@ def run(settings: Settings, pdfs: list[Path], command: str) -> dict:
         "command": command,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-        "config": {"embedding_model": settings.embedding_model, "chunk_tokens": settings.chunk_tokens,
-                   "chunk_overlap_tokens": settings.chunk_overlap_tokens,
-                   "database": "external" if settings.database_url else "embedded"},
+        "config": {"embedding_model": settings.search.embedding_model, "chunk_tokens": settings.ingest.chunk_tokens,
+                   "chunk_overlap_tokens": settings.ingest.chunk_overlap_tokens,
+                   "database": "external" if settings.db.url else "embedded"},
         "passage_encoder": encoder,
         "how": "each document in a fresh `chapterverse ingest` process; seconds = wall clock of that process; "
                "cpu_seconds = its user + system CPU (all threads); server_cpu_seconds = the embedded "

@@ -3,6 +3,7 @@ registered into the ``chapterverse`` app through the ``chapterverse.commands`` e
 
 from __future__ import annotations
 
+import json
 import logging
 import resource
 import sys
@@ -22,7 +23,7 @@ from retrieval.cli import (
     ready,
     save_result,
 )
-from retrieval.settings import Settings
+from retrieval.settings import Settings, SettingsError, preset_names, preset_path, preset_profile
 from retrieval.store.db import DatabaseError
 from retrieval.encode.embed import ModelError
 
@@ -34,13 +35,17 @@ def _load_and_parse(settings: Settings, given: str, collection: str) -> tuple[So
     """One input read ahead: its bytes, and its pages unless it is already in the index unchanged."""
     from ingest.pipeline import parse_ahead  # noqa: PLC0415
 
-    src = load(given, settings.max_file_bytes, settings.download_timeout_s)
+    src = load(given, settings.ingest.max_file_bytes, settings.ingest.download_timeout_s)
     return src, parse_ahead(settings, src, collection)
 
 
 def ingest(
     inputs: Annotated[list[str], typer.Argument(help="PDF files, directories of PDFs, or http(s) URLs.")],
     collection: Annotated[str | None, typer.Option(help="Collection to add to (default: CHAPTERVERSE_DEFAULT_COLLECTION).")] = None,
+    preset: Annotated[str | None, typer.Option(
+        help="Preset a new collection records (`chapterverse collections presets`; default: CHAPTERVERSE_PRESET, "
+             "else 'default'): the language its questions are read in and its text search. An existing "
+             "collection keeps its own.")] = None,
     json_out: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or progress lines.")] = False,
 ) -> None:
@@ -56,12 +61,14 @@ def ingest(
 
     settings = load_settings()
     ready(settings)
-    coll = collection or settings.default_collection
+    coll = collection or settings.ingest.default_collection
+    if preset is not None:
+        settings = with_preset(settings, preset, coll)
     try:
-        embedder = get_embedder(settings.embedding_model, load=False)  # loads when a document needs it
+        embedder = get_embedder(settings.search.embedding_model, load=False)  # loads when a document needs it
     except ModelError as exc:
         fail(str(exc))
-    limit = settings.max_file_bytes
+    limit = settings.ingest.max_file_bytes
     results: list[dict] = []
     failed = 0
     lines = not quiet and not sys.stderr.isatty()  # progress lines where no bar can be seen
@@ -78,13 +85,13 @@ def ingest(
         for i, given in enumerate(givens):
             arg = redact_urls(given)  # a URL's query string (a signed URL's signature) is never printed or stored
             try:
-                with ProgressLog(arg, settings.progress_interval_s) if lines else nullcontext() as progress:
+                with ProgressLog(arg, settings.ingest.progress_interval_s) if lines else nullcontext() as progress:
                     if i in ahead:
                         src, parsed = ahead.pop(i).result()
                     else:
                         if progress:
                             progress.begin("downloading" if arg.startswith(("http://", "https://")) else "opening")
-                        src, parsed = load(given, limit, settings.download_timeout_s), None
+                        src, parsed = load(given, limit, settings.ingest.download_timeout_s), None
                     if progress:
                         progress.document(src.name)
                     read_ahead(i + 1)
@@ -122,6 +129,25 @@ def ingest(
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
     if failed:
         raise typer.Exit(1)
+
+
+def with_preset(settings: Settings, preset: str, collection: str) -> Settings:
+    """``settings`` ingesting with ``preset``; a clear error when it does not exist or when
+    ``collection`` already records another one."""
+    from retrieval.store import db  # noqa: PLC0415
+    from retrieval.store.collections import recorded_presets  # noqa: PLC0415
+
+    try:
+        profile = preset_profile(preset)
+        with db.connection(settings) as conn:
+            recorded = recorded_presets(conn, [collection]).get(collection)
+    except (SettingsError, DatabaseError) as exc:
+        fail(str(exc))
+    if recorded is not None and recorded != preset:
+        fail(f"collection {collection!r} records preset {recorded!r}, not {preset!r}: a collection keeps its preset "
+             f"(`chapterverse collections set-preset {collection} {preset}` changes it; each document is indexed "
+             "with the new one when it is ingested again)")
+    return settings.but(preset=preset, profile=profile)
 
 
 def docs(
@@ -230,7 +256,7 @@ def eval_train_reader(
     from retrieval.encode.embed import resolve_model_path  # noqa: PLC0415
 
     try:
-        result = train(pairs, resolve_model_path(settings.embedding_model), out, seed=seed, epochs=epochs,
+        result = train(pairs, resolve_model_path(settings.search.embedding_model), out, seed=seed, epochs=epochs,
                        batch_size=batch_size, lr=lr, max_length=max_length, valid_share=valid_share,
                        freeze_embeddings=freeze_embeddings, loss=loss, negatives_per_source=negatives,
                        compare_with=compare_with)
@@ -248,9 +274,75 @@ def eval_train_reader(
     typer.echo(f"reader written to {out}; report in {report}")
 
 
+collections_app = typer.Typer(help="Collections and the preset each records (its language and text search).",
+                               no_args_is_help=True)
+
+
+@collections_app.command("list")
+def collections_list(json_out: JsonOpt = False) -> None:
+    """The collections, each with its preset and documents."""
+    from retrieval.store import db  # noqa: PLC0415
+    from retrieval.store.collections import recorded_presets  # noqa: PLC0415
+
+    settings = load_settings()
+    ready(settings)
+    with db.connection(settings) as conn:
+        presets = recorded_presets(conn)
+        counts = {r["collection"]: r["n"] for r in conn.execute(
+            "SELECT collection, count(*) AS n FROM documents GROUP BY collection")}
+    rows = [{"collection": c, "preset": p, "documents": counts.get(c, 0)} for c, p in presets.items()]
+    if json_out:
+        emit({"collections": rows})
+        return
+    if not rows:
+        typer.echo("no collections yet; add a document with: chapterverse ingest FILE.pdf --collection NAME")
+    for r in rows:
+        typer.echo(f"{r['collection']}  preset {r['preset']}, {r['documents']} document{'s' * (r['documents'] != 1)}")
+
+
+@collections_app.command("presets")
+def collections_presets(json_out: JsonOpt = False) -> None:
+    """The presets a collection may record (retrieval/presets/ and CHAPTERVERSE_PRESETS_DIR)."""
+    rows = []
+    for name in preset_names():
+        try:
+            data = json.loads(preset_path(name).read_text(encoding="utf-8"))
+            rows.append({"preset": name, "description": str(data.get("description", "")),
+                         "text_search": preset_profile(name).text_search})
+        except (OSError, ValueError) as exc:
+            rows.append({"preset": name, "error": str(exc)})
+    if json_out:
+        emit({"presets": rows})
+        return
+    for r in rows:
+        typer.echo(f"{r['preset']}: " + (f"error: {r['error']}" if "error" in r else
+                                         f"{r['text_search']} text search. {r['description']}"))
+
+
+@collections_app.command("set-preset")
+def collections_set_preset(
+    collection: Annotated[str, typer.Argument(help="Collection (as `chapterverse collections list` shows it).")],
+    preset: Annotated[str, typer.Argument(help="Preset name (`chapterverse collections presets`).")],
+) -> None:
+    """Change the preset a collection records: its questions are read with it at once; each of its
+    documents is indexed with its text search when ingested again."""
+    from retrieval.store import db  # noqa: PLC0415
+    from retrieval.store.collections import set_preset  # noqa: PLC0415
+
+    settings = load_settings()
+    ready(settings)
+    try:
+        with db.connection(settings) as conn:
+            set_preset(conn, collection, preset)
+    except (SettingsError, LookupError, DatabaseError) as exc:
+        fail(str(exc), code=1 if isinstance(exc, LookupError) else 2)
+    typer.echo(f"{collection!r} now records preset {preset!r}")
+
+
 def register(app: typer.Typer, eval_app: typer.Typer) -> None:
     app.command()(ingest)
     app.command()(docs)
     app.command()(remove)
+    app.add_typer(collections_app, name="collections")
     eval_app.command("ingest")(eval_ingest)
     eval_app.command("train-reader")(eval_train_reader)

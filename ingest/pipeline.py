@@ -22,7 +22,6 @@ from ingest.sources import Source
 from retrieval.store import db, index
 from retrieval.encode.embed import Embedder
 from retrieval.text.identifiers import identifier_terms
-from retrieval.profile import profile_for
 from retrieval.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -50,9 +49,9 @@ class IngestResult:
 
 
 def limits(settings: Settings) -> Limits:
-    return Limits(memory_mb=settings.pdf_max_memory_mb, cpu_s=settings.pdf_max_cpu_s,
-                  max_pages=settings.pdf_max_pages, max_page_content_mb=settings.pdf_max_page_content_mb,
-                  max_page_chars=settings.pdf_max_page_chars)
+    return Limits(memory_mb=settings.ingest.pdf_max_memory_mb, cpu_s=settings.ingest.pdf_max_cpu_s,
+                  max_pages=settings.ingest.pdf_max_pages, max_page_content_mb=settings.ingest.pdf_max_page_content_mb,
+                  max_page_chars=settings.ingest.pdf_max_page_chars)
 
 
 def read_pdf(settings: Settings, src: Source, quiet: bool, progress: ProgressLog | None = None,
@@ -126,7 +125,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     count = TokenCounts(embedder.count_tokens)
     made_ahead: dict[Key, Vectors] = {}
     if parsed is None:
-        ahead = EmbedAhead(embedder, count, settings.chunk_tokens, settings.chunk_overlap_tokens, known=reuse,
+        ahead = EmbedAhead(embedder, count, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens,
+                           known=reuse,
                            progress=progress)
         try:
             parsed = read_pdf(settings, src, quiet, progress, ahead)
@@ -137,7 +137,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
         on_progress(f"{src.name}: {len(pages)} pages extracted")
     if progress:
         progress.begin("splitting into passages")
-    chunks = chunk_pages(pages, count, settings.chunk_tokens, settings.chunk_overlap_tokens)
+    chunks = chunk_pages(pages, count, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens)
     texts = [indexed_text(c, title, embedder, count) for c in chunks]
     keys = [key_of(c, t) for t, c in zip(texts, chunks, strict=True)]
     have: dict[Key, Vectors] = {k: (r.vector, r.sentence_vectors) for k, r in reuse.items()}
@@ -170,7 +170,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
             conn, collection=collection, name=src.name, sha256=src.sha256, source=src.origin, url=src.url,
             size=len(src.data), pages=pages, chunks=chunks, search_texts=texts, vectors=vectors,
             pipeline_version=PIPELINE_VERSION, title=title, terms=[identifier_terms(t) for t in texts],
-            sentence_vectors=sentence_vectors, actor=actor, text_search=profile_for([collection]).text_search)
+            sentence_vectors=sentence_vectors, actor=actor, preset=settings.preset)
     status = "reindexed" if same is not None else "replaced" if replaced else "ingested"
     reused = sum(1 for k in keys if k in reuse)
     return IngestResult(src.name, src.origin, collection, status, len(pages), len(chunks),

@@ -13,6 +13,8 @@ import psycopg
 
 from ingest.chunk import Chunk
 from ingest.pdf import Page
+from retrieval.settings import DEFAULT_PRESET, preset_profile
+from retrieval.store.collections import record_preset
 from retrieval.store.index import copy_rows
 from retrieval.store.postings import write_postings
 
@@ -112,7 +114,7 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
                    search_texts: Sequence[str], vectors: np.ndarray, pipeline_version: str,
                    title: str | None = None, terms: Sequence[Sequence[str]] | None = None,
                    sentence_vectors: Sequence[np.ndarray] | None = None,
-                   actor: Actor | None = None, text_search: str = "english") -> tuple[int, bool]:
+                   actor: Actor | None = None, preset: str = DEFAULT_PRESET) -> tuple[int, bool]:
     """Insert the document, replacing an older version of the same name atomically.
 
     Returns (document id, replaced). Nothing is visible to readers until the commit, and a failure
@@ -120,8 +122,9 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
     identifier ``terms``) it writes what search keeps per document: the chunk lengths' total, each
     lexeme's chunk count (``document_lexemes``) and the chunks' sentence-window vectors. Who made
     the change (``actor``, default: the command line's user) is recorded with the document and in
-    ``document_audit``, in the same transaction. ``text_search``: the Postgres text-search
-    configuration the chunks' tsvectors are built with (the collection's profile).
+    ``document_audit``, in the same transaction. ``preset``: recorded as the collection's when this
+    document creates it; the preset the collection records gives the Postgres text-search
+    configuration the chunks' tsvectors are built with.
     """
     actor = actor or Actor.local()
     terms = terms if terms is not None else [[] for _ in chunks]
@@ -130,6 +133,7 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
         raise ValueError("chunks, search texts, terms and vectors differ in length")
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_lock_key(collection, name),))
+        text_search = preset_profile(record_preset(conn, collection, preset)).text_search
         old = conn.execute("DELETE FROM documents WHERE collection = %s AND name = %s RETURNING id",
                            (collection, name)).fetchone()
         doc_id = conn.execute(

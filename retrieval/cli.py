@@ -183,7 +183,7 @@ def check_answerer(settings: Settings, name: str | None) -> None:
 
     if name is not None and name not in ANSWERERS:
         bad_input(f"unknown answerer {name!r}; use {', '.join(ANSWERERS)}")
-    chosen = name or settings.answerer
+    chosen = name or settings.answer.answerer
     missing = unconfigured(settings, chosen) if chosen else None
     if missing:
         how = f"--answerer {chosen}" if name else f"CHAPTERVERSE_ANSWERER={chosen}"
@@ -197,7 +197,7 @@ def require_model(settings: Settings) -> None:
 
     with timed("model_load"):
         try:
-            check_model(settings, get_embedder(settings.embedding_model))
+            check_model(settings, get_embedder(settings.search.embedding_model))
         except (ModelError, DatabaseError) as exc:
             fail(str(exc))
 
@@ -286,13 +286,13 @@ def db_status(json_out: JsonOpt = False) -> None:
                               "(SELECT count(*) FROM chunks) AS chunks").fetchone()
         version = conn.execute("SELECT max(migration_id) AS v FROM _yoyo_migration").fetchone()["v"]
     try:
-        emb = get_embedder(settings.embedding_model, load=False)
+        emb = get_embedder(settings.search.embedding_model, load=False)
         encoder, passages = emb.query_encoder_status(), emb.passage_encoder_status()
     except ModelError as exc:
         encoder = passages = f"unavailable ({exc})"
-    info = {"database": "external (DATABASE_URL)" if settings.database_url else f"embedded at {settings.pgdata}",
+    info = {"database": "external (DATABASE_URL)" if settings.db.url else f"embedded at {settings.pgdata}",
             "schema": version, "embedding_model": rec[0] if rec else None,
-            "embedding_dim": rec[1] if rec else None, **counts, "reranker": describe_reranker(settings.reranker),
+            "embedding_dim": rec[1] if rec else None, **counts, "reranker": describe_reranker(settings.search.reranker),
             "query_encoder": encoder, "passage_encoder": passages}
     if json_out:
         emit(info)
@@ -310,7 +310,7 @@ def db_reembed() -> None:
     settings = load_settings()
     ready(settings)
     try:
-        emb = get_embedder(settings.embedding_model)
+        emb = get_embedder(settings.search.embedding_model)
     except ModelError as exc:
         fail(str(exc))
     t0 = time.perf_counter()

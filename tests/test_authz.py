@@ -14,13 +14,13 @@ from tests.fake_slack import fake  # noqa: F401  (the module's fake Slack: a pyt
 
 
 def authorizer(fake: FakeSlack, admins: str = "", **kw) -> Authorizer:
-    settings = Settings(slack_api_url=fake.api_url, slack_admins=admins)
+    settings = Settings(slack={"api_url": fake.api_url, "admins": admins})
     client = make_client(settings, BOT_TOKEN)
     return Authorizer(settings, lambda team: client, **kw)
 
 
 def test_allow_list_is_per_workspace_and_everyone_must_be_asked_for() -> None:
-    s = Settings(slack_admins="U1, T1:U2 T2:U3;T2:*")
+    s = Settings(slack={"admins": "U1, T1:U2 T2:U3;T2:*"})
     assert allow_list(s) == {"": frozenset({"U1"}), "T1": frozenset({"U2"}), "T2": frozenset({"U3", "*"})}
     assert listed_for(s, "T1") == {"U1", "U2"} and listed_for(s, "T9") == {"U1"}
     assert listed_for(Settings(), "T1") == frozenset()

@@ -88,14 +88,14 @@ def main() -> int:
     home.mkdir(parents=True, exist_ok=True)
     settings = Settings(home=home)
     url = os.environ.get("DATABASE_URL") or db.conninfo(settings)
-    settings = Settings(home=home, database_url=url)
+    settings = Settings(home=home, db={"url": url})
     db.ready(settings)
     from ingest.pipeline import ingest_source  # noqa: PLC0415
     from ingest.sources import read_path  # noqa: PLC0415
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
     for pdf in DEV_PDFS:  # a no-op when already ingested
-        ingest_source(settings, get_embedder(settings.embedding_model), read_path(str(pdf), 200_000_000), "dev", quiet=True)
+        ingest_source(settings, get_embedder(settings.search.embedding_model), read_path(str(pdf), 200_000_000), "dev", quiet=True)
 
     load_start = round(os.getloadavg()[0], 1)
     fake = FakeSlack().start()
@@ -123,9 +123,9 @@ def main() -> int:
            "what": "ack = socket-mode envelope sent by the fake -> ack received; reply = envelope sent -> "
                    "placeholder replaced by the rendered answer (chat.update). Fake Slack on 127.0.0.1, "
                    "real bot subprocess, real ask() over the dev collection (3 FAA PDFs).",
-           "config": {"answerer": "extractive (no GEMINI_API_KEY)", "slack_workers": settings.slack_workers,
-                      "db_pool_size": settings.db_pool_size or 2 * settings.slack_workers + 6,
-                      "embedding_model": settings.embedding_model, "reranker_requested": settings.reranker,
+           "config": {"answerer": "extractive (no GEMINI_API_KEY)", "slack_workers": settings.slack.workers,
+                      "db_pool_size": settings.db.pool_size or 2 * settings.slack.workers + 6,
+                      "embedding_model": settings.search.embedding_model, "reranker_requested": settings.search.reranker,
                       "cpus": os.cpu_count(), "python": platform.python_version(),
                       "note": "machine shared with other engineers' jobs; figures vary run to run",
                       "load_average_1m": {"start": load_start, "end": round(os.getloadavg()[0], 1)}},

@@ -31,7 +31,7 @@ UNANSWERABLE = "What is the recommended tire pressure for the nose gear of a Boe
 
 @pytest.fixture(scope="module")
 def proxy(settings) -> Iterator[PgProxy]:
-    p = PgProxy(settings.database_url.get_secret_value())
+    p = PgProxy(settings.db.url.get_secret_value())
     yield p
     p.close()
 
@@ -60,7 +60,7 @@ def bot(fake: FakeSlack, bot_env: dict[str, str], tmp_path_factory) -> Iterator[
 
 
 def db_rows(settings, sql: str, *params) -> list[dict]:
-    with psycopg.connect(settings.database_url.get_secret_value(), row_factory=psycopg.rows.dict_row) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value(), row_factory=psycopg.rows.dict_row) as conn:
         return conn.execute(sql, params).fetchall()
 
 

@@ -168,7 +168,7 @@ def test_slow_drip_server_is_cut_at_the_total_deadline() -> None:
 
 
 def test_bot_policy_refuses_private_addresses_a_public_name_resolves_to(dns: dict[str, list[str]]) -> None:
-    strict = Settings(slack_allow_private_urls=False)
+    strict = Settings(slack={"allow_private_urls": False})
     dns["sneaky.example"] = ["10.1.2.3"]
     url = "http://sneaky.example/a.pdf"
     assert urls.refusal(strict, url) is None  # a name: decided when connecting, on the address connected to
@@ -178,4 +178,4 @@ def test_bot_policy_refuses_private_addresses_a_public_name_resolves_to(dns: dic
     for address in ("127.0.0.1", "169.254.169.254", "10.0.0.1", "192.168.1.1", "::1", "fc00::1", "::ffff:127.0.0.1"):
         assert urls.address_refusal(strict, "x", address), address
     assert urls.address_refusal(strict, "x", "93.184.216.34") is None
-    assert urls.address_refusal(Settings(slack_allow_private_urls=True), "x", "127.0.0.1") is None
+    assert urls.address_refusal(Settings(slack={"allow_private_urls": True}), "x", "127.0.0.1") is None

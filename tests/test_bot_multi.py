@@ -50,7 +50,7 @@ def teams(settings, embedder) -> Iterator[dict[str, dict[str, str]]]:
         pdf = handbook_pdf(f"The maximum winch launch speed of the Zephyr glider is {info['speed']}.")
         ingest_source(settings, embedder, Source(f"zephyr-{team}.pdf", "test", pdf, None), f"slack-{team}", quiet=True)
     yield out
-    with psycopg.connect(settings.database_url.get_secret_value(), autocommit=True) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value(), autocommit=True) as conn:
         for team in out:
             conn.execute("DELETE FROM documents WHERE collection = %s", (f"slack-{team}",))
             conn.execute("DELETE FROM slack_installations WHERE workspace = %s", (team,))
@@ -80,7 +80,7 @@ def test_each_workspace_is_answered_with_its_token_from_its_collection_and_new_i
     for team, info in teams.items():
         fake.add_team(team, info["token"])
     port = free_port()
-    env = {"DATABASE_URL": settings.database_url.get_secret_value(), "SLACK_BOT_TOKEN": "",
+    env = {"DATABASE_URL": settings.db.url.get_secret_value(), "SLACK_BOT_TOKEN": "",
            "SLACK_CLIENT_ID": "1234.5678", "SLACK_CLIENT_SECRET": "fake-client-secret",
            "CHAPTERVERSE_SLACK_OAUTH_PORT": str(port), "CHAPTERVERSE_SLACK_PING_INTERVAL_S": "1",
            # the teams' installations were stored in plain text (before a key was set): the bot
@@ -109,12 +109,12 @@ def test_each_workspace_is_answered_with_its_token_from_its_collection_and_new_i
             done = web.get("/slack/oauth_redirect", params={"code": fake.install_code(gamma, gamma_token),
                                                            "state": state}, headers={"Cookie": cookie})
             assert done.status_code == 200, done.text[:300]
-        with psycopg.connect(settings.database_url.get_secret_value()) as conn:
+        with psycopg.connect(settings.db.url.get_secret_value()) as conn:
             row = conn.execute("SELECT installation->>'bot_token' FROM slack_installations WHERE workspace = %s",
                                (gamma,)).fetchone()
         assert row is not None and row[0].startswith("fernet:"), row
         for token in [gamma_token, *(i["token"] for i in teams.values())]:
-            assert database_hits(settings.database_url.get_secret_value(), token) == [], token
+            assert database_hits(settings.db.url.get_secret_value(), token) == [], token
         channel = f"C{uuid.uuid4().hex[:8].upper()}"
         ts, _ = fake.post_user_message(channel, "U0ASKER", f"<@U0BOT> {QUESTION}", team=gamma)
         text = text_of(wait_reply(fake, channel, ts))
@@ -130,5 +130,5 @@ def test_each_workspace_is_answered_with_its_token_from_its_collection_and_new_i
     finally:
         assert bot.stop() == 0, bot.log()
         fake.stop()
-        with psycopg.connect(settings.database_url.get_secret_value(), autocommit=True) as conn:
+        with psycopg.connect(settings.db.url.get_secret_value(), autocommit=True) as conn:
             conn.execute("DELETE FROM slack_installations WHERE workspace = %s", (gamma,))

@@ -28,7 +28,7 @@ def spec(url: str = "https://example.org/a.pdf?sig=SECRET") -> JobSpec:
 
 
 def rows(settings, sql: str, *params) -> list[dict]:
-    with psycopg.connect(settings.database_url.get_secret_value(), row_factory=dict_row, autocommit=True) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value(), row_factory=dict_row, autocommit=True) as conn:
         return conn.execute(sql, params).fetchall()
 
 
@@ -58,7 +58,7 @@ def test_concurrent_claims_never_share_a_job_and_skip_locked_ones(queue: JobQueu
     ws = f"T{uuid.uuid4().hex[:8]}"
     ids = [queue.enqueue(ws, "U1", f"{i}.pdf", spec())[0] for i in range(12)]
     # a claimer holding the oldest job's row lock does not make others wait: they skip it
-    with psycopg.connect(settings.database_url.get_secret_value()) as locker:
+    with psycopg.connect(settings.db.url.get_secret_value()) as locker:
         locker.execute("SELECT 1 FROM bot_jobs WHERE workspace = %s AND id = %s FOR UPDATE", (ws, ids[0]))
         first = queue.claim()
         assert first is not None and first.id == ids[1]
@@ -131,7 +131,7 @@ def test_worker_process_runs_a_queued_ingest_and_reports_in_slack(queue: JobQueu
     collection = f"worker-test-{uuid.uuid4().hex[:6]}"
     to = ReportTo(channel=channel, user="U0ALICE")
     job_id, _ = queue.enqueue(ws, "U0ALICE", url, JobSpec(kind="ingest", collection=collection, url=url, report=to))
-    env = {**os.environ, "DATABASE_URL": settings.database_url.get_secret_value(), "SLACK_BOT_TOKEN": BOT_TOKEN,
+    env = {**os.environ, "DATABASE_URL": settings.db.url.get_secret_value(), "SLACK_BOT_TOKEN": BOT_TOKEN,
            "SLACK_API_URL": fake.api_url, "CHAPTERVERSE_SLACK_ALLOW_PRIVATE_URLS": "1", "NO_PROXY": "127.0.0.1"}
     log = open(tmp_path / "worker.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([str(Path(sys.executable).with_name("chapterverse")), "worker", "-v"], env=env, stdout=log,

@@ -131,11 +131,11 @@ def test_escape_and_helpers() -> None:
 
 
 def test_scopes() -> None:
-    ws = Settings(slack_collection_scope="workspace")
+    ws = Settings(slack={"collection_scope": "workspace"})
     assert scope_for(ws, "T1", "C1").read == ("slack-T1",) and scope_for(ws, "T1", "C1").write == "slack-T1"
-    fixed = Settings(slack_workspace_collection="dev")
+    fixed = Settings(slack={"workspace_collection": "dev"})
     assert scope_for(fixed, "T1", "C1").read == ("dev",)
-    ch = Settings(slack_collection_scope="channel", slack_workspace_collection="dev")
+    ch = Settings(slack={"collection_scope": "channel", "workspace_collection": "dev"})
     s = scope_for(ch, "T1", "C9")
     assert s.read == ("dev", "dev:C9") and s.write == "dev:C9"
 
@@ -170,7 +170,7 @@ def test_private_addresses_are_refused_unless_allowed() -> None:
     (tests/test_bot_fetch.py)."""
     from bot.urls import refusal
 
-    strict, lax = Settings(), Settings(slack_allow_private_urls=True)
+    strict, lax = Settings(), Settings(slack={"allow_private_urls": True})
     for url in ("http://127.0.0.1:8080/a.pdf", "http://169.254.169.254/latest/", "http://10.1.2.3/a.pdf",
                 "http://[::1]/a.pdf", "http://[::ffff:192.168.0.1]/a.pdf", "http://LOCALHOST./a.pdf",
                 "http://100.64.0.7/a.pdf", "http://0.0.0.0/a.pdf", "http://metadata.google.internal/x"):

@@ -13,7 +13,7 @@ from bot.store import Store
 
 def test_event_keys_dedup_and_old_keys_are_forgotten(settings) -> None:
     ws = f"T{uuid.uuid4().hex[:8]}"
-    url = settings.database_url.get_secret_value()
+    url = settings.db.url.get_secret_value()
     with psycopg.connect(url) as conn:
         conn.execute("INSERT INTO bot_events (workspace, event_key, received_at) VALUES "
                      "(%s, 'C1:old', now() - interval '2 days'), (%s, 'C1:recent', now() - interval '1 hour')",
@@ -33,7 +33,7 @@ def workspace(settings) -> Iterator[str]:
     """A workspace of its own, whose rows go afterwards (an unfinished claim would be adopted by a bot)."""
     ws = f"T{uuid.uuid4().hex[:8]}"
     yield ws
-    with psycopg.connect(settings.database_url.get_secret_value(), autocommit=True) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value(), autocommit=True) as conn:
         conn.execute("DELETE FROM bot_events WHERE workspace = %s", (ws,))
         conn.execute("DELETE FROM bot_threads WHERE workspace = %s", (ws,))
 
@@ -65,7 +65,7 @@ def test_a_question_is_claimed_once_with_its_context_and_finished_in_one_stateme
     assert follow is not None and follow.turn_id != claim.turn_id
     assert [t.question for t in follow.history] == [f"q{i}?" for i in range(1, HISTORY_TURNS + 1)]  # newest, in order
     store.question_done(ws, "C1:200.000001")
-    with psycopg.connect(settings.database_url.get_secret_value()) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value()) as conn:
         turns = conn.execute("SELECT id, reply_ts FROM bot_turns WHERE workspace = %s AND message_ts = '100.000001'",
                              (ws,)).fetchall()
         questions = conn.execute("SELECT event_key, question IS NULL FROM bot_events WHERE workspace = %s "
@@ -77,7 +77,7 @@ def test_a_question_is_claimed_once_with_its_context_and_finished_in_one_stateme
 def test_the_claim_brings_the_titles_of_the_searched_documents(settings, dev_corpus, workspace) -> None:
     claim = Store(settings).claim_question(workspace, "C1:1.000001", {"text": "?"}, thread=("C1", "1.000001"),
                                            collections=[dev_corpus])
-    with psycopg.connect(settings.database_url.get_secret_value()) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value()) as conn:
         names = [r[0] for r in conn.execute("SELECT name FROM documents WHERE collection = %s ORDER BY name",
                                             (dev_corpus,))]
     assert claim is not None and list(claim.titles) == names and names

@@ -104,7 +104,7 @@ def _tiny_embedder(path: Path) -> Path:
 
 
 def test_migrations_are_versioned_and_idempotent(scratch_db):
-    s = Settings(database_url=scratch_db)
+    s = Settings(db={"url": scratch_db})
     db.migrate(s)
     db.migrate(s)  # a second start applies nothing
     with db.connection(s) as conn:
@@ -128,7 +128,7 @@ def test_the_index_migrates_without_the_bot_and_the_bot_migrates_on_top(scratch_
             backend.apply_migrations(backend.to_apply(read_migrations(str(core))))
     finally:
         backend.connection.close()
-    s = Settings(database_url=scratch_db)
+    s = Settings(db={"url": scratch_db})
     with db.connection(s) as conn:
         tables = {r["tablename"] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname='public'")}
     assert "chunks" in tables and not {t for t in tables if t.startswith(("bot_", "slack_"))}
@@ -152,7 +152,7 @@ def test_model_mismatch_is_a_clear_error_and_reembed_fixes_it(scratch_db, tmp_pa
     res = run_cli("db", "reembed", env=env_tiny)
     assert res.returncode == 0, res.stderr
     assert "re-embedded 1 chunks" in res.stdout and "(32 dims)" in res.stdout
-    with db.connection(Settings(database_url=scratch_db)) as conn:
+    with db.connection(Settings(db={"url": scratch_db})) as conn:
         assert index.recorded_model(conn) == (str(tiny), 32)
         assert conn.execute("SELECT vector_dims(embedding) AS d FROM chunks").fetchone()["d"] == 32
     res = run_cli("search", "magneto check RPM", "--json", env=env_tiny)

@@ -77,7 +77,7 @@ def world(pg_url: str, fake: FakeSlack, tmp_path_factory) -> Iterator[dict[str, 
         assert res.returncode == 0, res.stderr
 
         bot = BotProcess(fake, env, tmp / "bot.log").start(wait_models=False)
-        store = Store(Settings(database_url=url))
+        store = Store(Settings(db={"url": url}))
         ask = Asked(store)
         rows = {
             # refused: the answerer's best evidence was in the fuel handbook

@@ -29,7 +29,7 @@ def test_digest_channels_per_workspace() -> None:
 
 def test_the_digest_is_posted_once_a_period_whatever_the_number_of_bots(pg_url, fake: FakeSlack) -> None:  # noqa: F811
     with scratch_database(pg_url, "cv_digestpost") as url:
-        settings = Settings(database_url=url, slack_api_url=fake.api_url, slack_digest_channel=CHANNEL)
+        settings = Settings(db={"url": url}, slack={"api_url": fake.api_url, "digest_channel": CHANNEL})
         db.ready(settings)
         try:
             store = Store(settings)

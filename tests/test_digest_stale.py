@@ -30,7 +30,7 @@ def answered(question: str, quote: str, page: int = 1) -> Answer:
 
 def test_answers_whose_quotes_left_the_new_edition_are_listed_as_stale(pg_url, embedder, tmp_path) -> None:
     with scratch_database(pg_url, "cv_stale") as url:
-        settings = Settings(database_url=url)
+        settings = Settings(db={"url": url})
         db.ready(settings)
         try:
             (tmp_path / "v1").mkdir()

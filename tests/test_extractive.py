@@ -403,19 +403,26 @@ def test_sentence_bounds_never_start_inside_a_word_hyphenated_across_a_break() -
 # --- profiles ----------------------------------------------------------------------------------
 
 
-def test_a_collection_profile_changes_words_and_wording(tmp_path) -> None:
-    from retrieval.profile import DEFAULT_PROFILE, ProfileError, ProfileSettings, profile_for  # noqa: PLC0415
+def test_a_preset_of_ones_own_changes_words_and_wording(tmp_path, monkeypatch) -> None:
+    """A preset in CHAPTERVERSE_PRESETS_DIR gives only the profile fields it changes; the others keep
+    the default preset's (a field is replaced whole, lists are not merged)."""
+    from retrieval.profile import DEFAULT_PROFILE  # noqa: PLC0415
+    from retrieval.settings import Settings, SettingsError, preset_profile  # noqa: PLC0415
 
-    (tmp_path / "manuals.json").write_text('{"answer_lead": "The manuals say", "units": {"data": ["octets"]}}')
-    settings = ProfileSettings(profiles_dir=tmp_path)
-    custom = profile_for(["manuals"], settings)
+    (tmp_path / "manuals.json").write_text('{"profile": {"answer_lead": "The manuals say", "units": {"data": ["octets"]}}}')
+    monkeypatch.setenv("CHAPTERVERSE_PRESETS_DIR", str(tmp_path))
+    custom = preset_profile("manuals")
     assert custom.answer_lead == "The manuals say" and custom.stopwords == DEFAULT_PROFILE.stopwords
+    assert custom.units == {"data": ("octets",)}
     assert quantities("a header of 20 octets", custom) >= {"number", "data"}
     assert "data" not in quantities("a header of 20 octets")
-    assert profile_for(["other"], settings) == DEFAULT_PROFILE
-    (tmp_path / "bad.json").write_text('{"stopwords": 3}')
-    with pytest.raises(ProfileError, match="bad.json"):
-        profile_for(["bad"], settings)
+    assert Settings.from_name("manuals").profile == custom
+    (tmp_path / "bad.json").write_text('{"profile": {"stopwords": 3}}')
+    with pytest.raises(SettingsError, match="preset 'bad'"):
+        preset_profile("bad")
+    (tmp_path / "typo.json").write_text('{"profil": {}}')
+    with pytest.raises(SettingsError, match="unknown key"):
+        preset_profile("typo")
 
 
 @pytest.mark.parametrize(("text", "kinds"), [
@@ -528,7 +535,7 @@ def test_a_title_case_heading_is_never_glued_into_a_quote() -> None:
 
 def test_software_manual_sentences_may_open_in_lower_case_but_not_after_abbreviations() -> None:
     from retrieval.answer.answerers.extractive import sentences  # noqa: PLC0415
-    from retrieval.profile import Profile  # noqa: PLC0415
+    from retrieval.profile import DEFAULT_PROFILE  # noqa: PLC0415
 
     text = ("The refresh command is similar to replot, with two major differences. refresh reformats and "
             "redraws the current plot using the data already read in. Use e.g. the command set xrange for this, "
@@ -538,7 +545,7 @@ def test_software_manual_sentences_may_open_in_lower_case_but_not_after_abbrevia
         "refresh reformats and redraws the current plot using the data already read in.",
         "Use e.g. the command set xrange for this, cf. set yrange.",
         "x11() opens a window on the screen."]
-    strict = Profile(lowercase_sentence_starts=False)
+    strict = DEFAULT_PROFILE.model_copy(update={"lowercase_sentence_starts": False})
     assert len(sentences(text, profile=strict)) == 2  # only before capitals: "refresh …" and "x11() …" stay joined
 
 

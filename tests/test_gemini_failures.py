@@ -33,8 +33,7 @@ def fake() -> Iterator[fg.FakeGemini]:
 def gsettings(settings, dev_corpus, fake, monkeypatch):
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.base_url)
     monkeypatch.setattr(gemini_mod, "BACKOFF_BASE_S", 0.2)
-    return settings.model_copy(update={"gemini_api_key": SecretStr(fake.api_key), "gemini_model": "gemini-test",
-                                       "gemini_timeout_s": 2.0, "gemini_retry_budget_s": 6.0})
+    return settings.but(answer={"gemini_api_key": SecretStr(fake.api_key), "gemini_model": "gemini-test", "gemini_timeout_s": 2.0, "gemini_retry_budget_s": 6.0})
 
 
 def passages_in(rec: fg.Recorded) -> list[dict[str, Any]]:
@@ -134,7 +133,7 @@ def test_one_client_per_settings_is_reused(gsettings, fake, monkeypatch) -> None
     a1 = gemini_mod.GeminiAnswerer.from_settings(gsettings)
     a2 = gemini_mod.GeminiAnswerer.from_settings(gsettings)
     assert a1._client is a2._client
-    other = gemini_mod.GeminiAnswerer.from_settings(gsettings.model_copy(update={"gemini_timeout_s": 3.0}))
+    other = gemini_mod.GeminiAnswerer.from_settings(gsettings.but(answer={"gemini_timeout_s": 3.0}))
     assert other._client is not a1._client and len(built) == 2
     gemini_mod.close_clients()
 

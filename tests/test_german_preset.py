@@ -1,6 +1,7 @@
-"""Language as data: a German manual, ingested into a collection whose profile file names the shipped
-``german`` preset, is indexed with Postgres' German text search and answered and refused in German,
-with no code of its own (``retrieval/presets/german.json``, ``CHAPTERVERSE_PROFILES_DIR``).
+"""Language as data: a German manual, ingested into a new collection with the shipped ``german``
+preset (``chapterverse ingest --preset german``), is indexed with Postgres' German text search, the
+collection records the preset, and its questions are answered and refused in German by a process
+whose own preset is the default, with no code of its own (``retrieval/presets/german.json``).
 
 Known limit: the extractive refusal threshold is one number fitted on the English dev sets, not part
 of a preset; German sentences score lower against the English MiniLM model, so some plain German
@@ -17,7 +18,8 @@ from ingest.pipeline import ingest_source
 from ingest.sources import read_path
 from retrieval.answer.ask import ask
 from retrieval.encode.embed import get_embedder
-from retrieval.profile import ProfileError, load_profile, profile_for
+from retrieval.settings import SettingsError, preset_profile
+from retrieval.store.collections import collection_profile, recorded_presets, set_preset
 from retrieval.search.filters import Scope
 from retrieval.search.keyword import bm25
 from retrieval.store import db
@@ -44,20 +46,19 @@ PAGES = [
 
 
 @pytest.fixture()
-def german(settings, tmp_path, monkeypatch) -> str:
+def german(settings, tmp_path) -> str:
     collection = f"handbuch-{uuid.uuid4().hex[:8]}"
-    profiles = tmp_path / "profiles"
-    profiles.mkdir()
-    (profiles / f"{collection}.json").write_text(json.dumps({"preset": "german"}))
-    monkeypatch.setenv("CHAPTERVERSE_PROFILES_DIR", str(profiles))
     pdf = text_pdf(tmp_path / "betriebshandbuch-ms30.pdf", PAGES)
-    ingest_source(settings, get_embedder(settings.embedding_model), read_path(str(pdf), 10**7), collection, quiet=True)
+    ingest_source(settings.but(preset="german"), get_embedder(settings.search.embedding_model),
+                  read_path(str(pdf), 10**7), collection, quiet=True)
     return collection
 
 
-def test_the_german_collection_is_indexed_and_searched_with_german_text_search(settings, german, monkeypatch) -> None:
-    assert profile_for([german]).text_search == "german"
+def test_the_german_collection_is_indexed_and_searched_with_german_text_search(settings, german) -> None:
+    assert settings.preset == "default"  # the asking process's own preset
+    assert collection_profile(settings, [german]).text_search == "german"
     with db.connection(settings) as conn:
+        assert recorded_presets(conn, [german]) == {german: "german"}
         from ingest.store import list_documents  # noqa: PLC0415
 
         assert [d["text_search"] for d in list_documents(conn, german)] == ["german"]  # `chapterverse docs` shows it
@@ -69,10 +70,10 @@ def test_the_german_collection_is_indexed_and_searched_with_german_text_search(s
         english = conn.execute("SELECT to_tsvector('english', 'Motoren') @@ plainto_tsquery('english', 'Motors') AS m"
                                ).fetchone()["m"]
         assert english is False
-        # the index, not today's profile, decides how a question is parsed: without the profile file
-        # the documents were still indexed with German text search, and are searched with it
-        monkeypatch.delenv("CHAPTERVERSE_PROFILES_DIR")
-        assert profile_for([german]).text_search == "english"
+        # the index, not today's preset, decides how a question is parsed: given another preset the
+        # documents are still indexed with German text search, and are searched with it
+        set_preset(conn, german, "default")
+        assert collection_profile(settings, [german]).text_search == "english"
         assert bm25(conn, "Motors", 5, Scope.of([german]))
 
 
@@ -93,8 +94,45 @@ def test_a_german_question_is_answered_from_its_page_and_a_near_miss_is_refused(
     assert near_miss.refusal and not near_miss.citations
 
 
-def test_an_unknown_preset_is_one_clear_error(tmp_path) -> None:
-    bad = tmp_path / "x.json"
-    bad.write_text(json.dumps({"preset": "klingon"}))
-    with pytest.raises(ProfileError, match="no preset 'klingon'; presets: german"):
-        load_profile(bad)
+def test_a_german_question_stating_a_wrong_figure_gets_the_documents_own_in_german(settings, german) -> None:
+    """The preset's premise words: "Beträgt … 300 km/h?" is asked as "Was ist …?", answered from the
+    page, and the reply says in German that the document does not state 300 km/h."""
+    answer = ask(settings, "Beträgt die Höchstgeschwindigkeit im Flug 300 km/h?", collections=[german],
+                 answerer="extractive")
+    assert answer.standalone_question == "Was ist die Höchstgeschwindigkeit im Flug?"
+    assert not answer.refusal, answer.reason
+    assert "240 km/h" in answer.citations[0].quote
+    assert "Die Frage nennt 300 km/h; das Dokument sagt das nicht." in " ".join(answer.warnings)
+
+
+def test_an_unknown_preset_is_one_clear_error(tmp_path, monkeypatch) -> None:
+    with pytest.raises(SettingsError, match="no preset 'klingon'; presets: default, german"):
+        preset_profile("klingon")
+    (tmp_path / "loop.json").write_text(json.dumps({"extends": "loop"}))
+    monkeypatch.setenv("CHAPTERVERSE_PRESETS_DIR", str(tmp_path))
+    with pytest.raises(SettingsError, match="extends itself"):
+        preset_profile("loop")
+
+
+def test_the_command_line_gives_a_new_collection_its_preset_and_refuses_to_switch_an_existing_one(
+        settings, german, tmp_path) -> None:
+    from tests.conftest import run_cli  # noqa: PLC0415
+
+    listed = run_cli("collections", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["collection"]: r for r in json.loads(listed.stdout)["collections"]}
+    assert rows[german]["preset"] == "german" and rows[german]["documents"] == 1
+    pdf = text_pdf(tmp_path / "anhang.pdf", PAGES[:1])
+    refused = run_cli("ingest", str(pdf), "--collection", german, "--preset", "default", "-q")
+    assert refused.returncode == 2
+    assert f"collection {german!r} records preset 'german', not 'default'" in refused.stderr
+    assert "set-preset" in refused.stderr
+    unknown = run_cli("ingest", str(pdf), "--collection", "elsewhere", "--preset", "klingon", "-q")
+    assert unknown.returncode == 2 and "no preset 'klingon'" in unknown.stderr
+    with db.connection(settings) as conn:  # nothing of either was stored
+        assert conn.execute("SELECT count(*) AS n FROM documents WHERE collection = %s", (german,)).fetchone()["n"] == 1
+        assert recorded_presets(conn, ["elsewhere"]) == {}
+    moved = run_cli("collections", "set-preset", german, "default")
+    assert moved.returncode == 0 and "now records preset 'default'" in moved.stdout
+    missing = run_cli("collections", "set-preset", "no-such-collection", "german")
+    assert missing.returncode == 1 and "no collection 'no-such-collection'" in missing.stderr

@@ -79,4 +79,4 @@ def test_json_keeps_stdout_one_document_and_quiet_silences_it(db_env: dict[str, 
 
 
 def test_the_default_interval_is_30_seconds() -> None:
-    assert Settings().progress_interval_s == 30.0
+    assert Settings().ingest.progress_interval_s == 30.0

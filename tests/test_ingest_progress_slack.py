@@ -33,11 +33,9 @@ USER, CHANNEL = "U0ALICE", "C0GENERAL"
 @pytest.fixture()
 def jobs(settings, embedder, fake: FakeSlack) -> Iterator[tuple[Jobs, JobQueue]]:  # noqa: F811
     """Jobs writing to a fresh collection, with an empty queue and a counting clock."""
-    with psycopg.connect(settings.database_url.get_secret_value(), autocommit=True) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value(), autocommit=True) as conn:
         conn.execute("DELETE FROM bot_jobs WHERE status IN ('queued', 'running')")
-    s = settings.model_copy(update={"slack_api_url": fake.api_url, "slack_progress_interval_s": 5.0,
-                                    "slack_workspace_collection": f"progress-{uuid.uuid4().hex[:8]}",
-                                    "slack_allow_private_urls": True})
+    s = settings.but(slack={"api_url": fake.api_url, "progress_interval_s": 5.0, "workspace_collection": f"progress-{uuid.uuid4().hex[:8]}", "allow_private_urls": True})
     client = make_client(s, BOT_TOKEN)
     ticks = itertools.count()
     queue = JobQueue(Store(s), limit=5)

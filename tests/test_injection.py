@@ -106,7 +106,7 @@ def test_flagged_paragraphs_get_chunks_of_their_own(tmp_path: Path) -> None:
 
 
 def test_no_chunk_of_the_faa_corpus_is_flagged(settings, dev_corpus) -> None:
-    with psycopg.connect(settings.database_url.get_secret_value()) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value()) as conn:
         total, flagged = conn.execute("SELECT count(*), count(*) FILTER (WHERE untrusted) FROM chunks "
                                       "WHERE collection = %s", (dev_corpus,)).fetchone()
     assert total > 1000 and flagged == 0
@@ -195,8 +195,7 @@ def test_gemini_never_sees_the_injection_and_answers_from_the_row(settings, manu
             {"id": row["id"], "document": row["document"], "page": row["page"], "quote": ROW}]))
 
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", gemini.base_url)
-    gsettings = settings.model_copy(update={"gemini_api_key": SecretStr(gemini.api_key),
-                                            "gemini_model": "gemini-test", "gemini_timeout_s": 5.0})
+    gsettings = settings.but(answer={"gemini_api_key": SecretStr(gemini.api_key), "gemini_model": "gemini-test", "gemini_timeout_s": 5.0})
     gemini.script(gullible)
     for question in (VNE_QUESTION, PREMISE_QUESTION):
         a = ask(gsettings, question, collections=[manual], answerer="gemini")
@@ -215,7 +214,7 @@ def test_bot_answers_from_the_row_and_mentions_the_ignored_text(settings, manual
     from tests.test_bot_support import BotProcess, wait_reply  # noqa: PLC0415
 
     fake = FakeSlack().start()
-    bot = BotProcess(fake, {"DATABASE_URL": settings.database_url.get_secret_value(),
+    bot = BotProcess(fake, {"DATABASE_URL": settings.db.url.get_secret_value(),
                             "CHAPTERVERSE_SLACK_WORKSPACE_COLLECTION": manual}, tmp_path / "bot.log")
     try:
         bot.start()

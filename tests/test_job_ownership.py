@@ -24,7 +24,7 @@ def spec() -> JobSpec:
 
 
 def rows(settings, sql: str, *params) -> list[dict]:
-    with psycopg.connect(settings.database_url.get_secret_value(), row_factory=dict_row, autocommit=True) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value(), row_factory=dict_row, autocommit=True) as conn:
         return conn.execute(sql, params).fetchall()
 
 

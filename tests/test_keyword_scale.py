@@ -150,6 +150,6 @@ def test_eval_scale_keyword_only_times_both_rankings_and_finds_them_equal(settin
     leg = size["keyword_leg"]
     assert leg["same_top_list"] == "4/4"
     assert all(v["n"] == 4 and v["p50"] > 0 for v in leg["ms"].values())
-    with psycopg.connect(settings.database_url.get_secret_value()) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value()) as conn:
         gone = conn.execute("SELECT count(*) FROM pg_database WHERE datname = 'cv_scale_3000_keyword'").fetchone()[0]
     assert gone == 0

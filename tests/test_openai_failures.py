@@ -37,10 +37,7 @@ def fake() -> Iterator[fo.FakeOpenAI]:
 @pytest.fixture()
 def osettings(settings, dev_corpus, fake, monkeypatch):
     monkeypatch.setattr(openai_compat, "BACKOFF_BASE_S", 0.2)
-    return settings.model_copy(update={
-        "answerer": "openai", "gemini_api_key": None, "openai_base_url": fake.base_url,
-        "openai_api_key": SecretStr(fake.api_key), "openai_model": "local-test-model",
-        "openai_timeout_s": 2.0, "openai_retry_budget_s": 6.0})
+    return settings.but(answer={"answerer": "openai", "gemini_api_key": None, "openai_base_url": fake.base_url, "openai_api_key": SecretStr(fake.api_key), "openai_model": "local-test-model", "openai_timeout_s": 2.0, "openai_retry_budget_s": 6.0})
 
 
 def good_reply(rec: fo.Recorded) -> Reply:
@@ -144,7 +141,7 @@ def test_connection_drop_degrades(osettings, fake) -> None:
 
 
 def test_unreachable_server_degrades(osettings, fake) -> None:
-    a = run(osettings.model_copy(update={"openai_base_url": "http://127.0.0.1:9/v1"}))
+    a = run(osettings.but(answer={"openai_base_url": "http://127.0.0.1:9/v1"}))
     assert_degraded(a, fake)
     assert any("could not reach" in w for w in a.warnings)
 
@@ -200,14 +197,14 @@ def test_local_server_without_a_key(osettings, fake) -> None:
     """A local server needs no key: the base URL and model are enough (the client sends a placeholder)."""
     with fo.running(api_key=openai_compat.NO_KEY) as local:
         local.script(good_reply)
-        a = run(osettings.model_copy(update={"openai_api_key": None, "openai_base_url": local.base_url}))
+        a = run(osettings.but(answer={"openai_api_key": None, "openai_base_url": local.base_url}))
     assert not a.refusal and a.answerer == "openai"
 
 
 def test_one_client_per_settings_is_reused(osettings, fake) -> None:
     a1 = openai_compat.OpenAICompatAnswerer.from_settings(osettings)
     a2 = openai_compat.OpenAICompatAnswerer.from_settings(osettings)
-    other = openai_compat.OpenAICompatAnswerer.from_settings(osettings.model_copy(update={"openai_timeout_s": 3.0}))
+    other = openai_compat.OpenAICompatAnswerer.from_settings(osettings.but(answer={"openai_timeout_s": 3.0}))
     assert a1._client is a2._client and other._client is not a1._client
 
 
@@ -215,7 +212,7 @@ def test_one_client_per_settings_is_reused(osettings, fake) -> None:
                                     {"openai_api_key": None, "openai_base_url": None}])
 def test_unconfigured_is_a_refusal_saying_what_is_missing(osettings, fake, update) -> None:
     fake.script(good_reply)
-    a = ask(osettings.model_copy(update=update), QUESTION, collections=["dev"])
+    a = ask(osettings.but(answer=update), QUESTION, collections=["dev"])
     assert a.refusal and "answerer is unavailable" in a.reason and "CHAPTERVERSE_OPENAI" in a.reason
     assert not fake.requests
 

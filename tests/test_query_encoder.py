@@ -270,7 +270,7 @@ QUERY_PROCESS = """
 import json, sys
 from retrieval.encode.embed import get_embedder
 from retrieval.settings import get_settings
-emb = get_embedder(get_settings().embedding_model)
+emb = get_embedder(get_settings().search.embedding_model)
 vec = emb.embed_query(sys.argv[1])
 print(json.dumps({"torch": "torch" in sys.modules, "st": "sentence_transformers" in sys.modules,
                   "vec": vec.tolist()}))

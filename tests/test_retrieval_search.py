@@ -138,7 +138,7 @@ def test_parallel_and_single_modes_return_the_same_lists(settings, dev_corpus):
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
     from retrieval.search.search import run_legs  # noqa: PLC0415
 
-    emb = get_embedder(settings.embedding_model)
+    emb = get_embedder(settings.search.embedding_model)
     q = "How often must the altimeter and static pressure system be tested for IFR flight?"
     scope = Scope.of([dev_corpus])
     par = run_legs(settings, emb, q, SearchConfig(mode="parallel", depth=20), scope)
@@ -151,7 +151,7 @@ def test_parallel_and_single_modes_return_the_same_lists(settings, dev_corpus):
 
 def test_unloadable_reranker_falls_back_logs_once_and_is_reported(settings, dev_corpus, tmp_path, caplog):
     missing = str(tmp_path / "no-such-cross-encoder")
-    s = settings.model_copy(update={"reranker": missing})
+    s = settings.but(search={"reranker": missing})
     with caplog.at_level(logging.WARNING, logger="retrieval.search.rerank"):
         first = search(s, "fuel reserve for VFR flight at night", k=3, collections=[dev_corpus])
         second = search(s, "oxygen above 12,500 feet", k=3, collections=[dev_corpus])
@@ -162,7 +162,7 @@ def test_unloadable_reranker_falls_back_logs_once_and_is_reported(settings, dev_
 
 
 def test_none_reranker_keeps_fused_order(settings, dev_corpus):
-    s = settings.model_copy(update={"reranker": "none"})
+    s = settings.but(search={"reranker": "none"})
     res = search(s, "supplemental oxygen cabin pressure altitude", k=5, collections=[dev_corpus])
     assert res.reranker == "none"
     fused = [p.stages.fused_rank for p in res.results]
@@ -192,8 +192,8 @@ def _tiny_cross_encoder(path: Path) -> Path:
 
 def test_cross_encoder_path_with_a_tiny_model(settings, dev_corpus, tmp_path):
     model_dir = _tiny_cross_encoder(tmp_path / "tiny-ce")
-    s = settings.model_copy(update={"reranker": str(model_dir)})
-    choice = choose(str(model_dir), __import__("retrieval.encode.embed", fromlist=["x"]).get_embedder(s.embedding_model))
+    s = settings.but(search={"reranker": str(model_dir)})
+    choice = choose(str(model_dir), __import__("retrieval.encode.embed", fromlist=["x"]).get_embedder(s.search.embedding_model))
     assert choice.name == f"cross-encoder:{model_dir}" and not choice.note
     res = search(s, "fuel reserve for a VFR flight at night", k=5, collections=[dev_corpus])
     assert res.reranker == f"cross-encoder:{model_dir}"

@@ -100,7 +100,7 @@ def test_sentence_vectors_are_stored_at_ingest_and_search_embeds_nothing_else(se
             "SELECT c.id, c.context, c.text, (SELECT count(*) FROM chunk_sentences s WHERE s.collection = c.collection "
             "AND s.chunk_id = c.id) AS n FROM chunks c WHERE c.collection = %s ORDER BY c.id", (dev_corpus,)).fetchall()
     assert rows and all(r["n"] == len(windows_of(r["context"], r["text"])) for r in rows)
-    s = settings.model_copy(update={"reranker": SENTENCES})
+    s = settings.but(search={"reranker": SENTENCES})
     query = "How much fuel reserve is required for VFR flight at night?"
     calls: list[int] = []
     real_embed = type(embedder).embed
@@ -124,7 +124,7 @@ def test_sentence_vectors_are_stored_at_ingest_and_search_embeds_nothing_else(se
 
 
 def test_a_document_indexed_without_sentence_vectors_is_still_reranked(settings, manual):
-    s = settings.model_copy(update={"reranker": SENTENCES})
+    s = settings.but(search={"reranker": SENTENCES})
     query = "Which macro gives every C library extension?"
     before = search(s, query, k=3, collections=[manual[0]])
     with db.connection(settings) as conn:
@@ -150,9 +150,9 @@ def test_removing_a_document_removes_its_statistics(settings, embedder, tmp_path
 
 def test_default_reranker_is_the_measured_one_and_db_status_names_it(settings, embedder, monkeypatch, caplog):
     monkeypatch.delenv("CHAPTERVERSE_RERANKER", raising=False)
-    assert Settings().reranker == SENTENCES
+    assert Settings().search.reranker == SENTENCES
     with caplog.at_level(logging.INFO, logger="retrieval.search.rerank"):
-        choice = choose(Settings().reranker, embedder)
+        choice = choose(Settings().search.reranker, embedder)
     assert choice.name == SENTENCES and not choice.note
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     out = run_cli("db", "status", "--json")

@@ -56,7 +56,7 @@ def test_a_question_in_slack_is_eight_statements(settings, dev_corpus, counted) 
     from bot.store import Store  # noqa: PLC0415
     from tests.test_bot_answer import StubClient  # noqa: PLC0415
 
-    s = settings.model_copy(update={"slack_workspace_collection": dev_corpus})
+    s = settings.but(slack={"workspace_collection": dev_corpus})
     client = StubClient()
     store = Store(s)
     answering = Answering(s, lambda team: client, store)
@@ -106,7 +106,7 @@ def test_a_fresh_connection_is_checked_without_a_round_trip_and_a_terminated_one
         assert conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"] == first
     assert counted == ["SELECT pg_backend_pid() AS pid"]  # no liveness round trip
 
-    with psycopg.connect(settings.database_url.get_secret_value(), autocommit=True) as admin:
+    with psycopg.connect(settings.db.url.get_secret_value(), autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (first,))
     import time  # noqa: PLC0415
 

@@ -26,7 +26,7 @@ from retrieval.settings import Settings
 from tests.conftest import scratch_database
 
 BY_COLLECTION = {"documents", "pages", "chunks", "chunk_sentences", "document_lexemes", "document_audit",
-                 "lexeme_postings"}
+                 "lexeme_postings", "collections"}
 BY_WORKSPACE = {"bot_threads", "bot_turns", "bot_feedback", "bot_events", "bot_jobs", "slack_installations",
                 "bot_workspaces", "bot_digest_posts"}
 BY_OWN_KEY = {"slack_oauth_states": "state"}  # no workspace yet; distributed by its own key, never joined
@@ -63,7 +63,7 @@ def distribution_column(table: str) -> str | None:
 def schema(pg_url):
     """A fresh database with every migration applied."""
     with scratch_database(pg_url, "cv_keys") as url:
-        s = Settings(database_url=url)
+        s = Settings(db={"url": url})
         db.migrate(s)
         with db.connection(s) as conn:
             tables = {r["tablename"] for r in conn.execute(

@@ -28,12 +28,12 @@ def install(team: str, token: str) -> Installation:
 
 
 def raw_rows(settings, team: str) -> list[dict]:
-    with psycopg.connect(settings.database_url.get_secret_value(), row_factory=psycopg.rows.dict_row) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value(), row_factory=psycopg.rows.dict_row) as conn:
         return conn.execute("SELECT installation FROM slack_installations WHERE workspace = %s", (team,)).fetchall()
 
 
 def delete(settings, team: str) -> None:
-    with psycopg.connect(settings.database_url.get_secret_value(), autocommit=True) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value(), autocommit=True) as conn:
         conn.execute("DELETE FROM slack_installations WHERE workspace = %s", (team,))
 
 
@@ -59,7 +59,7 @@ def test_tokens_are_encrypted_at_rest_with_a_key_and_read_back(settings) -> None
     try:
         store = store_with(settings, KEY)
         store.save(install(team, token))
-        assert database_hits(settings.database_url.get_secret_value(), token) == []  # not even the user token
+        assert database_hits(settings.db.url.get_secret_value(), token) == []  # not even the user token
         stored = raw_rows(settings, team)[0]["installation"]
         assert stored["bot_token"].startswith(PREFIX) and stored["user_token"].startswith(PREFIX)
         assert stored["team_id"] == team  # only the credentials are encrypted
@@ -77,7 +77,7 @@ def test_tokens_are_encrypted_at_rest_with_a_key_and_read_back(settings) -> None
 
 def test_plain_text_tokens_from_before_are_encrypted_at_start_and_keys_rotate(settings) -> None:
     team, token = f"T0P{uuid.uuid4().hex[:6].upper()}", f"xoxb-plain-{uuid.uuid4().hex}"
-    db_url = settings.database_url.get_secret_value()
+    db_url = settings.db.url.get_secret_value()
     try:
         store_with(settings, None).save(install(team, token))  # a bot without a key stored it in plain text
         assert raw_rows(settings, team)[0]["installation"]["bot_token"] == token
@@ -101,7 +101,7 @@ def test_oauth_states_are_shared_by_processes_used_once_and_expire(settings) -> 
     assert one.consume(state) is False and other.consume(state) is False  # once only
     assert other.consume("never-issued") is False
     stale = one.issue()
-    with psycopg.connect(settings.database_url.get_secret_value(), autocommit=True) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value(), autocommit=True) as conn:
         conn.execute("UPDATE slack_oauth_states SET issued_at = now() - interval '11 minutes' WHERE state = %s",
                      (stale,))
     assert other.consume(stale) is False

@@ -65,7 +65,7 @@ def app() -> Iterator[Any]:
     """The bot's real Bolt app, built as `chapterverse bot` builds it (single workspace)."""
     fake = FakeSlack().start()
     try:
-        settings = Settings(slack_api_url=fake.api_url, slack_bot_token=BOT_TOKEN)
+        settings = Settings(slack={"api_url": fake.api_url, "bot_token": BOT_TOKEN})
         bot = Bot(settings=settings, clients=Clients(settings, token=BOT_TOKEN), store=None, answering=None,
                   jobs=None, answers=None, quick=None)  # type: ignore[arg-type]  (not used to build)
         yield build_app(bot)
@@ -155,7 +155,7 @@ def test_the_slash_command_and_the_feedback_buttons_are_reachable(manifest: dict
 
 def test_scopes_are_the_ones_the_code_asks_for_and_cover_what_it_does(manifest: dict[str, Any]) -> None:
     scopes = manifest_scopes(manifest)
-    asked = {s.strip() for s in Settings().slack_scopes.split(",") if s.strip()}
+    asked = {s.strip() for s in Settings().slack.scopes.split(",") if s.strip()}
     assert scopes == asked, "the manifest and CHAPTERVERSE_SLACK_SCOPES' default (OAuth installs) must agree"
     for event in manifest["settings"]["event_subscriptions"]["bot_events"]:
         assert event in EVENT_SCOPES, f"{event}: add its scope to EVENT_SCOPES"

@@ -92,7 +92,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def test_soak(fake: RedeliveringSlack, settings, dev_corpus: str, tmp_path: Path) -> None:
-    proxy = PgProxy(settings.database_url.get_secret_value())
+    proxy = PgProxy(settings.db.url.get_secret_value())
     env = {"DATABASE_URL": proxy.url, "CHAPTERVERSE_SLACK_WORKSPACE_COLLECTION": dev_corpus,
            "CHAPTERVERSE_SLACK_COLLECTION_SCOPE": "channel", "CHAPTERVERSE_SLACK_ADMINS": ADMIN,
            "CHAPTERVERSE_SLACK_PING_INTERVAL_S": "1", "CHAPTERVERSE_SLACK_ALLOW_PRIVATE_URLS": "1"}

@@ -38,7 +38,7 @@ def gemini() -> Iterator[fg.FakeGemini]:
 
 @pytest.fixture(scope="module")
 def bot(fake: FakeSlack, gemini: fg.FakeGemini, settings, dev_corpus: str, tmp_path_factory) -> Iterator[BotProcess]:
-    env = {"DATABASE_URL": settings.database_url.get_secret_value(),
+    env = {"DATABASE_URL": settings.db.url.get_secret_value(),
            "CHAPTERVERSE_SLACK_WORKSPACE_COLLECTION": dev_corpus,
            "CHAPTERVERSE_SLACK_PING_INTERVAL_S": "1",
            "CHAPTERVERSE_SLACK_WORKERS": "1", "CHAPTERVERSE_SLACK_ANSWER_BACKLOG": "1",
@@ -141,9 +141,7 @@ def _ask_from_threads(s: Any, n: int) -> list[Any]:
 def capped(settings, dev_corpus, gemini, monkeypatch):
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", gemini.base_url)
     gemini_mod.close_clients()
-    yield settings.model_copy(update={"gemini_api_key": SecretStr(gemini.api_key), "gemini_model": "gemini-test",
-                                      "gemini_timeout_s": 10.0, "gemini_retry_budget_s": 60.0,
-                                      "model_concurrency": 2})
+    yield settings.but(answer={"gemini_api_key": SecretStr(gemini.api_key), "gemini_model": "gemini-test", "gemini_timeout_s": 10.0, "gemini_retry_budget_s": 60.0, "model_concurrency": 2})
     gemini_mod.close_clients()
 
 
@@ -161,7 +159,7 @@ def test_a_call_that_waits_too_long_for_a_slot_degrades_to_the_extractive_answer
         capped, gemini: fg.FakeGemini) -> None:
     counter = InFlight(hold_s=8.0)
     gemini.script(counter)
-    answers = _ask_from_threads(capped.model_copy(update={"gemini_retry_budget_s": 1.0}), 4)
+    answers = _ask_from_threads(capped.but(answer={"gemini_retry_budget_s": 1.0}), 4)
     assert counter.most == 2 and len(gemini.requests) == 2
     waited = [a for a in answers if a.answerer == "extractive"]
     assert len(waited) == 2

@@ -30,7 +30,7 @@ def coll() -> str:
 
 @pytest.fixture(scope="module")
 def bot(fake: FakeSlack, settings, coll: str, tmp_path_factory) -> Iterator[BotProcess]:
-    env = {"DATABASE_URL": settings.database_url.get_secret_value(),
+    env = {"DATABASE_URL": settings.db.url.get_secret_value(),
            "CHAPTERVERSE_SLACK_WORKSPACE_COLLECTION": coll,
            "CHAPTERVERSE_SLACK_PING_INTERVAL_S": "1",
            "CHAPTERVERSE_SLACK_ALLOW_PRIVATE_URLS": "1"}  # the fake serves the PDF on 127.0.0.1
@@ -38,7 +38,7 @@ def bot(fake: FakeSlack, settings, coll: str, tmp_path_factory) -> Iterator[BotP
     yield proc
     if proc.proc and proc.proc.poll() is None:
         proc.stop()
-    with psycopg.connect(settings.database_url.get_secret_value(), autocommit=True) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value(), autocommit=True) as conn:
         conn.execute("DELETE FROM documents WHERE collection = %s", (coll,))
 
 
@@ -102,7 +102,7 @@ def test_members_are_refused_admins_allowed_and_changes_recorded_and_the_secret_
     assert links and all(u.startswith(f"{plain}#page=") for u in links), links
 
     # the secret: in no table, no log line, nothing the bot sent to Slack
-    db_url = settings.database_url.get_secret_value()
+    db_url = settings.db.url.get_secret_value()
     time.sleep(1.0)  # let the last Slack calls land
     assert database_hits(db_url, secret) == []
     assert database_hits(db_url, f"AKIA{tag}") == []

@@ -25,7 +25,7 @@ def test_signed_url_secret_is_stored_and_shown_nowhere_and_links_drop_the_query(
     base = f"http://127.0.0.1:{site.port}/{name}"
     signed = f"{base}?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA{tag}&X-Amz-Signature={secret}"
     env = {"CHAPTERVERSE_SLACK_ALLOW_PRIVATE_URLS": "1"}
-    db_url = settings.database_url.get_secret_value()
+    db_url = settings.db.url.get_secret_value()
     try:
         ingested = run_cli("-v", "ingest", signed, "--collection", coll, "--json", env=env)
         assert ingested.returncode == 0, ingested.stderr

@@ -31,7 +31,7 @@ def gemini() -> Iterator[fg.FakeGemini]:
 
 @pytest.fixture(scope="module")
 def bot_env(gemini: fg.FakeGemini, settings, dev_corpus: str) -> dict[str, str]:
-    return {"DATABASE_URL": settings.database_url.get_secret_value(),
+    return {"DATABASE_URL": settings.db.url.get_secret_value(),
             "CHAPTERVERSE_SLACK_WORKSPACE_COLLECTION": dev_corpus,
             "CHAPTERVERSE_SLACK_COLLECTION_SCOPE": "channel",  # ingests go to dev:<channel>, not to dev
             "CHAPTERVERSE_SLACK_ADMINS": ADMIN, "CHAPTERVERSE_SLACK_PING_INTERVAL_S": "1",

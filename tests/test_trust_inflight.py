@@ -34,7 +34,7 @@ def parts(settings) -> Iterator[tuple[Store, StubClient, InFlightKeeper, str]]:
     answering = Answering(settings, lambda team: client, store, ask=lambda *a, **k: GOOD)  # type: ignore[arg-type]
     team = f"T{uuid.uuid4().hex[:8].upper()}"
     yield store, client, InFlightKeeper(answering, Inline(), stale_s=45), team  # type: ignore[misc]
-    with psycopg.connect(settings.database_url.get_secret_value(), autocommit=True) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value(), autocommit=True) as conn:
         conn.execute("DELETE FROM bot_events WHERE workspace = %s", (team,))
 
 
@@ -52,7 +52,7 @@ def interrupted(settings, team: str, client: StubClient, *, attempts: int = 1, h
     q = Question(**{**q.__dict__, "thread_ts": q.ts})
     placeholder = client.chat_postMessage(channel=q.channel, text="Looking through the handbooks…",
                                           thread_ts=q.ts)["ts"]
-    with psycopg.connect(settings.database_url.get_secret_value(), autocommit=True) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value(), autocommit=True) as conn:
         conn.execute("INSERT INTO bot_events (workspace, event_key, question, owner_host, owner_pid, heartbeat_at, "
                      "placeholder_ts, attempts) VALUES (%s, %s, %s, %s, %s, now() - make_interval(secs => %s), %s, %s)",
                      (team, q.key, Jsonb(q.__dict__), host or job_owner()[0], pid or dead_pid(), beat_age_s,
@@ -61,7 +61,7 @@ def interrupted(settings, team: str, client: StubClient, *, attempts: int = 1, h
 
 
 def row(settings, team: str, key: str) -> dict[str, Any]:
-    with psycopg.connect(settings.database_url.get_secret_value(), row_factory=psycopg.rows.dict_row) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value(), row_factory=psycopg.rows.dict_row) as conn:
         return conn.execute("SELECT question, attempts FROM bot_events WHERE workspace = %s AND event_key = %s",
                             (team, key)).fetchone()
 
@@ -107,7 +107,7 @@ def test_a_question_whose_reply_went_out_is_not_answered_twice(parts, settings) 
 
 def test_an_unreadable_interrupted_question_is_dropped_once(parts, settings) -> None:
     store, client, keeper, team = parts
-    with psycopg.connect(settings.database_url.get_secret_value(), autocommit=True) as conn:
+    with psycopg.connect(settings.db.url.get_secret_value(), autocommit=True) as conn:
         conn.execute("INSERT INTO bot_events (workspace, event_key, question, owner_host, owner_pid, heartbeat_at, "
                      "attempts) VALUES (%s, 'C1:1.000001', %s, %s, %s, now(), 1)",
                      (team, Jsonb({"text": "what?"}), job_owner()[0], dead_pid()))

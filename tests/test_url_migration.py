@@ -27,7 +27,7 @@ def test_citation_links_never_carry_the_stored_query() -> None:
 
 def test_migration_0013_removes_queries_older_versions_stored(pg_url: str) -> None:
     with scratch_database(pg_url, "cv_urlmig") as url:
-        db.migrate(Settings(database_url=url))
+        db.migrate(Settings(db={"url": url}))
         with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
             conn.execute("INSERT INTO documents (collection, name, sha256, source, url, bytes, page_count, chunk_count) "
                          "VALUES ('c', 'm.pdf', 'x', %s, %s, 1, 1, 1)", (SIGNED, SIGNED))

@@ -13,8 +13,8 @@ from bot import urls
 from ingest.sources import InputError, fetch_url, redact_urls, shown_url
 from retrieval.settings import Settings
 
-STRICT = Settings(slack_allow_private_urls=False)
-OPEN = Settings(slack_allow_private_urls=True)
+STRICT = Settings(slack={"allow_private_urls": False})
+OPEN = Settings(slack={"allow_private_urls": True})
 
 
 @pytest.mark.parametrize(("address", "inner", "form"), [

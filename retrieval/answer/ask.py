@@ -49,10 +49,11 @@ from retrieval.models import (
     SearchResult,
     Turn,
 )
-from retrieval.profile import profile_for
+from retrieval.profile import Profile
 from retrieval.search.filters import Scope
-from retrieval.settings import Settings
+from retrieval.settings import Settings, SettingsError
 from retrieval.store import pool
+from retrieval.store.collections import collection_profile
 from retrieval.store.db import DatabaseError
 
 log = logging.getLogger(__name__)
@@ -78,16 +79,15 @@ class _Clock:
 def choose_answerer(settings: Settings, name: str | None) -> str:
     """The answerer asked for, else the ``answerer`` setting, else ``gemini`` when a key is
     configured, else ``extractive``."""
-    name = name or settings.answerer
+    name = name or settings.answer.answerer
     if name in ANSWERERS:
         return name
     if name:
         raise ValueError(f"unknown answerer {name!r} (use {', '.join(repr(a) for a in ANSWERERS)})")
-    return "gemini" if settings.gemini_api_key is not None else "extractive"
+    return "gemini" if settings.answer.gemini_api_key is not None else "extractive"
 
 
-def build_answerer(settings: Settings, name: str, collections: Sequence[str] | None,
-                   threshold: float | None = None) -> Answerer:
+def build_answerer(settings: Settings, name: str, profile: Profile, threshold: float | None = None) -> Answerer:
     if name == "gemini":
         from retrieval.answer.answerers.gemini import GeminiAnswerer  # noqa: PLC0415  (imports google-genai)
 
@@ -96,20 +96,19 @@ def build_answerer(settings: Settings, name: str, collections: Sequence[str] | N
         from retrieval.answer.answerers.openai_compat import OpenAICompatAnswerer  # noqa: PLC0415  (imports openai)
 
         return OpenAICompatAnswerer.from_settings(settings)
-    return build_extractive(settings, collections, threshold)
+    return build_extractive(settings, profile, threshold)
 
 
-def build_extractive(settings: Settings, collections: Sequence[str] | None,
-                     threshold: float | None = None) -> Answerer:
-    """The extractive answerer; ``threshold`` overrides its calibrated refusal threshold (the
+def build_extractive(settings: Settings, profile: Profile, threshold: float | None = None) -> Answerer:
+    """The extractive answerer reading with ``profile`` (the searched collections'); ``threshold`` overrides its calibrated refusal threshold (the
     calibration in ``retrieval.eval.answer_eval`` probes with it disabled)."""
     from retrieval.answer.answerers.extractive import ExtractiveAnswerer  # noqa: PLC0415
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
-    embedder = get_embedder(settings.embedding_model)
+    embedder = get_embedder(settings.search.embedding_model)
     reader = sentence_reader(settings)
-    decides = settings.answer_scorer == "reader"
-    return ExtractiveAnswerer(embedder.embed_queries, model=embedder.name, profile=profile_for(collections),
+    decides = settings.answer.scorer == "reader"
+    return ExtractiveAnswerer(embedder.embed_queries, model=embedder.name, profile=profile,
                               threshold=threshold, reader=reader if decides else None,
                               judge=None if decides else reader,
                               word_pieces=embedder.word_pieces)
@@ -120,12 +119,12 @@ def sentence_reader(settings: Settings, purpose: str = "answer"):
     ``answer_scorer`` is 'reader' or 'evidence+reader') or for the model path's support check
     ('support': when ``quote_support_check``); None when not wanted or when its weights do not load
     (the log says why)."""
-    if (settings.answer_scorer == "evidence") if purpose == "answer" else not settings.quote_support_check:
+    if (settings.answer.scorer == "evidence") if purpose == "answer" else not settings.answer.quote_support_check:
         return None
     from retrieval import reader  # noqa: PLC0415
 
     try:
-        return reader.load_reader()
+        return reader.load_reader(reader.reader_dir(settings.answer.reader_model))
     except reader.ReaderError as exc:
         instead = "the evidence scorer alone picks quotes" if purpose == "answer" else "model quotes are not support-checked"
         log.warning("reader unavailable (%s); %s", exc, instead)
@@ -209,7 +208,7 @@ def shown_pages(settings: Settings, passages: Sequence[Passage],
     for rank, p in enumerate(passages, 1):
         doc_pages = pages.get((p.collection, p.document), {})
         out.extend(shown_slices(whole_sentences(p, doc_pages), f"P{rank}", doc_pages,
-                                file_base_url=settings.file_base_url))
+                                file_base_url=settings.ingest.file_base_url))
     return out
 
 
@@ -257,7 +256,7 @@ def set_aside_untrusted(settings: Settings, passages: Sequence[Passage], result:
     flagged = [p for p in passages if p.untrusted]
     if flagged:
         result.untrusted = [NearestPassage(document=p.document, page=p.page, page_label=p.page_label,
-                                           url=page_url(p.document, p.page, p.document_url, settings.file_base_url))
+                                           url=page_url(p.document, p.page, p.document_url, settings.ingest.file_base_url))
                             for p in flagged]
         result.warnings.append(untrusted_note(result.untrusted))
     return [p for p in passages if not p.untrusted]
@@ -302,11 +301,12 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
     except ValueError as exc:
         return _refusal(result, str(exc))
     result.answerer = name
-    result.models["embedding"] = settings.embedding_model
+    result.models["embedding"] = settings.search.embedding_model
     try:
         with clock.stage("load_answerer"):
-            answerer = build_answerer(settings, name, collections, extractive_threshold)
-    except (ModelError, AnswererError) as exc:
+            profile = collection_profile(settings, collections)  # the language the collections record
+            answerer = build_answerer(settings, name, profile, extractive_threshold)
+    except (ModelError, AnswererError, SettingsError) as exc:
         return _refusal(result, f"The answerer is unavailable: {exc}")
     if answerer.model:
         result.models["answerer"] = answerer.model
@@ -322,7 +322,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
                 result.warnings.append(f"follow-up rewrite failed ({exc}); used the previous question as context")
                 standalone = standalone_without_model(question, history)
         result.standalone_question = standalone
-    examined = examine(standalone)  # instructions to the bot dropped; "X is N, confirm" asked as "What is X?"
+    examined = examine(standalone, profile)  # instructions to the bot dropped; "X is N, confirm" asked as "What is X?"
     if examined.changed:
         standalone = result.standalone_question = examined.question
 
@@ -361,14 +361,14 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
     draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result, headings, support, stats)
     if (name != EXTRACTIVE and draft is not None and verification is not None and not draft.refusal
             and verification.citations):
-        problems = unsupported(draft.answer, [c.quote for c in verification.citations], profile_for(collections))
+        problems = unsupported(draft.answer, [c.quote for c in verification.citations], profile)
         if problems:
             log.info("%s answer withheld: %s in none of its verified quotes", name, ", ".join(problems))
             result.warnings.append(f"{name} answer withheld: it stated {', '.join(problems)}, which none of its "
                                    "verified quotes states; the quotes are shown alone")
             draft = draft.model_copy(update={"answer": ""})  # the verified quotes alone
     if draft is None and name != EXTRACTIVE:  # the model failed: degrade to verbatim quotes
-        fallback = build_extractive(settings, collections, extractive_threshold)
+        fallback = build_extractive(settings, profile, extractive_threshold)
         result.answerer = "extractive"
         result.models["answerer"] = fallback.model
         result.models["sentence_scorer"] = getattr(fallback, "scorer", "")

@@ -6,6 +6,9 @@ state the answer they want confirmed ("the handbook says the top speed is 900 kn
 Neither may steer the answer: sentences that read as prompt injection (``retrieval.text.injection``) are
 dropped, and a premise "X is N <unit>" is asked as "What is X?", so the document's own value is
 found and quoted. When the quotes do not contain the figure the question claimed, the reply says so.
+The words these rules look for, and the wording of the question and the note, are the profile's
+(``Profile.premise``: "the handbook says", "is", "confirm", "What is {subject}?" in the default
+preset; "das Handbuch sagt", "beträgt", "bestätigen", "Was ist {subject}?" in ``german``).
 """
 
 from __future__ import annotations
@@ -13,24 +16,42 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
+from retrieval.profile import DEFAULT_PROFILE, PremiseWords, Profile
 from retrieval.text.injection import is_injection
 
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\s*;\s*")
 _NUMBER = r"\d[\d,]*(?:\.\d+)?"
-# "the handbook says (that) the top speed is 900 knots", "according to the POH, VNE is 180 KIAS"
-_CLAIM = re.compile(
-    r"(?:(?:the|this|your|my)\s+)?(?:handbook|manual|document|book|poh|afm|pdf|source|regulation|text|it)s?\s+"
-    r"(?:says|said|states|stated|claims|shows|lists|gives)\s+(?:that\s+)?"
-    r"|according\s+to\s+(?:the\s+|this\s+)?\w+\s*,?\s*", re.IGNORECASE)
-_IS_VALUE = re.compile(rf"^(?P<subject>.+?)\s+(?:is|are|was|were|equals|of)\s+(?:about\s+|only\s+)?"
-                       rf"(?P<value>{_NUMBER}(?:\s*[a-z%°]+\.?){{0,2}})\b", re.IGNORECASE)
-# "Is the top speed 900 knots?"
-_YES_NO = re.compile(rf"^(?:is|are|was|were|isn't|aren't)\s+(?P<subject>.+?)\s+(?P<value>{_NUMBER}(?:\s*[a-z%°]+\.?){{0,2}})\s*\??$",
-                     re.IGNORECASE)
-# "…, confirm it", "…, please verify", "…, right?" at the end of a sentence
-_TAIL = re.compile(r"(?:[,;:]\s*|\s+)(?:(?:please|so|and|now|can you)\s+)*(?:confirm|verify|agree)\b.*$"
-                   r"|[,;:]?\s+(?:right|correct|true|yes|ok|isn't it)\s*[?.!]*$", re.IGNORECASE)
+_VALUE = rf"{_NUMBER}(?:\s*[a-z%°/]+\.?){{0,2}}"  # "900 knots", "180 KIAS", "300 km/h"
+
+
+def _any(words: Sequence[str]) -> str:
+    """An alternation of ``words`` (longest first; a space matches any run of white space)."""
+    return "(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in sorted(words, key=len, reverse=True)) + ")"
+
+
+@dataclass(frozen=True)
+class _Rules:
+    claim: re.Pattern[str]  # "the handbook says (that)", "according to the POH,"
+    is_value: re.Pattern[str]  # "the top speed is 900 knots"
+    yes_no: re.Pattern[str]  # "Is the top speed 900 knots?"
+    tail: re.Pattern[str]  # "…, confirm it", "…, right?"
+
+
+@lru_cache(maxsize=16)
+def _rules(w: PremiseWords) -> _Rules:
+    det = _any(w.determiners)
+    return _Rules(
+        claim=re.compile(
+            rf"(?:{det}\s+)?{_any(w.sources)}s?\s+{_any(w.claim_verbs)}[,:]?\s+(?:{_any(w.that)}\s+)?"
+            rf"|{_any(w.according_to)}\s+(?:{det}\s+)?\w+\s*,?\s*", re.IGNORECASE),
+        is_value=re.compile(rf"^(?P<subject>.+?)\s+{_any(w.copulas)}\s+(?:{_any(w.hedges)}\s+)?(?P<value>{_VALUE})\b",
+                            re.IGNORECASE),
+        yes_no=re.compile(rf"^{_any(w.question_openers)}\s+(?P<subject>.+?)\s+(?P<value>{_VALUE})\s*\??$",
+                          re.IGNORECASE),
+        tail=re.compile(rf"(?:[,;:]\s*|\s+)(?:{_any(w.confirm_openers)}\s+)*{_any(w.confirm_verbs)}\b.*$"
+                        rf"|[,;:]?\s+{_any(w.confirm_tags)}\s*[?.!]*$", re.IGNORECASE))
 
 
 @dataclass(frozen=True)
@@ -38,37 +59,40 @@ class Examined:
     question: str  # what to search for and answer
     dropped: tuple[str, ...] = ()  # sentences taken out as instructions to the bot
     claimed: str = ""  # the figure the question asserted ("900 knots"), if any
+    note: str = ""  # the profile's note when the quotes do not state the figure ({claimed})
 
     @property
     def changed(self) -> bool:
         return bool(self.dropped or self.claimed)
 
 
-def _premise(sentence: str) -> tuple[str, str] | None:
+def _premise(sentence: str, rules: _Rules) -> tuple[str, str] | None:
     """(subject, value) of a sentence asserting a figure, else None."""
-    s = _TAIL.sub("", sentence.strip().rstrip("?.!")).strip()
-    m = _YES_NO.match(sentence.strip())
+    s = rules.tail.sub("", sentence.strip().rstrip("?.!")).strip()
+    m = rules.yes_no.match(sentence.strip())
     if m:
         return m.group("subject").strip(), m.group("value").strip()
-    claim = _CLAIM.search(s)
+    claim = rules.claim.search(s)
     if claim is None:
         return None
-    m = _IS_VALUE.match(s[claim.end():].strip())
+    m = rules.is_value.match(s[claim.end():].strip())
     if not m:
         return None
     return m.group("subject").strip(), m.group("value").strip()
 
 
-def examine(question: str) -> Examined:
+def examine(question: str, profile: Profile = DEFAULT_PROFILE) -> Examined:
     """The question without instructions to the bot, and a stated premise asked as a question."""
+    words = profile.premise
     sentences = [s for s in _SENTENCE.split(question.strip()) if s.strip()]
-    kept = [s for s in sentences if not is_injection(s)]
-    dropped = tuple(s for s in sentences if is_injection(s))
+    flagged = [is_injection(s, profile.injection) for s in sentences]
+    kept = [s for s, f in zip(sentences, flagged) if not f]
+    dropped = tuple(s for s, f in zip(sentences, flagged) if f)
     for s in kept:
-        found = _premise(s)
+        found = _premise(s, _rules(words))
         if found:
             subject, value = found
-            return Examined(f"What is {subject}?", dropped, value)
+            return Examined(words.question.format(subject=subject), dropped, value, words.note)
     if dropped and kept:
         return Examined(" ".join(kept), dropped)
     return Examined(question)
@@ -82,5 +106,4 @@ def premise_note(examined: Examined, quotes: Sequence[str]) -> str | None:
     quoted = " ".join(" ".join(q.split()) for q in quotes)
     if number and re.search(rf"(?<![\d.,]){re.escape(number.group(0))}(?![\d]|[.,]\d)", quoted):
         return None
-    return (f"The question states {examined.claimed}; the document does not say that. Its own words are "
-            "quoted above.")
+    return examined.note.format(claimed=examined.claimed)

@@ -247,10 +247,10 @@ def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, 
     out: dict[str, Any] = {
         "command": command, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "questions_file": str(questions_path),
-        "config": {"answerer": answerer_ran, "embedding_model": settings.embedding_model,
-                   "reranker_configured": settings.reranker,
+        "config": {"answerer": answerer_ran, "embedding_model": settings.search.embedding_model,
+                   "reranker_configured": settings.search.reranker,
                    "reranker_ran": sorted({a for a in _rerankers(rows)}) or None,
-                   "gemini_model": settings.gemini_model if "gemini" in answerer_ran else None,
+                   "gemini_model": settings.answer.gemini_model if "gemini" in answerer_ran else None,
                    "k": ASK_K, "collections": list(collections) if collections else None,
                    "python": platform.python_version()},
         "summary": summarise(rows), "per_question": rows, "provenance": started,
@@ -262,7 +262,7 @@ def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, 
         reader_decided = any(s != "evidence" and not s.startswith("evidence+") for s in scorers)
         judged = any(s.startswith("evidence+") for s in scorers)
         out["config"]["extractive"] = {
-            "sentence_scorer": scorers, "answer_scorer_configured": settings.answer_scorer,
+            "sentence_scorer": scorers, "answer_scorer_configured": settings.answer.scorer,
             "threshold": extractive.READER_THRESHOLD if reader_decided else extractive.DEFAULT_THRESHOLD,
             **({"agreement_min": extractive.AGREEMENT_MIN} if judged else {}),
             "quote_margin": extractive.READER_MARGIN if reader_decided else extractive.QUOTE_MARGIN,
@@ -270,7 +270,7 @@ def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, 
         if judged or reader_decided:
             from retrieval import reader  # noqa: PLC0415
 
-            card = reader.card_of()
+            card = reader.card_of(reader.reader_dir(settings.answer.reader_model))
         if judged:
             out["config"]["extractive"] |= {"judge": card.name, "judge_sha256": card.onnx_sha256}
         if reader_decided:

@@ -42,7 +42,7 @@ def setups(settings: Settings) -> dict[str, SearchConfig]:
 def run(settings: Settings, questions_path: Path, collections: Sequence[str] | None = None, rounds: int = 3,
         k: int = 5, command: str = "") -> dict:
     questions = [q.question for q in load_questions(questions_path)]
-    embedder = get_embedder(settings.embedding_model)
+    embedder = get_embedder(settings.search.embedding_model)
     scope = Scope.of(collections)
     configs = setups(settings)
     for cfg in configs.values():
@@ -56,7 +56,7 @@ def run(settings: Settings, questions_path: Path, collections: Sequence[str] | N
                 res = search_with(settings, q, k, scope, cfg)
                 for stage, ms in res.timings_ms.items():
                     stages[name].setdefault(stage, []).append(ms)
-    results = {name: {"mode": cfg.mode, "reranker_ran": choose(cfg.reranker or settings.reranker, embedder).name,
+    results = {name: {"mode": cfg.mode, "reranker_ran": choose(cfg.reranker or settings.search.reranker, embedder).name,
                       "stages_ms": {s: percentiles(v) for s, v in stages[name].items()}}
                for name, cfg in configs.items()}
     # Sentences embedded per query (before their vectors were stored) is ~10x slower than everything
@@ -75,10 +75,10 @@ def run(settings: Settings, questions_path: Path, collections: Sequence[str] | N
         "questions_file": str(questions_path),
         "queries_per_setup": len(questions) * rounds,
         "machine": machine(),
-        "configuration": {"embedding_model": embedder.name, "reranker_setting": settings.reranker,
+        "configuration": {"embedding_model": embedder.name, "reranker_setting": settings.search.reranker,
                           "rrf_k": base.rrf_k, "candidates_per_leg": base.depth, "fetch_depth": base.fetch_depth,
                           "k": k, "collections": list(collections or []),
-                          "database": "external (DATABASE_URL)" if settings.database_url else "embedded Postgres"},
+                          "database": "external (DATABASE_URL)" if settings.db.url else "embedded Postgres"},
         "stage_notes": {
             "embed_query": "bi-encoder query embedding (dense leg only)",
             "keyword": "BM25: single mode, scoring the postings in numpy; parallel: reading and scoring them on its own connection, overlapping embed_query + vector",

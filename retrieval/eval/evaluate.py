@@ -123,9 +123,9 @@ def variants(settings: Settings) -> list[Variant]:
     for w in (1.0, 0.5, 0.3):
         out.append(Variant(name=f"RRF + {SENTENCES} (weight {w})", legs=("keyword", "dense"),
                            reranker=SENTENCES, rerank_weight=w))
-    if settings.reranker not in (NONE, SENTENCES):
-        out.append(Variant(name=f"RRF + cross-encoder {settings.reranker}", legs=("keyword", "dense"),
-                           reranker=settings.reranker))
+    if settings.search.reranker not in (NONE, SENTENCES):
+        out.append(Variant(name=f"RRF + cross-encoder {settings.search.reranker}", legs=("keyword", "dense"),
+                           reranker=settings.search.reranker))
     return out
 
 
@@ -139,7 +139,7 @@ def evaluate(settings: Settings, questions_path: Path, collections: Sequence[str
              command: str = "") -> dict:
     questions = load_questions(questions_path)
     answerable = [q for q in questions if q.answerable and q.document and q.pages]
-    embedder = get_embedder(settings.embedding_model)
+    embedder = get_embedder(settings.search.embedding_model)
     check_model(settings, embedder)
     base_cfg = default_config(settings)
     scope = Scope.of(collections)
@@ -147,7 +147,7 @@ def evaluate(settings: Settings, questions_path: Path, collections: Sequence[str
     choices: dict[str, Choice] = {v.name: choose(v.reranker, embedder) for v in vs}
     unavailable = {v.reranker: choices[v.name].note for v in vs if choices[v.name].note}
     vs = [v for v in vs if not choices[v.name].note]  # a reranker that could not load is not evaluated
-    default_choice = choose(settings.reranker, embedder)
+    default_choice = choose(settings.search.reranker, embedder)
 
     per_q: dict[str, dict[str, int | None]] = {}
     per_variant_ranks: dict[str, list[int | None]] = {v.name: [] for v in vs}
@@ -195,7 +195,7 @@ def evaluate(settings: Settings, questions_path: Path, collections: Sequence[str
         "hit_definition": "right document and the passage's page span [page, page_end] covers a gold page",
         "configuration": {
             "embedding_model": embedder.name,
-            "reranker_setting": settings.reranker,
+            "reranker_setting": settings.search.reranker,
             "reranker_default_ran": default_choice.name,
             "reranker_default_note": default_choice.note,
             "rrf_k": base_cfg.rrf_k,

@@ -52,7 +52,7 @@ def scale_settings(settings: Settings, n: int, keyword_only: bool = False) -> It
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
             conn.execute(f'CREATE DATABASE "{name}"')
     url = psycopg.conninfo.make_conninfo(base, dbname=name)
-    yield settings.model_copy(update={"database_url": SecretStr(url)})
+    yield settings.but(db={"url": SecretStr(url)})
 
 
 def _source_rows(settings: Settings, source: str) -> tuple[list[tuple], float]:
@@ -194,7 +194,7 @@ def run(settings: Settings, questions_path: Path, source: str, sizes_: Sequence[
     """Build (or reuse) each size and time it. ``keyword_only``: collections without vectors, and only
     the keyword leg timed (a cheap way to the 1M point for that leg: no HNSW build, a tenth of the disk)."""
     questions = [q.question for q in load_questions(questions_path)]
-    embedder = get_embedder(settings.embedding_model)
+    embedder = get_embedder(settings.search.embedding_model)
     rows, per_chunk = _source_rows(settings, source)
     sentences_per_chunk = max(1, round(per_chunk))
     out: dict[str, dict] = {}
@@ -221,7 +221,7 @@ def run(settings: Settings, questions_path: Path, source: str, sizes_: Sequence[
             else "random unit vectors (no clusters: pessimistic for HNSW)",
             "chunks_per_document": DOC_CHUNKS, "sentence_vectors_per_chunk": sentences_per_chunk,
             "hnsw": "pgvector defaults (m=16, ef_construction=64), built after the bulk load"},
-        "configuration": {"embedding_model": embedder.name, "reranker": settings.reranker,
-                          "database": "external (DATABASE_URL)" if settings.database_url else "embedded Postgres"},
+        "configuration": {"embedding_model": embedder.name, "reranker": settings.search.reranker,
+                          "database": "external (DATABASE_URL)" if settings.db.url else "embedded Postgres"},
         "sizes": out,
     }

@@ -131,9 +131,9 @@ class Reader:
 _lock = threading.Lock()
 
 
-def reader_dir() -> Path:
-    configured = os.environ.get("CHAPTERVERSE_READER_MODEL")
-    return Path(configured).expanduser() if configured else SHIPPED
+def reader_dir(configured: Path | None = None) -> Path:
+    """The reader's directory: ``configured`` (the ``answer.reader_model`` setting) or the shipped one."""
+    return configured.expanduser() if configured else SHIPPED
 
 
 @lru_cache(maxsize=4)
@@ -142,8 +142,7 @@ def _cached(directory: str) -> Reader:
 
 
 def load_reader(directory: Path | None = None) -> Reader:
-    """The reader of ``directory`` (default: ``CHAPTERVERSE_READER_MODEL`` or the shipped one),
-    loaded once per process."""
+    """The reader of ``directory`` (default: the shipped one), loaded once per process."""
     with _lock:
         return _cached(str(directory or reader_dir()))
 

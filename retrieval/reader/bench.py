@@ -35,7 +35,7 @@ def run(settings: Settings, questions: Sequence[dict[str, Any]], collections: Se
         command: str, rounds: int = 1) -> dict[str, Any]:
     from retrieval.answer.ask import ask  # noqa: PLC0415
 
-    directory = reader_mod.reader_dir()
+    directory = reader_mod.reader_dir(settings.answer.reader_model)
     r = reader_mod.load_reader(directory)
     calls: list[tuple[int, float]] = []
     original = r.score
@@ -65,7 +65,7 @@ def run(settings: Settings, questions: Sequence[dict[str, Any]], collections: Se
         "command": command, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "config": {"reader": r.card.name, "onnx_sha256": r.card.onnx_sha256, "max_length": r.card.max_length,
                    "threads": os.cpu_count(), "collections": list(collections) if collections else None,
-                   "rounds": rounds, "answer_scorer": settings.answer_scorer},
+                   "rounds": rounds, "answer_scorer": settings.answer.scorer},
         "load_average": os.getloadavg(),
         "load_seconds_fresh_process": round(load_seconds_fresh_process(directory), 3),
         "reader_calls": len(calls), "sentences_per_call_median": _pct(sizes, 50),

@@ -38,10 +38,10 @@ from retrieval.search.fuse import RRF_K, Fused, Hit, Span, diversify, near_dupli
 from retrieval.search.keyword import KeywordMethod, keyword, lexemes_sql
 from retrieval.models import Passage, SearchResult, StageScores
 from retrieval.search.named import named_documents, title_cues
-from retrieval.profile import profile_for
 from retrieval.search.rerank import Choice, SentenceReranker, choose
 from retrieval.encode.sentence_index import STORED_SCORE_SQL, half_vector, rerank_text
 from retrieval.settings import Settings
+from retrieval.store.collections import collection_profile
 from retrieval.search.vector import dense as dense_hits
 
 log = logging.getLogger(__name__)
@@ -300,9 +300,9 @@ def search_with(settings: Settings, query: str, k: int, scope: Scope, cfg: Searc
     """The top ``k`` passages. When the question names some of the searched documents by their title
     (``retrieval.search.named``), their passages come first and the other documents' fill the rest."""
     t0 = time.perf_counter()
-    embedder = get_embedder(settings.embedding_model)
+    embedder = get_embedder(settings.search.embedding_model)
     check_model(settings, embedder)
-    choice = choose(cfg.reranker or settings.reranker, embedder)
+    choice = choose(cfg.reranker or settings.search.reranker, embedder)
     query = query.strip()
     if not query:
         return SearchResult(query=query, results=[], reranker=choice.name)
@@ -343,7 +343,7 @@ def named_in(settings: Settings, query: str, scope: Scope) -> list[str]:
     with pool.connection(settings) as conn:
         titles = {r["name"]: r["title"] or r["name"] for r in conn.execute(
             f"SELECT d.name, d.title FROM documents d WHERE {scope.documents_sql('d')}", scope.params())}
-        cues = title_cues(query, titles, profile_for(scope.collections))
+        cues = title_cues(query, titles, collection_profile(settings, scope.collections))
         shares: dict[str, dict[str, float]] = {}
         for word in cues:  # chunk counts per document kept at ingest (document_lexemes): no scan of the chunks
             rows = conn.execute(
@@ -356,7 +356,7 @@ def named_in(settings: Settings, query: str, scope: Scope) -> list[str]:
 
 
 def default_config(settings: Settings) -> SearchConfig:
-    return SearchConfig(reranker=settings.reranker)
+    return SearchConfig(reranker=settings.search.reranker)
 
 
 def search(settings: Settings, query: str, k: int = 5, collections: Sequence[str] | None = None,

@@ -40,8 +40,8 @@ def _embedded_uri(settings: Settings) -> str:
 
 
 def conninfo(settings: Settings) -> str:
-    if settings.database_url is not None:
-        return settings.database_url.get_secret_value()
+    if settings.db.url is not None:
+        return settings.db.url.get_secret_value()
     return _embedded_uri(settings)
 
 

@@ -76,7 +76,7 @@ def _pool(settings: Settings) -> ConnectionPool:
     with _lock:
         pool = _pools.get(key)
         if pool is None:
-            pool = ConnectionPool(key, min_size=0, max_size=settings.db_pool_size or MAX_SIZE, open=True, name="search",
+            pool = ConnectionPool(key, min_size=0, max_size=settings.db.pool_size or MAX_SIZE, open=True, name="search",
                                   kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": 5},
                                   configure=_configure, check=_check,
                                   timeout=CHECKOUT_TIMEOUT_S, reconnect_timeout=0)

@@ -7,74 +7,82 @@ ingest, never quoted as evidence, and mentioned in replies as untrusted text.
 
 Detection is a small rule set over one paragraph at a time, built to leave ordinary technical prose
 alone ("the assistant window", "follow ATC instructions", "you must report to ATC", "AI" for an
-attitude indicator):
+attitude indicator). The rules are data, one JSON file per language in
+``retrieval/presets/injection/`` (``english.json``, ``german.json``), and a preset's profile names the
+rule sets its collections are checked with (``Profile.injection``: ``["english"]`` by default,
+``["english", "german"]`` in the german preset, so English injections are still caught in a German
+manual):
 
-- **strong** cues flag a paragraph on their own: an instruction to ignore/disregard/forget previous
+- **strong** patterns flag a paragraph on their own: an instruction to ignore/disregard/forget previous
   (prior, above, your, system) instructions or rules; a note/message addressed to an AI, LLM,
   language model, chatbot or AI assistant; "if you are an AI …", "you are a language model";
   "system prompt"; chat-template tokens;
-- **weak** cues flag only in combination (two different kinds): a mention of an AI system (LLM,
+- **weak** patterns flag only in combination (two different kinds): a mention of an AI system (LLM,
   ChatGPT, chatbot, language model, AI assistant/model); a command to the reader about what to
   answer ("you must answer/respond/say/report/confirm …", "do not mention this"); a role marker
   at the start of a line ("SYSTEM:", "ASSISTANT:"); "regardless of what the document says".
+
+In a rule file, ``{{name}}`` in a pattern stands for the file's fragment ``name``; ``(?i)`` at the
+start makes a pattern ignore case.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 from retrieval.text.spans import pieces
 
-_I = re.IGNORECASE
+RULES_DIR = Path(__file__).resolve().parents[1] / "presets" / "injection"
+DEFAULT_RULES: tuple[str, ...] = ("english",)
+_FRAGMENT = re.compile(r"\{\{(\w+)\}\}")
 
-# Names of AI readers. Bare "AI" is not one (FAA: "attitude indicator (AI)"); it counts only where a
-# note is addressed to it ("note to AI") or a word naming a system follows ("AI assistant").
-_AI_SYSTEM = (r"(?:llms?|(?:large )?language[ -]models?|chat ?bots?|chatgpt|gpt-?\d\w*|"
-              r"(?:ai|a\.i\.) (?:assistants?|models?|systems?|agents?|tools?|readers?|summari[sz]ers?)|"
-              r"artificial[ -]intelligence)")
 
-_OVERRIDE_VERB = r"(?:ignore|disregard|forget|override|bypass|skip|drop|abandon)"
-_PRIOR = r"(?:previous|prior|preceding|above|earlier|foregoing|former|system|your|my|all)"
-_RULES = r"(?:instructions?|prompts?|rules|directions|directives|guidelines|programming|training|constraints)"
+class RulesError(ValueError):
+    """A rule set that cannot be found, read or compiled: one clear line."""
 
-STRONG: tuple[re.Pattern[str], ...] = (
-    # "ignore all previous instructions", "disregard your rules", "forget the above instructions"
-    re.compile(rf"\b{_OVERRIDE_VERB}\s+(?:all\s+|any\s+|of\s+)*(?:the\s+|these\s+|those\s+)?"
-               rf"{_PRIOR}(?:\s+(?:and|or|,)?\s*{_PRIOR})*\s+(?:\w+\s+)?{_RULES}\b", _I),
-    # "disregard the above", "ignore everything above"
-    re.compile(rf"\b{_OVERRIDE_VERB}\s+(?:everything|anything|all|what(?:ever)? (?:is|was) (?:written|said))?\s*"
-               r"(?:(?:the|that)\s+)?(?:above|before this|previously (?:said|stated|written))\b", _I),
-    # "NOTE TO AI ASSISTANTS", "message for language models", "Attention, LLMs:" ("Warning: AI" alone is
-    # an attitude indicator, so after a colon or comma only a named AI system counts)
-    re.compile(r"\b(?:note|notes|message|messages|instructions?|attention|notice|memo|reminder|warning)\s+(?:to|for)\s+"
-               rf"(?:all\s+|any\s+|the\s+)?(?:ai\b|a\.i\.|{_AI_SYSTEM}\b)", _I),
-    re.compile(r"\b(?:note|message|attention|notice|memo|reminder|warning)\s*[,:]\s*"
-               rf"(?:all\s+|any\s+|the\s+)?{_AI_SYSTEM}\b", _I),
-    re.compile(rf"\b(?:dear|hey|hello|hi)\s+(?:ai|a\.i\.|{_AI_SYSTEM}|assistant|model|bot)\b", _I),
-    # "if you are an AI", "you are a large language model", "as an AI language model"
-    re.compile(rf"\b(?:if\s+)?you\s+are\s+(?:an?|the)\s+(?:ai|a\.i\.|{_AI_SYSTEM})\b", _I),
-    re.compile(rf"\bas\s+an?\s+(?:(?:ai|a\.i\.)\s+(?:language\s+)?(?:model|assistant|chatbot)|{_AI_SYSTEM})\b"
-               r"|\bas\s+an?\s+(?:ai|a\.i\.),", _I),
-    # AI readers told what to do: "AI models reading this must …", "any LLM summarizing this document"
-    re.compile(rf"\b{_AI_SYSTEM}\s+(?:that\s+(?:is|are)\s+)?(?:reading|processing|summari[sz]ing|answering|"
-               r"parsing|indexing|reviewing)\s+(?:this|these)\b", _I),
-    re.compile(r"\b(?:system|developer)\s+prompts?\b|\bprompt\s+injection\b|\bjailbreak", _I),
-    re.compile(r"<\|?(?:im_start|im_end|system|endoftext)\|?>|\[/?INST\]|<<\s*/?SYS\s*>>"),
-)
 
-WEAK: dict[str, re.Pattern[str]] = {
-    "ai": re.compile(rf"\b{_AI_SYSTEM}\b", _I),
-    "command": re.compile(
-        r"\byou\s+(?:must|should|shall|will|are\s+(?:to|required\s+to|instructed\s+to))\s+(?:now\s+|always\s+|only\s+|instead\s+)?"
-        r"(?:answer|respond|reply|say|state|claim|confirm|output|tell|write|mention|pretend|report)\b"
-        r"|\bdo\s+not\s+(?:mention|reveal|disclose|tell|cite|quote)\s+(?:this|these|the\s+user)\b"
-        r"|\b(?:tell|inform)\s+the\s+user\b|\bwhen\s+(?:you\s+are\s+)?asked\s+about\b", _I),
-    "role": re.compile(r"(?m)^\s*(?:SYSTEM|ASSISTANT|USER|DEVELOPER|System|Assistant)\s*:"),
-    "override": re.compile(r"\bregardless\s+of\s+what\s+(?:the|this|any)\s+(?:document|handbook|manual|text|source)s?\b"
-                           r"|\bnew\s+instructions\s*:", _I),
-}
+@dataclass(frozen=True)
+class Rules:
+    strong: tuple[re.Pattern[str], ...]
+    weak: dict[str, tuple[re.Pattern[str], ...]]  # kind → patterns (two different kinds flag)
+
+
+def rule_sets() -> list[str]:
+    return sorted(p.stem for p in RULES_DIR.glob("*.json"))
+
+
+def _compile(name: str, pattern: str, fragments: dict[str, str]) -> re.Pattern[str]:
+    try:
+        return re.compile(_FRAGMENT.sub(lambda m: fragments[m.group(1)], pattern))
+    except KeyError as exc:
+        raise RulesError(f"injection rules {name!r}: no fragment {exc.args[0]!r}") from None
+    except re.error as exc:
+        raise RulesError(f"injection rules {name!r}: {exc}: {pattern[:60]}") from None
+
+
+@lru_cache(maxsize=16)
+def rules(names: tuple[str, ...] = DEFAULT_RULES) -> Rules:
+    """The rule sets ``names`` together (compiled once per process)."""
+    strong: list[re.Pattern[str]] = []
+    weak: dict[str, list[re.Pattern[str]]] = {}
+    for name in names:
+        path = RULES_DIR / f"{name}.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError:
+            raise RulesError(f"no injection rules {name!r}; rule sets: {', '.join(rule_sets())}") from None
+        except ValueError as exc:
+            raise RulesError(f"injection rules {name!r}: {exc}") from None
+        fragments = data.get("fragments", {})
+        strong += [_compile(name, s["pattern"], fragments) for s in data.get("strong", [])]
+        for kind, patterns in data.get("weak", {}).items():
+            weak.setdefault(kind, []).extend(_compile(name, p, fragments) for p in patterns)
+    return Rules(tuple(strong), {k: tuple(v) for k, v in weak.items()})
 
 
 @dataclass(frozen=True)
@@ -85,22 +93,28 @@ class Finding:
     match: str
 
 
-def assess(text: str) -> Finding | None:
+def assess(text: str, names: tuple[str, ...] = DEFAULT_RULES) -> Finding | None:
     """A finding when ``text`` (one paragraph) reads as prompt injection, else None."""
+    r = rules(names)
     flat = " ".join(text.split())
-    for pattern in STRONG:
+    for pattern in r.strong:
         m = pattern.search(flat)
         if m:
             return Finding(("strong",), m.group(0))
-    hits = [(kind, p.search(text if kind == "role" else flat)) for kind, p in WEAK.items()]
-    found = [(kind, m) for kind, m in hits if m]
+    found: list[tuple[str, re.Match[str]]] = []
+    for kind, patterns in r.weak.items():
+        for p in patterns:
+            m = p.search(text if kind == "role" else flat)
+            if m:
+                found.append((kind, m))
+                break
     if len(found) >= 2:
         return Finding(tuple(k for k, _ in found), found[0][1].group(0))
     return None
 
 
-def is_injection(text: str) -> bool:
-    return assess(text) is not None
+def is_injection(text: str, names: tuple[str, ...] = DEFAULT_RULES) -> bool:
+    return assess(text, names) is not None
 
 
 PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")  # a blank line
@@ -111,9 +125,10 @@ def paragraphs(text: str, start: int = 0, end: int | None = None) -> list[tuple[
     return pieces(text, PARAGRAPH_BREAK, start, end)
 
 
-def untrusted_spans(text: str, start: int = 0, end: int | None = None) -> tuple[tuple[int, int], ...]:
+def untrusted_spans(text: str, start: int = 0, end: int | None = None,
+                    names: tuple[str, ...] = DEFAULT_RULES) -> tuple[tuple[int, int], ...]:
     """Spans of the paragraphs of ``text[start:end]`` that read as prompt injection."""
-    return tuple((s, e) for s, e in paragraphs(text, start, end) if is_injection(text[s:e]))
+    return tuple((s, e) for s, e in paragraphs(text, start, end) if is_injection(text[s:e], names))
 
 
 def overlaps(spans: Sequence[tuple[int, int]], start: int, end: int) -> bool:

@@ -24,12 +24,12 @@ ANSWERERS = ("gemini", "openai", "extractive")
 
 def unconfigured(settings: Settings, name: str) -> str | None:
     """What the answerer ``name`` still needs from the configuration, in plain words (None: nothing)."""
-    if name == "gemini" and settings.gemini_api_key is None:
+    if name == "gemini" and settings.answer.gemini_api_key is None:
         return "GEMINI_API_KEY"
     if name == "openai":
-        if not settings.openai_model:
+        if not settings.answer.openai_model:
             return "CHAPTERVERSE_OPENAI_MODEL (and CHAPTERVERSE_OPENAI_BASE_URL for a local server)"
-        if settings.openai_api_key is None and not settings.openai_base_url:
+        if settings.answer.openai_api_key is None and not settings.answer.openai_base_url:
             return "CHAPTERVERSE_OPENAI_BASE_URL (a local server) or OPENAI_API_KEY (OpenAI itself)"
     return None
 

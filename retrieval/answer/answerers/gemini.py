@@ -128,10 +128,10 @@ class GeminiAnswerer(StructuredAnswerer):
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GeminiAnswerer:
-        if settings.gemini_api_key is None:
+        if settings.answer.gemini_api_key is None:
             raise AnswererError("GEMINI_API_KEY is not set")
-        return cls(settings.gemini_api_key.get_secret_value(), settings.gemini_model,
-                   timeout_s=settings.gemini_timeout_s, retry_budget_s=settings.gemini_retry_budget_s,
+        return cls(settings.answer.gemini_api_key.get_secret_value(), settings.answer.gemini_model,
+                   timeout_s=settings.answer.gemini_timeout_s, retry_budget_s=settings.answer.gemini_retry_budget_s,
                    settings=settings)
 
     # -- one structured call ------------------------------------------------------------------

@@ -128,11 +128,11 @@ class OpenAICompatAnswerer(StructuredAnswerer):
     @classmethod
     def from_settings(cls, settings: Settings) -> OpenAICompatAnswerer:
         missing = unconfigured(settings, "openai")
-        if missing or not settings.openai_model:
+        if missing or not settings.answer.openai_model:
             raise AnswererError(f"the openai answerer needs {missing}")
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-        return cls(settings.openai_model, api_key=key, base_url=settings.openai_base_url,
-                   timeout_s=settings.openai_timeout_s, retry_budget_s=settings.openai_retry_budget_s,
+        key = settings.answer.openai_api_key.get_secret_value() if settings.answer.openai_api_key else None
+        return cls(settings.answer.openai_model, api_key=key, base_url=settings.answer.openai_base_url,
+                   timeout_s=settings.answer.openai_timeout_s, retry_budget_s=settings.answer.openai_retry_budget_s,
                    settings=settings)
 
     # -- the one provider call ------------------------------------------------------------------

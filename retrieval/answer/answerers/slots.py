@@ -36,9 +36,9 @@ def semaphore(limit: int) -> threading.BoundedSemaphore:
 
 @contextmanager
 def provider_slot(settings: Settings, wait_s: float) -> Iterator[None]:
-    """Run the body holding one of the ``settings.model_concurrency`` provider slots; ``ProviderBusy``
+    """Run the body holding one of the ``settings.answer.model_concurrency`` provider slots; ``ProviderBusy``
     if none came free within ``wait_s`` seconds."""
-    limit = settings.model_concurrency
+    limit = settings.answer.model_concurrency
     sem = semaphore(limit)
     if not sem.acquire(timeout=max(0.0, wait_s)):
         raise ProviderBusy(f"too many model calls at once ({limit} in flight, "

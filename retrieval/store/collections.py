@@ -1,0 +1,92 @@
+"""The preset each collection records (table ``collections``, migration 0022) and the profile a
+question is read with.
+
+A collection records the preset it is created with, at its first ingest, in the same transaction
+as that document (``record_preset``); it keeps it. Questions read the searched collections' presets
+(``collection_profile``): one statement the first time a process meets a collection, then from
+memory for ``CACHE_S`` (a preset changed with ``chapterverse collections set-preset`` is seen by
+running processes within that time).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import psycopg
+
+from retrieval.profile import Profile
+from retrieval.settings import Settings, preset_profile
+from retrieval.store import pool
+from retrieval.store.db import DatabaseError, conninfo
+
+CACHE_S = 60.0
+_lock = threading.Lock()
+_known: dict[tuple[str, str], tuple[float, str]] = {}  # (database, collection) → (read at, preset)
+
+
+def record_preset(conn: psycopg.Connection, collection: str, preset: str) -> str:
+    """The collection's preset: ``preset`` when the collection is new (recorded now, in the caller's
+    transaction), else the one it recorded when it was created."""
+    row = conn.execute(
+        "INSERT INTO collections (collection, preset) VALUES (%s, %s) "
+        "ON CONFLICT (collection) DO UPDATE SET collection = EXCLUDED.collection RETURNING preset", (collection, preset)).fetchone()
+    return str(row["preset"] if isinstance(row, dict) else row[0])
+
+
+def recorded_presets(conn: psycopg.Connection, collections: Sequence[str] | None = None) -> dict[str, str]:
+    """collection → preset, for ``collections`` (every collection when None)."""
+    if collections is None:
+        rows = conn.execute("SELECT collection, preset FROM collections ORDER BY collection").fetchall()
+    else:
+        rows = conn.execute("SELECT collection, preset FROM collections WHERE collection = ANY(%s)", (list(collections),)).fetchall()
+    return {r["collection"]: r["preset"] for r in rows}
+
+
+def set_preset(conn: psycopg.Connection, collection: str, preset: str) -> None:
+    """Change a collection's preset (its documents keep the text search they were indexed with until
+    they are ingested again). Raises ``LookupError`` for an unknown collection."""
+    preset_profile(preset)  # the preset exists and is valid (SettingsError otherwise)
+    if conn.execute("UPDATE collections SET preset = %s WHERE collection = %s RETURNING collection",
+                    (preset, collection)).fetchone() is None:
+        raise LookupError(f"no collection {collection!r}")
+    with _lock:
+        for key in [k for k in _known if k[1] == collection]:
+            del _known[key]
+
+
+def presets_of(settings: Settings, collections: Sequence[str]) -> dict[str, str]:
+    """The recorded presets of ``collections`` (those that have one), from memory when read within
+    ``CACHE_S``, else one statement on the pooled connection."""
+    db_key, now = conninfo(settings), time.monotonic()
+    with _lock:
+        fresh = {c: p for c in collections if (hit := _known.get((db_key, c))) and now - hit[0] < CACHE_S
+                 for p in [hit[1]]}
+    missing = [c for c in collections if c not in fresh]
+    if missing:
+        with pool.connection(settings) as conn:
+            read = recorded_presets(conn, missing)
+        with _lock:
+            for c, p in read.items():
+                _known[(db_key, c)] = (now, p)
+        fresh.update(read)
+    return fresh
+
+
+def collection_profile(settings: Settings, collections: Sequence[str] | None) -> Profile:
+    """The profile questions to ``collections`` are read with: the first of them that records a
+    preset gives it; none (or no collection named, or the index unreachable: the search that
+    follows reports that) → the process's own ``settings.profile``. A recorded preset that is not
+    installed raises ``SettingsError``."""
+    if not collections:
+        return settings.profile
+    try:
+        recorded = presets_of(settings, collections)
+    except DatabaseError:
+        return settings.profile
+    for name in collections:
+        if name in recorded:
+            return settings.profile if recorded[name] == settings.preset else preset_profile(recorded[name])
+    return settings.profile
+
