@@ -35,6 +35,7 @@ from ingest.passages import Key, TokenCounts, Vectors, embed_each, indexed_text,
 from ingest.pdf import PageParts, RunningSoFar, page_from
 from ingest.progress import ProgressLog
 from retrieval.encode.embed import Embedder
+from retrieval.text.injection import DEFAULT_RULES
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,9 @@ class EmbedAhead:
     order (from the thread that reads them), then ``stop``, which returns the vectors by chunk key."""
 
     def __init__(self, embedder: Embedder, count: TokenCounts, budget: int, overlap: int,
-                 known: Container[Key] = (), progress: ProgressLog | None = None) -> None:
+                 known: Container[Key] = (), progress: ProgressLog | None = None,
+                 injection: tuple[str, ...] = DEFAULT_RULES) -> None:
+        self._injection = injection
         self._embedder = embedder
         self._count = count
         self._budget, self._overlap = budget, overlap
@@ -101,7 +104,7 @@ class EmbedAhead:
         number = 0
         while self._take(running, waiting):
             number += 1
-            for chunk in chunker.add(page_from(number, waiting.popleft(), running)):
+            for chunk in chunker.add(page_from(number, waiting.popleft(), running, self._injection)):
                 if self._stopping.is_set():
                     return
                 text = indexed_text(chunk, self._title, self._embedder, self._count)

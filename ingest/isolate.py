@@ -41,6 +41,7 @@ from typing import Any
 
 from ingest.pdf import Heading, Page, PageParts, find_running_lines, pages_from
 from ingest.sources import InputError, Source
+from retrieval.text.injection import DEFAULT_RULES
 
 # The child runs at a lower CPU priority than its parent: the parent embeds meanwhile (the pages
 # already read, ``ingest.ahead``, or the previous document on the command line), and the passages
@@ -220,7 +221,7 @@ def _converse(child: subprocess.Popen, data: bytes, on_start: Callable[[int, str
 
 
 def parse(src: Source, limits: Limits, on_start: Callable[[int, str], object] | None = None,
-          on_page: Callable[[PageParts], object] | None = None) -> Parsed:
+          on_page: Callable[[PageParts], object] | None = None, injection: tuple[str, ...] = DEFAULT_RULES) -> Parsed:
     """The pages and title of ``src``, parsed in a limited child process. Raises InputError with the
     reason when the file is damaged, encrypted, scanned, breaks a limit or crashes the parser.
 
@@ -257,7 +258,7 @@ def parse(src: Source, limits: Limits, on_start: Callable[[int, str], object] | 
     if isinstance(result, str):
         raise InputError(f"{src.origin}: {result}")
     title, raw = result
-    pages = pages_from(raw, find_running_lines([r[0] for r in raw]))
+    pages = pages_from(raw, find_running_lines([r[0] for r in raw]), injection)
     visible = sum(len(p.text.strip()) for p in pages)
     if visible < MIN_TEXT_CHARS_PER_PAGE * len(pages) * 0.1 or visible < MIN_TEXT_CHARS_PER_PAGE:
         raise InputError(f"{src.origin}: no extractable text in {len(pages)} page(s); it looks scanned "

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ingest.mupdf import pymupdf
 
-from retrieval.text.injection import untrusted_spans
+from retrieval.text.injection import DEFAULT_RULES, untrusted_spans
 from retrieval.text.tables import Line, find_tables
 
 MIN_FONT_SIZE = 1.5  # points; smaller text is not readable
@@ -319,17 +319,20 @@ def page_parts(page: pymupdf.Page) -> PageParts:
     return text, heads, hidden, page.get_label() or None
 
 
-def page_from(number: int, parts: PageParts, running: Container[str]) -> Page:
-    """Page ``number`` (1-based) with body bounds (``running`` lines excluded), body headings and untrusted spans."""
+def page_from(number: int, parts: PageParts, running: Container[str],
+              injection: tuple[str, ...] = DEFAULT_RULES) -> Page:
+    """Page ``number`` (1-based) with body bounds (``running`` lines excluded), body headings and
+    untrusted spans (paragraphs the ``injection`` rule sets flag, ``retrieval.text.injection``)."""
     text, heads, hidden, label = parts
     start, end = body_bounds(text, running)
     body_heads = tuple(h for h in heads if start <= h.offset < end)
-    return Page(number, label, text, body_heads, hidden, start, end, untrusted_spans(text, start, end))
+    return Page(number, label, text, body_heads, hidden, start, end, untrusted_spans(text, start, end, injection))
 
 
-def pages_from(raw: Sequence[PageParts], running: Container[str]) -> list[Page]:
+def pages_from(raw: Sequence[PageParts], running: Container[str],
+               injection: tuple[str, ...] = DEFAULT_RULES) -> list[Page]:
     """The pages, with body bounds (``running`` lines excluded), body headings and untrusted spans."""
-    return [page_from(i + 1, parts, running) for i, parts in enumerate(raw)]
+    return [page_from(i + 1, parts, running, injection) for i, parts in enumerate(raw)]
 
 
 def extract(doc: pymupdf.Document, progress: Iterable[int] | None = None) -> list[Page]:

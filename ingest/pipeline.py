@@ -23,6 +23,8 @@ from retrieval.store import db, index
 from retrieval.encode.embed import Embedder
 from retrieval.text.identifiers import identifier_terms
 from retrieval.settings import Settings
+from retrieval.store.collections import ingest_profile
+from retrieval.text.injection import DEFAULT_RULES
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ def limits(settings: Settings) -> Limits:
 
 
 def read_pdf(settings: Settings, src: Source, quiet: bool, progress: ProgressLog | None = None,
-             ahead: EmbedAhead | None = None) -> Parsed:
+             ahead: EmbedAhead | None = None, injection: tuple[str, ...] = DEFAULT_RULES) -> Parsed:
     """Pages and title, parsed in a limited child process (``ingest.isolate``); InputError otherwise.
     ``ahead``: handed each page as it is read, to chunk and embed it meanwhile."""
     bar = tqdm(desc=f"{src.name}: pages", unit="page", disable=None if not quiet else True, leave=False)
@@ -76,7 +78,7 @@ def read_pdf(settings: Settings, src: Source, quiet: bool, progress: ProgressLog
             progress.pages_done += 1
 
     try:
-        return parse(src, limits(settings), on_start=start, on_page=page)
+        return parse(src, limits(settings), on_start=start, on_page=page, injection=injection)
     finally:
         bar.close()
 
@@ -100,7 +102,7 @@ def parse_ahead(settings: Settings, src: Source, collection: str) -> Parsed | No
     with db.connection(settings) as conn:
         if _same_bytes(conn, src, collection)[1]:
             return None
-    return parse(src, limits(settings))
+    return parse(src, limits(settings), injection=ingest_profile(settings, collection).injection)
 
 
 def ingest_source(settings: Settings, embedder: Embedder, src: Source, collection: str,
@@ -125,11 +127,11 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     count = TokenCounts(embedder.count_tokens)
     made_ahead: dict[Key, Vectors] = {}
     if parsed is None:
+        injection = ingest_profile(settings, collection).injection  # the rule sets of the collection's preset
         ahead = EmbedAhead(embedder, count, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens,
-                           known=reuse,
-                           progress=progress)
+                           known=reuse, progress=progress, injection=injection)
         try:
-            parsed = read_pdf(settings, src, quiet, progress, ahead)
+            parsed = read_pdf(settings, src, quiet, progress, ahead, injection)
         finally:
             made_ahead = ahead.stop()
     pages, title = parsed.pages, parsed.title

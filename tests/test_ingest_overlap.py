@@ -162,24 +162,24 @@ def test_guesses_right_and_wrong_and_the_stored_document_is_the_same(settings, e
     changed = threading.Condition()
     real_page_from, real_embed, real_parse = ahead_module.page_from, ahead_module.embed_each, pipeline.parse
 
-    def page_from(number, parts, running):
+    def page_from(number, parts, running, injection):
         with changed:
             bounded.append((number, running.pages))
             changed.notify_all()
-        return real_page_from(number, parts, running)
+        return real_page_from(number, parts, running, injection)
 
     def embed_each(*args, **kwargs):
         events.append("embed")
         return real_embed(*args, **kwargs)
 
-    def parse(src, limits, on_start=None, on_page=None):
+    def parse(src, limits, on_start=None, on_page=None, injection=()):
         def page(parts):
             read = events.count("read")
             with changed:  # page n+1 only once page n is bounded (a safety timeout, not a timing test)
                 assert changed.wait_for(lambda: len(bounded) >= read, timeout=300), "no page bounded while reading"
             events.append("read")
             on_page(parts)
-        return real_parse(src, limits, on_start, page)
+        return real_parse(src, limits, on_start, page, injection)
 
     monkeypatch.setattr(ahead_module, "page_from", page_from)
     monkeypatch.setattr(ahead_module, "embed_each", embed_each)

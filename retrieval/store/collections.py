@@ -74,6 +74,12 @@ def presets_of(settings: Settings, collections: Sequence[str]) -> dict[str, str]
     return fresh
 
 
+def ingest_profile(settings: Settings, collection: str) -> Profile:
+    """The profile a document ingested into ``collection`` is read with: its recorded preset's, or
+    for a new collection the preset it will record (``settings.preset``)."""
+    return preset_profile(presets_of(settings, [collection]).get(collection) or settings.preset)
+
+
 def collection_profile(settings: Settings, collections: Sequence[str] | None) -> Profile:
     """The profile questions to ``collections`` are read with: the first of them that records a
     preset gives it; none (or no collection named, or the index unreachable: the search that
