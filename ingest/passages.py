@@ -16,16 +16,13 @@ more than the batch saves).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ingest.chunk import Chunk
 from ingest.store import chunk_key
 from retrieval.encode.embed import Embedder
-from retrieval.encode.passage_encoder import cores
 from retrieval.text.textnorm import search_text
 
 Key = tuple[str, str, str]  # ``ingest.store.chunk_key``
@@ -65,43 +62,8 @@ def key_of(chunk: Chunk, indexed: str) -> Key:
     return chunk_key(indexed, chunk.context, chunk.text)
 
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _workers() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="cv-embed")
-        return _pool
-
-
-def _embed_one(embedder: Embedder, text: str, chunk: Chunk) -> Vectors:
-    vectors, windows = embedder.embed_chunks([text], [(chunk.context, chunk.text)])
-    return vectors[0], windows[0]
-
-
 def embed_each(embedder: Embedder, indexed: Sequence[str], chunks: Sequence[Chunk],
                on_chunk: Callable[[int], object] | None = None) -> list[Vectors]:
-    """The vectors of each chunk (``indexed``: their indexed texts), each from a pass of its own,
-    as many chunks at once as there are cores (the passage encoder's runs use one thread each).
-    ``on_chunk(1)`` is called on the calling thread after each chunk, in order; when it raises, the
-    chunks not started are dropped."""
-    pairs = list(zip(indexed, chunks, strict=True))
-    if len(pairs) <= 1:
-        done = [_embed_one(embedder, t, c) for t, c in pairs]
-        if on_chunk and done:
-            on_chunk(1)
-        return done
-    futures = [_workers().submit(_embed_one, embedder, t, c) for t, c in pairs]
-    out: list[Vectors] = []
-    try:
-        for f in futures:
-            out.append(f.result())
-            if on_chunk:
-                on_chunk(1)
-    finally:
-        for f in futures:
-            f.cancel()
-    return out
+    """The vectors of each chunk (``indexed``: their indexed texts), each from a pass of its own
+    (``Embedder.embed_each``)."""
+    return embedder.embed_each(indexed, [(c.context, c.text) for c in chunks], on_chunk=on_chunk)
