@@ -35,9 +35,7 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,14 +98,8 @@ class Encoded:
 
 class PassageEncoder:
     """A loaded export: ``encode`` gives passage vectors and, for given character spans of each
-    passage, the pooled vectors of the tokens inside them. One onnxruntime session whose runs use one
-    thread each, batches sorted by length and padded to the batch's longest, run on one thread per
-    core at once; callers that embed one text a call (ingest, ``ingest.passages``) spread their calls
-    over the cores themselves. Separate runs on one thread each beat one run on all cores: on a
-    quiet 2-core machine, 600 chunks of gnuplot.pdf one a run on two threads took 5.7 CPU-s and 2.9 s,
-    batches of eight on a two-thread pool 6.3-6.5 CPU-s and 3.4-3.5 s (the pool's threads wait for
-    each other at every operator), one a run on the pool 6.9-7.0 CPU-s and 4.2 s. A text's vectors
-    are the same, bit for bit, whichever thread runs it."""
+    passage, the pooled vectors of the tokens inside them. One onnxruntime session with one thread
+    per core, batches sorted by length and padded to the batch's longest."""
 
     def __init__(self, directory: Path, model_path: str, meta: Meta) -> None:
         import onnxruntime as ort  # noqa: PLC0415
@@ -119,8 +111,7 @@ class PassageEncoder:
             raise qe.QueryEncoderError(f"{graph} is not the file its export wrote (checksum)")
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
-        opts.intra_op_num_threads = 1
-        opts.inter_op_num_threads = 1
+        opts.intra_op_num_threads = cores()
         # idle threads spinning would burn the CPU seconds ingest is measured in
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.meta = meta
@@ -142,10 +133,9 @@ class PassageEncoder:
             return Encoded(vectors, windows, missing)
         encs = self._tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids), reverse=True)
-        batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-        runs = (map(self._run, [[encs[i] for i in idx] for idx in batches]) if len(batches) == 1
-                else _runner().map(self._run, [[encs[i] for i in idx] for idx in batches]))
-        for idx, (states, mask) in zip(batches, runs, strict=True):
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            states, mask = self._run([encs[i] for i in idx])
             for row, i in enumerate(idx):
                 n = int(mask[row].sum())
                 vectors[i] = _unit(states[row, :n].mean(axis=0))
@@ -167,19 +157,6 @@ class PassageEncoder:
         mask = arrays["attention_mask"]
         states = self._session.run(None, arrays)[0]
         return np.asarray(states, dtype=np.float32), mask
-
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _runner() -> ThreadPoolExecutor:
-    """The threads that run batches at once, one per core (the session's runs use one thread each)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="cv-passages")
-        return _pool
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
