@@ -324,8 +324,8 @@ def collections_set_preset(
     collection: Annotated[str, typer.Argument(help="Collection (as `chapterverse collections list` shows it).")],
     preset: Annotated[str, typer.Argument(help="Preset name (`chapterverse collections presets`).")],
 ) -> None:
-    """Change the preset a collection records: its questions are read with it at once; each of its
-    documents is indexed with its text search when ingested again."""
+    """Change the preset a collection records: its questions are read with it (by running processes
+    within five minutes); each of its documents is indexed with its text search when ingested again."""
     from retrieval.store import db  # noqa: PLC0415
     from retrieval.store.collections import set_preset  # noqa: PLC0415
 
