@@ -3,7 +3,6 @@ registered into the ``chapterverse`` app through the ``chapterverse.commands`` e
 
 from __future__ import annotations
 
-import json
 import logging
 import resource
 import sys
@@ -23,7 +22,7 @@ from retrieval.cli import (
     ready,
     save_result,
 )
-from retrieval.settings import Settings, SettingsError, preset_names, preset_path, preset_profile
+from retrieval.settings import Settings, SettingsError, preset_description, preset_names, preset_profile
 from retrieval.store.db import DatabaseError
 from retrieval.encode.embed import ModelError
 
@@ -306,8 +305,7 @@ def collections_presets(json_out: JsonOpt = False) -> None:
     rows = []
     for name in preset_names():
         try:
-            data = json.loads(preset_path(name).read_text(encoding="utf-8"))
-            rows.append({"preset": name, "description": str(data.get("description", "")),
+            rows.append({"preset": name, "description": preset_description(name),
                          "text_search": preset_profile(name).text_search})
         except (OSError, ValueError) as exc:
             rows.append({"preset": name, "error": str(exc)})

@@ -322,6 +322,12 @@ def _read(path: Path, mtime: float) -> dict[str, Any]:
     return data
 
 
+def preset_description(name: str) -> str:
+    """What preset ``name`` says it is for (its ``description``)."""
+    path = preset_path(name)
+    return str(_read(path, path.stat().st_mtime).get("description", ""))
+
+
 def preset_data(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
     """Preset ``name`` resolved over what it extends and over the ``default`` preset: the sections it
     sets, and a complete ``profile`` (a preset's profile fields replace the base's whole)."""

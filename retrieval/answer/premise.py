@@ -84,12 +84,13 @@ def _premise(sentence: str, rules: _Rules) -> tuple[str, str] | None:
 def examine(question: str, profile: Profile = DEFAULT_PROFILE) -> Examined:
     """The question without instructions to the bot, and a stated premise asked as a question."""
     words = profile.premise
+    rules = _rules(words)
     sentences = [s for s in _SENTENCE.split(question.strip()) if s.strip()]
     flagged = [is_injection(s, profile.injection) for s in sentences]
     kept = [s for s, f in zip(sentences, flagged) if not f]
     dropped = tuple(s for s, f in zip(sentences, flagged) if f)
     for s in kept:
-        found = _premise(s, _rules(words))
+        found = _premise(s, rules)
         if found:
             subject, value = found
             return Examined(words.question.format(subject=subject), dropped, value, words.note)

@@ -33,7 +33,7 @@ def record_preset(conn: psycopg.Connection, collection: str, preset: str) -> str
     row = conn.execute(
         "INSERT INTO collections (collection, preset) VALUES (%s, %s) "
         "ON CONFLICT (collection) DO UPDATE SET collection = EXCLUDED.collection RETURNING preset", (collection, preset)).fetchone()
-    return str(row["preset"] if isinstance(row, dict) else row[0])
+    return str(row["preset"])
 
 
 def recorded_presets(conn: psycopg.Connection, collections: Sequence[str] | None = None) -> dict[str, str]:
