@@ -10,7 +10,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
@@ -71,19 +70,6 @@ def configured_dim(path: str) -> int | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
-
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _workers() -> ThreadPoolExecutor:
-    """One thread per core for ``Embedder.embed_each`` (shared by every embedder of the process)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=pe.cores(), thread_name_prefix="cv-embed")
-        return _pool
 
 class Embedder:
     """Wraps a SentenceTransformer; vectors are L2-normalised (cosine = dot product).
@@ -286,55 +272,16 @@ class Embedder:
                      on_batch: Callable[[int], object] | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
         """Chunk vectors and their sentence-window vectors (``retrieval.encode.sentence_index``).
         ``indexed``: what each chunk's vector is of; ``sources``: its (heading, text), whose
-        sentence windows get vectors. One int8 ONNX pass of its own per chunk when the model allows
-        it (``embed_each``), else torch twice (the chunk, then each distinct window)."""
-        from retrieval.encode.sentence_index import embed_windows, windows_of  # noqa: PLC0415
+        sentence windows get vectors. One int8 ONNX pass per chunk when the model allows it
+        (``late_chunk``), else torch twice (the chunk, then each distinct window)."""
+        from retrieval.encode.sentence_index import embed_windows, late_chunk, windows_of  # noqa: PLC0415
 
-        if self._passage_encoder() is not None:
-            each = self.embed_each(indexed, sources, on_chunk=on_batch)
-            return (np.array([v for v, _ in each], dtype=np.float32).reshape(len(each), self.dim),
-                    [w for _, w in each])
+        enc = self._passage_encoder()
+        if enc is not None:
+            return late_chunk(enc, indexed, sources, on_batch=on_batch)
         vectors = self.embed(indexed, on_batch=on_batch)
         return vectors, embed_windows([windows_of(c, t) for c, t in sources],
                                       lambda ws: self.embed(ws, batch_size=64))
-
-    def embed_each(self, indexed: Sequence[str], sources: Sequence[tuple[str | None, str]], *,
-                   on_chunk: Callable[[int], object] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(vector, sentence-window vectors) of each chunk, each from an int8 ONNX pass of its own, as
-        many at once as there are cores (the passage encoder's runs use one thread each; torch when
-        the model has no passage encoder). A chunk's vectors depend on its own text only (the int8
-        encoder scales activations per token), so vectors made at different times (ingest,
-        read-ahead, an earlier edition, ``db reembed``) stand for each other; one pass per chunk, a
-        chunk per core, is the faster way on two cores (``ingest.passages``). ``on_chunk(1)`` runs on the calling thread after each chunk, in order;
-        when it raises, the chunks not started are dropped."""
-        from retrieval.encode.sentence_index import late_chunk  # noqa: PLC0415
-
-        enc = self._passage_encoder()
-        if enc is None:
-            vectors, windows = self.embed_chunks(indexed, sources, on_batch=on_chunk)
-            return list(zip(vectors, windows, strict=True))
-
-        def one(text: str, source: tuple[str | None, str]) -> tuple[np.ndarray, np.ndarray]:
-            vectors, windows = late_chunk(enc, [text], [source])
-            return vectors[0], windows[0]
-
-        pairs = list(zip(indexed, sources, strict=True))
-        if len(pairs) <= 1:
-            done = [one(t, s) for t, s in pairs]
-            if on_chunk and done:
-                on_chunk(1)
-            return done
-        futures = [_workers().submit(one, t, s) for t, s in pairs]
-        out: list[tuple[np.ndarray, np.ndarray]] = []
-        try:
-            for f in futures:
-                out.append(f.result())
-                if on_chunk:
-                    on_chunk(1)
-        finally:
-            for f in futures:
-                f.cancel()
-        return out
 
     def word_pieces(self, word: str) -> int:
         """How many pieces the model's tokenizer cuts ``word`` into. Read from the model's

@@ -3,8 +3,8 @@
 Each chunk used to go through the model twice in PyTorch fp32: once whole (the chunk's vector) and
 once per sentence window (the sentence reranker's stored vectors). Here the embedding model's
 transformer is exported once to ONNX with its *token* states as output, its MatMul weights
-quantized to int8 (onnxruntime dynamic quantization, per output channel) and its activations
-quantized per token (``per_token_activations``), and run with onnxruntime on all cores:
+quantized to int8 (onnxruntime dynamic quantization, per output channel), and run with
+onnxruntime on all cores:
 
 * a chunk's vector is the mean of all its token states, L2-normalised: the model's own pooling
   (sentence-transformers ``Pooling`` in mean mode, then ``Normalize``), so it is the vector the
@@ -12,13 +12,6 @@ quantized per token (``per_token_activations``), and run with onnxruntime on all
 * a sentence window's vector is the mean of the states of the tokens inside the window, taken
   from the same pass ("late chunking", Günther et al. 2024): the window's tokens have read the
   whole chunk, its heading and the document title, and no token is embedded twice.
-
-Activations are quantized per token, not per run: onnxruntime's dynamic quantization scales a whole
-batch by its largest value, so a chunk's vector depended on the chunks batched with it (cosine
-0.977-0.99 between the same chunk in two batches) and on nothing the caller could keep fixed. Scaled
-per token, a text's vectors depend on its own tokens only, bit for bit, in any batch, and they are
-closer to the model's own (cosine to fp32 0.9979 mean, 0.9963 least, against 0.9936 and 0.977 per
-batch, 400 chunks of 14 CFR 91 and gnuplot) at about 0.7 of the per-batch graph's speed.
 
 Only models that pool by the mean of token states can be split this way; any other model gets a
 ``meta.json`` that says why and is embedded by ``retrieval.encode.embed`` with torch as before. If int8
@@ -42,9 +35,7 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +48,7 @@ from retrieval.encode import query_encoder as qe
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2  # bump when the graph's inputs/outputs, the quantization or the probes change (2: per-token activations)
+FORMAT = 1  # bump when the graph's inputs/outputs, the quantization or the probes change
 GRAPH = "passages.onnx"
 INT8_MIN_COSINE = 0.97  # int8 probe vectors at least this close to torch's, else the fp32 graph ships
 LOAD_MIN_COSINE = 0.999  # a loaded graph must reproduce the probe vectors its export recorded
@@ -107,14 +98,8 @@ class Encoded:
 
 class PassageEncoder:
     """A loaded export: ``encode`` gives passage vectors and, for given character spans of each
-    passage, the pooled vectors of the tokens inside them. One onnxruntime session whose runs use one
-    thread each, batches sorted by length and padded to the batch's longest, run on one thread per
-    core at once; callers that embed one text a call (ingest, ``ingest.passages``) spread their calls
-    over the cores themselves. Separate runs on one thread each beat one run on all cores: on a
-    quiet 2-core machine, 600 chunks of gnuplot.pdf one a run on two threads took 5.7 CPU-s and 2.9 s,
-    batches of eight on a two-thread pool 6.3-6.5 CPU-s and 3.4-3.5 s (the pool's threads wait for
-    each other at every operator), one a run on the pool 6.9-7.0 CPU-s and 4.2 s. A text's vectors
-    are the same, bit for bit, whichever thread runs it."""
+    passage, the pooled vectors of the tokens inside them. One onnxruntime session with one thread
+    per core, batches sorted by length and padded to the batch's longest."""
 
     def __init__(self, directory: Path, model_path: str, meta: Meta) -> None:
         import onnxruntime as ort  # noqa: PLC0415
@@ -126,11 +111,7 @@ class PassageEncoder:
             raise qe.QueryEncoderError(f"{graph} is not the file its export wrote (checksum)")
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
-        # the extended level fuses MatMulInteger with its scales into an operator that takes one
-        # scale per tensor, which per-token scales are not (``per_token_activations``)
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        opts.intra_op_num_threads = 1
-        opts.inter_op_num_threads = 1
+        opts.intra_op_num_threads = cores()
         # idle threads spinning would burn the CPU seconds ingest is measured in
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.meta = meta
@@ -152,10 +133,9 @@ class PassageEncoder:
             return Encoded(vectors, windows, missing)
         encs = self._tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids), reverse=True)
-        batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-        runs = (map(self._run, [[encs[i] for i in idx] for idx in batches]) if len(batches) == 1
-                else _runner().map(self._run, [[encs[i] for i in idx] for idx in batches]))
-        for idx, (states, mask) in zip(batches, runs, strict=True):
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            states, mask = self._run([encs[i] for i in idx])
             for row, i in enumerate(idx):
                 n = int(mask[row].sum())
                 vectors[i] = _unit(states[row, :n].mean(axis=0))
@@ -177,19 +157,6 @@ class PassageEncoder:
         mask = arrays["attention_mask"]
         states = self._session.run(None, arrays)[0]
         return np.asarray(states, dtype=np.float32), mask
-
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _runner() -> ThreadPoolExecutor:
-    """The threads that run batches at once, one per core (the session's runs use one thread each)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="cv-passages")
-        return _pool
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -307,49 +274,6 @@ def _quantize(fp32: Path, int8: Path) -> None:
         # to cosine 0.83 of fp32's; this keeps 0.98 at 2.4-3x torch's speed (measured on 14 CFR 91)
         quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8, per_channel=True,
                          op_types_to_quantize=["MatMul"])
-    per_token_activations(int8)
-
-
-def per_token_activations(path: Path) -> None:
-    """Rewrite the dynamically quantized graph at ``path`` so each token's activations get a scale of
-    their own: every ``DynamicQuantizeLinear`` (one scale and zero point for the whole tensor) becomes
-    ``q = round(x / s) + 128`` with ``s = max|x| / 127`` over the token's last axis, zero point 128.
-    The consumers are unchanged: ``MatMulInteger`` takes a scalar zero point, and the scale, now one
-    per token, broadcasts through the ``Mul`` nodes that rescale its output. Integer accumulation
-    makes a token's result independent of the other rows of the batch."""
-    import onnx  # noqa: PLC0415
-    from onnx import TensorProto, helper, numpy_helper  # noqa: PLC0415
-
-    model = onnx.load(str(path))
-    graph = model.graph
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    nodes = []
-    for n in graph.node:
-        if n.op_type != "DynamicQuantizeLinear":
-            nodes.append(n)
-            continue
-        x, (q, scale, zero) = n.input[0], n.output
-        t = f"{n.name or q}/per_token"
-        reduce = (helper.make_node("ReduceMax", [f"{t}/abs", "pt_last_axis"], [f"{t}/max"], keepdims=1) if opset >= 18
-                  else helper.make_node("ReduceMax", [f"{t}/abs"], [f"{t}/max"], axes=[-1], keepdims=1))
-        nodes += [helper.make_node("Abs", [x], [f"{t}/abs"]), reduce,
-                  helper.make_node("Max", [f"{t}/max", "pt_tiny"], [f"{t}/range"]),
-                  helper.make_node("Div", [f"{t}/range", "pt_127"], [scale]),
-                  helper.make_node("Div", [x, scale], [f"{t}/scaled"]),
-                  helper.make_node("Round", [f"{t}/scaled"], [f"{t}/rounded"]),
-                  helper.make_node("Add", [f"{t}/rounded", "pt_128"], [f"{t}/shifted"]),
-                  helper.make_node("Cast", [f"{t}/shifted"], [q], to=TensorProto.UINT8),
-                  helper.make_node("Identity", ["pt_zero_point"], [zero])]
-    del graph.node[:]
-    graph.node.extend(nodes)
-    graph.initializer.extend([
-        numpy_helper.from_array(np.array([-1], np.int64), "pt_last_axis"),
-        numpy_helper.from_array(np.array(1e-12, np.float32), "pt_tiny"),
-        numpy_helper.from_array(np.array(127.0, np.float32), "pt_127"),
-        numpy_helper.from_array(np.array(128.0, np.float32), "pt_128"),
-        numpy_helper.from_array(np.array(128, np.uint8), "pt_zero_point")])
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
 
 
 def _finish(tmp: Path, meta: Meta, model_path: str, want: np.ndarray) -> Meta:
@@ -358,6 +282,7 @@ def _finish(tmp: Path, meta: Meta, model_path: str, want: np.ndarray) -> Meta:
     meta = meta.model_copy(update={"onnx_bytes": len(data), "onnx_sha256": hashlib.sha256(data).hexdigest()})
     enc = PassageEncoder(tmp, model_path, meta)
     got = enc.encode(qe.PROBES).vectors
+    # int8 activations are scaled per batch, so the load check's batch is recorded as such
     loaded = enc.encode(qe.PROBES[:qe.LOAD_PROBES]).vectors
     return meta.model_copy(update={"probe_cosine": qe.agreement(got, want), "probe_vectors": loaded.tolist()})
 
