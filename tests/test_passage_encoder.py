@@ -98,6 +98,25 @@ def test_ingest_with_the_export_in_place_does_not_import_torch(embedder, setting
     assert out == ["(1,", "384)", "2", "False"]
 
 
+def test_a_first_ingest_writes_the_exports_in_a_child_and_never_imports_torch(tmp_path):
+    """No export yet (a fresh install): the query and passage exports are written by a process of
+    their own, so the ingest process stays without torch (it peaked at 1.14 GB when it exported
+    itself) and gets the same int8 graph the in-process export writes."""
+    code = (
+        "import sys; from pathlib import Path; from retrieval.encode.embed import Embedder\n"
+        f"e = Embedder({BUNDLED!r}, query_cache=Path(sys.argv[1]) / 'q', passage_cache=Path(sys.argv[1]) / 'p')\n"
+        "v, w = e.embed_chunks(['Fuel requirements for flight in VFR conditions. At night, 45 minutes.'],"
+        " [('Fuel', 'Fuel requirements for flight in VFR conditions. At night, 45 minutes.')])\n"
+        "print(v.shape, e.passage_encoder_status().split()[:2], 'torch' in sys.modules)\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env,
+                         timeout=600, cwd=Path(__file__).parent.parent, check=True).stdout.split()
+    assert out == ["(1,", "384)", "['onnx',", "'int8']", "False"]
+    key = qe.model_key(MODEL_PATH)
+    assert qe.read_meta(qe.export_dir(tmp_path / "q", key)) is not None  # the query encoder too
+    assert pe.read_meta(qe.export_dir(tmp_path / "p", qe.model_key(MODEL_PATH, pe.FORMAT))).probe_cosine >= pe.INT8_MIN_COSINE
+
+
 def test_a_damaged_export_is_replaced_and_vectors_stay_right(tmp_path, cfr_chunks):
     cache = tmp_path / "passages"
     first = Embedder(BUNDLED, passage_cache=cache)

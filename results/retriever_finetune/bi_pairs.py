@@ -1,6 +1,6 @@
 """Build (question, positive chunk text, hard negative chunk text) triples from the reader's training
 questions over the ingested training corpus (collection 'train'). Dev/eval docs never involved."""
-import json, glob, random
+import json, glob
 from retrieval.settings import Settings
 from retrieval.store import pool
 from retrieval.search.search import search

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval.encode import export_child
 from retrieval.encode import passage_encoder as pe
 from retrieval.encode import query_encoder as qe
 
@@ -245,8 +246,16 @@ class Embedder:
             return None
         t0 = time.perf_counter()
         try:
-            with self._lock:
-                written = pe.export(self.model, self._path, self._passage_cache)
+            if self._model is None:  # torch is not in this process: keep it out (``export_child``)
+                if self._query_export_missing():
+                    export_child.run("queries", self._path, self._query_cache)
+                export_child.run("passages", self._path, self._passage_cache)
+                written = pe.read_meta(qe.export_dir(self._passage_cache, qe.model_key(self._path, pe.FORMAT)))
+                if written is None:
+                    raise qe.QueryEncoderError("the export process wrote no passage encoder")
+            else:
+                with self._lock:
+                    written = pe.export(self.model, self._path, self._passage_cache)
             if written.unsupported:
                 log.info("passages embedded with torch: %s", written.unsupported)
                 return None
@@ -257,6 +266,17 @@ class Embedder:
         log.info("wrote the %s ONNX passage encoder for %s in %.1f s (probe cosine %.4f)", written.precision,
                  self.name, time.perf_counter() - t0, written.probe_cosine)
         return enc
+
+    def _query_export_missing(self) -> bool:
+        """Whether this model's query encoder export is still to be written (none, another
+        format's, or truncated); False without a query cache."""
+        key = qe.model_key(self._path)
+        if self._query_cache is None or key is None:
+            return False
+        meta = qe.read_meta(qe.export_dir(self._query_cache, key))
+        if meta is None or meta.key != key or meta.format != qe.FORMAT:
+            return True
+        return not meta.unsupported and qe.onnx_bytes(qe.export_dir(self._query_cache, key)) != meta.onnx_bytes
 
     def prepare_passages(self) -> None:
         """Make ``embed_chunks`` ready now: load the ONNX passage encoder, exporting it first if needed

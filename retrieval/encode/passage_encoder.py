@@ -249,6 +249,9 @@ def _eager(model_path: str, model: Any) -> Any:
     scaled-dot-product one, whose exported masking costs a fifth of the time. Falls back to ``model``."""
     from sentence_transformers import SentenceTransformer  # noqa: PLC0415
 
+    config = getattr(getattr(model[0], "auto_model", None), "config", None)
+    if getattr(config, "_attn_implementation", None) == "eager":
+        return model  # loaded so already (``retrieval.encode.export_child``): no second copy
     try:
         return SentenceTransformer(model_path, device="cpu", model_kwargs={"attn_implementation": "eager"})
     except Exception as exc:  # noqa: BLE001  (an older transformers without that option)
