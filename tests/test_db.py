@@ -50,8 +50,10 @@ def own_home():
 def test_embedded_postgres_stops_on_signal(own_home, sig):
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env["CHAPTERVERSE_HOME"] = str(own_home)
+    # as from a terminal: a shell running the suite in the background starts it with SIGINT ignored,
+    # and a child that inherits that never sees Ctrl-C
     proc = subprocess.Popen([sys.executable, "-c", HOLD], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
     pgdata = own_home / "pgdata"
