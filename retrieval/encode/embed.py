@@ -182,14 +182,10 @@ class Embedder:
         key = qe.model_key(self._path)
         if key is None:
             return
-        meta = qe.read_meta(qe.export_dir(self._query_cache, key))
-        if meta is not None and meta.key == key and meta.format == qe.FORMAT:
-            if meta.unsupported:
-                return
-            # torch was loaded for passages while the export looks whole: keep it (this process
-            # did not find it broken; a process that did has _encoder_state "failed").
-            if self._encoder_state == "untried" and qe.onnx_bytes(qe.export_dir(self._query_cache, key)) == meta.onnx_bytes:
-                return
+        # an export that looks whole is kept unless this process found it broken (_encoder_state
+        # "failed"); torch may have been loaded for passages while it was there
+        if not self._query_export_missing() and (self._encoder_state == "untried" or self._query_export_unsupported()):
+            return
         t0 = time.perf_counter()
         try:
             written = qe.export(model, self._path, self._query_cache)
@@ -248,7 +244,10 @@ class Embedder:
         try:
             if self._model is None:  # torch is not in this process: keep it out (``export_child``)
                 if self._query_export_missing():
-                    export_child.run("queries", self._path, self._query_cache)
+                    try:  # queries fall back to torch without it; the passages need not
+                        export_child.run("queries", self._path, self._query_cache)
+                    except qe.QueryEncoderError as exc:
+                        log.warning("could not write the ONNX query encoder: %s", exc)
                 export_child.run("passages", self._path, self._passage_cache)
                 written = pe.read_meta(qe.export_dir(self._passage_cache, qe.model_key(self._path, pe.FORMAT)))
                 if written is None:
@@ -277,6 +276,12 @@ class Embedder:
         if meta is None or meta.key != key or meta.format != qe.FORMAT:
             return True
         return not meta.unsupported and qe.onnx_bytes(qe.export_dir(self._query_cache, key)) != meta.onnx_bytes
+
+    def _query_export_unsupported(self) -> bool:
+        """Whether the recorded verdict is that this model has no ONNX query encoder."""
+        key = qe.model_key(self._path)
+        meta = qe.read_meta(qe.export_dir(self._query_cache, key)) if self._query_cache and key else None
+        return bool(meta is not None and meta.unsupported)
 
     def prepare_passages(self) -> None:
         """Make ``embed_chunks`` ready now: load the ONNX passage encoder, exporting it first if needed
