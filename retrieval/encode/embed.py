@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -177,14 +178,13 @@ class Embedder:
     def _export_for_queries(self, model) -> None:
         """Write the ONNX export for the next process, unless a usable one (or the verdict that
         this model has none) is already there. Any failure is logged; queries then use torch."""
-        if self._query_cache is None or self._encoder is not None:
+        if self._encoder is not None:
             return
-        key = qe.model_key(self._path)
-        if key is None:
-            return
-        # an export that looks whole is kept unless this process found it broken (_encoder_state
-        # "failed"); torch may have been loaded for passages while it was there
-        if not self._query_export_missing() and (self._encoder_state == "untried" or self._query_export_unsupported()):
+        # no cache, or the verdict that the model has none: nothing to write; an export that looks
+        # whole is kept unless this process found it broken (_encoder_state "failed"); torch may have
+        # been loaded for passages while it was there
+        state = self._query_export_state()
+        if state in (None, "unsupported") or (state == "whole" and self._encoder_state == "untried"):
             return
         t0 = time.perf_counter()
         try:
@@ -243,7 +243,7 @@ class Embedder:
         t0 = time.perf_counter()
         try:
             if self._model is None:  # torch is not in this process: keep it out (``export_child``)
-                if self._query_export_missing():
+                if self._query_export_state() == "missing":
                     try:  # queries fall back to torch without it; the passages need not
                         export_child.run("queries", self._path, self._query_cache)
                     except qe.QueryEncoderError as exc:
@@ -266,22 +266,19 @@ class Embedder:
                  self.name, time.perf_counter() - t0, written.probe_cosine)
         return enc
 
-    def _query_export_missing(self) -> bool:
-        """Whether this model's query encoder export is still to be written (none, another
-        format's, or truncated); False without a query cache."""
+    def _query_export_state(self) -> Literal["missing", "unsupported", "whole"] | None:
+        """What the query cache holds for this model: no usable export ("missing": none, another
+        format's, or truncated), the verdict that it has none, or one that looks whole; None without
+        a query cache or for a model that is not a local directory."""
         key = qe.model_key(self._path)
         if self._query_cache is None or key is None:
-            return False
+            return None
         meta = qe.read_meta(qe.export_dir(self._query_cache, key))
         if meta is None or meta.key != key or meta.format != qe.FORMAT:
-            return True
-        return not meta.unsupported and qe.onnx_bytes(qe.export_dir(self._query_cache, key)) != meta.onnx_bytes
-
-    def _query_export_unsupported(self) -> bool:
-        """Whether the recorded verdict is that this model has no ONNX query encoder."""
-        key = qe.model_key(self._path)
-        meta = qe.read_meta(qe.export_dir(self._query_cache, key)) if self._query_cache and key else None
-        return bool(meta is not None and meta.unsupported)
+            return "missing"
+        if meta.unsupported:
+            return "unsupported"
+        return "whole" if qe.onnx_bytes(qe.export_dir(self._query_cache, key)) == meta.onnx_bytes else "missing"
 
     def prepare_passages(self) -> None:
         """Make ``embed_chunks`` ready now: load the ONNX passage encoder, exporting it first if needed

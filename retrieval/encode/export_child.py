@@ -37,14 +37,13 @@ def run(kind: Kind, model_path: str, cache_root: Path, timeout: float = TIMEOUT_
 
 
 def _load(model_path: str, eager: bool):
-    from sentence_transformers import SentenceTransformer  # noqa: PLC0415  (torch: only in this child)
+    """The model to export: with plain attention for the passage export (``passage_encoder.eager_model``)."""
+    model = pe.eager_model(model_path) if eager else None
+    if model is None:
+        from sentence_transformers import SentenceTransformer  # noqa: PLC0415  (torch: only in this child)
 
-    if eager:  # the passage export traces the plain-attention model (``passage_encoder._eager``)
-        try:
-            return SentenceTransformer(model_path, device="cpu", model_kwargs={"attn_implementation": "eager"})
-        except Exception:  # noqa: BLE001  (an older transformers without that option)
-            pass
-    return SentenceTransformer(model_path, device="cpu")
+        model = SentenceTransformer(model_path, device="cpu")
+    return model
 
 
 def main() -> None:

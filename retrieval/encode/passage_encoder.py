@@ -244,19 +244,26 @@ def unsupported_reason(model: Any) -> str | None:
     return None
 
 
-def _eager(model_path: str, model: Any) -> Any:
-    """The model with plain ("eager") attention: its ONNX graph runs about a third faster than the
-    scaled-dot-product one, whose exported masking costs a fifth of the time. Falls back to ``model``."""
+def eager_model(model_path: str) -> Any | None:
+    """The model loaded with plain ("eager") attention: its ONNX graph runs about a third faster than
+    the scaled-dot-product one, whose exported masking costs a fifth of the time. None when this
+    transformers cannot load it so."""
     from sentence_transformers import SentenceTransformer  # noqa: PLC0415
 
-    config = getattr(getattr(model[0], "auto_model", None), "config", None)
-    if getattr(config, "_attn_implementation", None) == "eager":
-        return model  # loaded so already (``retrieval.encode.export_child``): no second copy
     try:
         return SentenceTransformer(model_path, device="cpu", model_kwargs={"attn_implementation": "eager"})
     except Exception as exc:  # noqa: BLE001  (an older transformers without that option)
-        log.info("no eager-attention copy of %s (%s); exporting the loaded model", model_path, qe.first_line(exc))
+        log.info("no eager-attention copy of %s (%s)", model_path, qe.first_line(exc))
+        return None
+
+
+def _eager(model_path: str, model: Any) -> Any:
+    """``model`` when it already has plain attention (``retrieval.encode.export_child`` loads it so: no
+    second copy), else an eager copy of it (``eager_model``), else ``model`` itself."""
+    config = getattr(getattr(model[0], "auto_model", None), "config", None)
+    if getattr(config, "_attn_implementation", None) == "eager":
         return model
+    return eager_model(model_path) or model
 
 
 @contextmanager

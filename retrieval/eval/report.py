@@ -37,6 +37,7 @@ CANONICAL = {  # the result file of each question set that the table shows, in c
     ("manuals4", "unseen4"): "answer_eval_manuals_unseen4.json",
     ("manuals5", "unseen5"): "answer_eval_manuals_unseen5.json",
 }
+CORPUS_FOLDERS = {"corpus2": "manuals", "corpus3": "manuals4", "corpus5": "manuals5"}  # tests/<folder>; else FAA
 CORPUS_NAMES = {"FAA": "FAA", "manuals": "R + gnuplot", "manuals4": "Maxima + siunitx", "manuals5": "Doxygen + GNU Prolog"}
 SET_NAMES = {"dev": "dev (tuning)", "heldout": "held-out", "blind": "blind", "unseen": "unseen",
              "unseen2": "unseen 2 (run once)", "unseen3": "unseen 3 (run once)", "unseen4": "unseen 4 (run once)",
@@ -64,8 +65,7 @@ def _set_key(questions_file: str) -> str:
 
 def _corpus(questions_file: str) -> str:
     parts = Path(questions_file).parts
-    return ("manuals" if "corpus2" in parts else "manuals4" if "corpus3" in parts
-            else "manuals5" if "corpus5" in parts else "FAA")
+    return next((corpus for folder, corpus in CORPUS_FOLDERS.items() if folder in parts), "FAA")
 
 
 def _question_path(questions_file: str, repo: Path) -> Path:
