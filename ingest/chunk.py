@@ -115,57 +115,78 @@ def _section_titles(page: Page) -> list[tuple[int, str]]:
     return [(o, t) for o, t, larger in out if len(t.split()) >= 2 or (larger and any(c.isalpha() for c in t))]
 
 
-def chunk_pages(pages: Sequence[Page], count: TokenCounter, budget: int = 200, overlap: int = 40) -> list[Chunk]:
-    texts = {p.number: p.text for p in pages}
-    titles = {p.number: _section_titles(p) for p in pages}
-    units = [u for p in pages for u in units_of(p, budget, count)]
-    chunks: list[Chunk] = []
-    current_title = ""
-    title_at: dict[tuple[int, int], str] = {}  # the section title in force at each unit's start
-    t_iter = {n: list(ts) for n, ts in titles.items()}
-    for u in units:
-        pending = t_iter[u.page]
-        while pending and pending[0][0] <= u.start:
-            current_title = pending.pop(0)[1]
-        title_at[(u.page, u.start)] = current_title
+class Chunker:
+    """``chunk_pages`` a page at a time: ``add`` each page in order and take the chunks it completes,
+    then ``finish`` for the last. A chunk is complete once a later unit would not join it, so the
+    chunks come out as they would from all pages at once (``chunk_pages`` is this loop)."""
 
-    def emit(group: list[Unit]) -> None:
-        first, last = group[0], group[-1]
+    def __init__(self, count: TokenCounter, budget: int = 200, overlap: int = 40) -> None:
+        self.count, self.budget, self.overlap = count, budget, overlap
+        self._texts: dict[int, str] = {}  # the texts of the pages the open group may still reach back to
+        self._title = ""  # the section title in force
+        self._group: list[tuple[Unit, str]] = []  # the open chunk's units, each with the title in force at it
+        self._size = 0
+        self._made = 0
+
+    def add(self, page: Page) -> list[Chunk]:
+        self._texts[page.number] = page.text
+        pending = list(_section_titles(page))
+        out: list[Chunk] = []
+        for u in units_of(page, self.budget, self.count):
+            while pending and pending[0][0] <= u.start:
+                self._title = pending.pop(0)[1]
+            self._take(u, self._title, out)
+        keep = {u.page for u, _ in self._group} | {page.number}
+        self._texts = {n: t for n, t in self._texts.items() if n in keep}
+        return out
+
+    def finish(self) -> list[Chunk]:
+        out: list[Chunk] = []
+        if self._group:
+            out.append(self._emit(self._group))
+            self._group, self._size = [], 0
+        return out
+
+    def _take(self, u: Unit, title: str, out: list[Chunk]) -> None:
+        group = self._group
+        new_fits = self._size + u.tokens <= self.budget
+        early_break = u.paragraph_start and self._size >= 0.6 * self.budget
+        trust_changes = bool(group) and group[-1][0].untrusted != u.untrusted  # flagged text gets chunks of its own
+        if group and (not new_fits or early_break or trust_changes):
+            out.append(self._emit(group))
+            tail: list[tuple[Unit, str]] = []
+            t = 0
+            for v in reversed(group):
+                if t + v[0].tokens > self.overlap:
+                    break
+                tail.insert(0, v)
+                t += v[0].tokens
+            self._group, self._size = (tail, t) if not trust_changes else ([], 0)
+        self._group.append((u, title))
+        self._size += u.tokens
+
+    def _emit(self, group: list[tuple[Unit, str]]) -> Chunk:
+        texts = self._texts
+        first, last = group[0][0], group[-1][0]
         parts: list[str] = []
         page, start, prev_end = first.page, first.start, first.end
-        for u in group:
+        for u, _ in group:
             if u.page != page:
                 parts.append(texts[page][start:prev_end])
                 page, start = u.page, u.start
             prev_end = u.end
         parts.append(texts[page][start:last.end])
-        context = title_at[(first.page, first.start)]
+        context = group[0][1]
         inner: list[str] = []
-        for u in group[1:]:
-            t = title_at[(u.page, u.start)]
+        for _, t in group[1:]:
             if t and t != context and t not in inner:
                 inner.append(t)
-        chunks.append(Chunk(len(chunks), first.page, first.start, last.page, last.end, "\n".join(parts),
-                            sum(u.tokens for u in group), context, tuple(inner), first.untrusted))
+        self._made += 1
+        return Chunk(self._made - 1, first.page, first.start, last.page, last.end, "\n".join(parts),
+                     sum(u.tokens for u, _ in group), context, tuple(inner), first.untrusted)
 
-    group: list[Unit] = []
-    size = 0
-    for u in units:
-        new_fits = size + u.tokens <= budget
-        early_break = u.paragraph_start and size >= 0.6 * budget
-        trust_changes = bool(group) and group[-1].untrusted != u.untrusted  # flagged text gets chunks of its own
-        if group and (not new_fits or early_break or trust_changes):
-            emit(group)
-            tail: list[Unit] = []
-            t = 0
-            for v in reversed(group):
-                if t + v.tokens > overlap:
-                    break
-                tail.insert(0, v)
-                t += v.tokens
-            group, size = (tail, t) if not trust_changes else ([], 0)
-        group.append(u)
-        size += u.tokens
-    if group:
-        emit(group)
-    return chunks
+
+def chunk_pages(pages: Sequence[Page], count: TokenCounter, budget: int = 200, overlap: int = 40) -> list[Chunk]:
+    chunker = Chunker(count, budget, overlap)
+    chunks = [c for p in pages for c in chunker.add(p)]
+    return chunks + chunker.finish()

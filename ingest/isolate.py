@@ -14,6 +14,11 @@ sends is as untrusted as the file), under
   checked before the page's text is laid out, and on the characters of visible text
   (CHAPTERVERSE_PDF_MAX_PAGE_CHARS).
 
+The child sends each page's parts (text, headings, hidden characters, label) as soon as it has read
+the page; the running headers and footers, and so each page's body, are found here once every page
+has come (``ingest.pdf.pages_from``), and the caller may start on the pages before that
+(``ingest.ahead``).
+
 Whatever happens in the child, the caller gets the pages or an ``InputError`` that says which limit
 the file broke, or that the parser crashed; an ``InputError`` fails an ingest job without a retry.
 The child costs about 0.3 s of start-up per document.
@@ -22,6 +27,7 @@ The child costs about 0.3 s of start-up per document.
 from __future__ import annotations
 
 import json
+import os
 import re
 import resource
 import signal
@@ -33,10 +39,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ingest.pdf import Heading, Page
+from ingest.pdf import Heading, Page, PageParts, find_running_lines, pages_from
 from ingest.sources import InputError, Source
 from retrieval.text.injection import DEFAULT_RULES
 
+# The child runs at a lower CPU priority than its parent: the parent embeds meanwhile (the pages
+# already read, ``ingest.ahead``, or the previous document on the command line), and the passages
+# being embedded are the ones awaited; the parse takes the CPU the embedding leaves. The CPU and
+# wall-clock limits are unchanged (the CPU limit counts CPU seconds, whatever the priority).
+PARSE_NICE = 10
 MIN_TEXT_CHARS_PER_PAGE = 20  # below this on average, the PDF has no usable text layer
 _ALLOC_FAILED = re.compile(r"\b(?:m|c|re)alloc\b.*\bfailed|out of memory", re.IGNORECASE)  # MuPDF's words
 
@@ -77,6 +88,7 @@ def _apply(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))  # SIGXCPU, then SIGKILL
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.nice(PARSE_NICE)
 
 
 def _content_bytes(doc: Any, page: Any) -> int:
@@ -84,13 +96,12 @@ def _content_bytes(doc: Any, page: Any) -> int:
     return sum(len(doc.xref_stream(xref) or b"") for xref in page.get_contents())
 
 
-def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], None],
-                injection: tuple[str, ...] = DEFAULT_RULES) -> None:
+def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], None]) -> None:
     """Parse, report progress, send the pages or the reason there are none (runs in the child)."""
     try:
         from ingest.mupdf import pymupdf  # noqa: PLC0415
 
-        from ingest.pdf import document_title, find_running_lines, page_parts, pages_from  # noqa: PLC0415
+        from ingest.pdf import document_title, page_parts  # noqa: PLC0415
 
         try:
             doc = pymupdf.open(stream=data, filetype="pdf")
@@ -103,8 +114,7 @@ def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], N
             raise _Refused("corrupt or unreadable PDF (no pages)")
         if total > limits.max_pages:
             raise _Refused(f"{total:,} pages; the limit is {limits.max_pages:,} (CHAPTERVERSE_PDF_MAX_PAGES)")
-        send(["pages", total])
-        raw = []
+        send(["pages", total, document_title(doc, name)])
         for i in range(total):
             page = doc[i]
             size = _content_bytes(doc, page)
@@ -115,10 +125,9 @@ def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], N
             if len(parts[0]) > limits.max_page_chars:
                 raise _Refused(f"page {i + 1} has {len(parts[0]):,} characters of text; the limit is "
                                f"{limits.max_page_chars:,} (CHAPTERVERSE_PDF_MAX_PAGE_CHARS)")
-            raw.append(parts)
-            send(["page", i + 1])
-        pages = pages_from(raw, find_running_lines([r[0] for r in raw]), injection)
-        send(["done", [asdict(p) for p in pages], document_title(doc, name)])
+            text, heads, hidden, label = parts
+            send(["page", i + 1, text, [[h.offset, h.text, h.larger] for h in heads], hidden, label])
+        send(["done"])
     except _Refused as exc:
         send(["refused", str(exc)])
     except MemoryError:
@@ -134,10 +143,8 @@ def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], N
 
 
 def main() -> None:
-    """``python -m ingest.isolate LIMITS-JSON NAME [RULE-SETS-JSON]``: the PDF on stdin, JSON lines on
-    stdout; pages are checked with the prompt-injection rule sets named (default: English)."""
+    """``python -m ingest.isolate LIMITS-JSON NAME``: the PDF on stdin, JSON lines on stdout."""
     limits, name = Limits(**json.loads(sys.argv[1])), sys.argv[2]
-    injection = tuple(json.loads(sys.argv[3])) if len(sys.argv) > 3 else DEFAULT_RULES
     _apply(limits)
     data = sys.stdin.buffer.read()
     out = sys.stdout
@@ -146,7 +153,7 @@ def main() -> None:
         out.write(json.dumps(msg) + "\n")
         out.flush()
 
-    _parse_here(data, name, limits, send, injection)
+    _parse_here(data, name, limits, send)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,43 +169,69 @@ def _death(exitcode: int | None, limits: Limits) -> str:
     return f"the PDF parser stopped without an answer (exit status {exitcode})"
 
 
-def _page(d: dict) -> Page:
-    return Page(number=int(d["number"]), label=d["label"], text=str(d["text"]),
-                headings=tuple(Heading(int(h["offset"]), str(h["text"]), bool(h["larger"])) for h in d["headings"]),
-                hidden_chars=int(d["hidden_chars"]), body_start=int(d["body_start"]), body_end=int(d["body_end"]),
-                untrusted=tuple((int(a), int(b)) for a, b in d["untrusted"]))
+def _parts(msg: list, number: int) -> PageParts | None:
+    """A ``page`` message as page ``number``'s parts; None when it is not that (not our protocol)."""
+    try:
+        _, n, text, heads, hidden, label = msg
+        if int(n) != number or not isinstance(text, str) or not (label is None or isinstance(label, str)):
+            return None
+        return text, tuple(Heading(int(o), str(t), bool(b)) for o, t, b in heads), int(hidden), label
+    except (TypeError, ValueError):
+        return None
 
 
-def _converse(child: subprocess.Popen, data: bytes, on_total: Callable[[int], object] | None,
-              on_page: Callable[[], object] | None) -> list | None:
+def _converse(child: subprocess.Popen, data: bytes, on_start: Callable[[int, str], object] | None,
+              on_page: Callable[[PageParts], object] | None) -> tuple[str, list[PageParts]] | str | None:
+    """The title and every page's parts, the reason the child refused the file, or None (it died,
+    or broke the protocol)."""
     try:
         child.stdin.write(data)
         child.stdin.close()
     except BrokenPipeError:
         return None  # it died reading: its exit status says how
+    title: str | None = None
+    total = 0
+    raw: list[PageParts] = []
     for line in child.stdout:
         try:
             msg = json.loads(line)
         except ValueError:
             return None  # not our protocol: treated as a crash
-        if msg[0] == "pages" and on_total:
-            on_total(int(msg[1]))
-        elif msg[0] == "page" and on_page:
-            on_page()
-        elif msg[0] in ("done", "refused"):
-            return msg
+        if not isinstance(msg, list) or not msg:
+            return None
+        kind = msg[0]
+        if kind == "pages" and title is None and len(msg) == 3 and isinstance(msg[1], int):
+            total, title = msg[1], str(msg[2])
+            if on_start:
+                on_start(total, title)
+        elif kind == "page" and title is not None:
+            parts = _parts(msg, len(raw) + 1)
+            if parts is None:
+                return None
+            raw.append(parts)
+            if on_page:
+                on_page(parts)
+        elif kind == "done" and title is not None and len(raw) == total:
+            return title, raw
+        elif kind == "refused" and len(msg) == 2:
+            return str(msg[1])
+        else:
+            return None
     return None
 
 
-def parse(src: Source, limits: Limits, on_total: Callable[[int], object] | None = None,
-          on_page: Callable[[], object] | None = None, injection: tuple[str, ...] = DEFAULT_RULES) -> Parsed:
+def parse(src: Source, limits: Limits, on_start: Callable[[int, str], object] | None = None,
+          on_page: Callable[[PageParts], object] | None = None, injection: tuple[str, ...] = DEFAULT_RULES) -> Parsed:
     """The pages and title of ``src``, parsed in a limited child process. Raises InputError with the
-    reason when the file is damaged, encrypted, scanned, breaks a limit or crashes the parser."""
+    reason when the file is damaged, encrypted, scanned, breaks a limit or crashes the parser.
+
+    The child sends each page's parts as soon as it has them: ``on_start(pages, title)`` is called
+    before the first, ``on_page(parts)`` for each page in order (what a page is before the running
+    headers and footers are known: ``ingest.pdf.page_parts``); the body bounds come once all are in."""
     wall_s = 2 * limits.cpu_s + 30
     expired = threading.Event()
     with tempfile.TemporaryFile() as errors:
-        child = subprocess.Popen([sys.executable, "-m", "ingest.isolate", json.dumps(asdict(limits)), src.name,
-                                  json.dumps(list(injection))],
+        child = subprocess.Popen([sys.executable, "-m", "ingest.isolate", json.dumps(asdict(limits)), src.name],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, close_fds=True)
 
         def stop() -> None:  # a child blocked without using CPU (or one too slow) is stopped too
@@ -209,7 +242,7 @@ def parse(src: Source, limits: Limits, on_total: Callable[[int], object] | None 
         timer.daemon = True
         timer.start()
         try:
-            result = _converse(child, src.data, on_total, on_page)
+            result = _converse(child, src.data, on_start, on_page)
         finally:
             timer.cancel()
             child.stdout.close()
@@ -222,14 +255,15 @@ def parse(src: Source, limits: Limits, on_total: Callable[[int], object] | None 
         why = (f"parsing it took longer than {wall_s} s; stopped" if expired.is_set()
                else _death(child.returncode, limits))
         raise InputError(f"{src.origin}: {why}")
-    if result[0] == "refused":
-        raise InputError(f"{src.origin}: {result[1]}")
-    pages = [_page(d) for d in result[1]]
+    if isinstance(result, str):
+        raise InputError(f"{src.origin}: {result}")
+    title, raw = result
+    pages = pages_from(raw, find_running_lines([r[0] for r in raw]), injection)
     visible = sum(len(p.text.strip()) for p in pages)
     if visible < MIN_TEXT_CHARS_PER_PAGE * len(pages) * 0.1 or visible < MIN_TEXT_CHARS_PER_PAGE:
         raise InputError(f"{src.origin}: no extractable text in {len(pages)} page(s); it looks scanned "
                          "(OCR is not supported yet)")
-    return Parsed(pages, str(result[2]))
+    return Parsed(pages, title)
 
 
 if __name__ == "__main__":

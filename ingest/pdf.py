@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 
 from ingest.mupdf import pymupdf
@@ -249,18 +249,45 @@ def _lines_with_offsets(text: str) -> list[tuple[int, int, str]]:
 EDGE_LINES = 12  # headers/footers are looked for among this many lines at each edge of a page
 
 
+def edge_signatures(text: str) -> set[str]:
+    """Signatures of the lines near the top and bottom of one page (the candidates for running lines)."""
+    lines = _lines_with_offsets(text)
+    return {line_signature(t) for _, _, t in lines[:EDGE_LINES] + lines[-EDGE_LINES:]}
+
+
+def running_need(pages: int, min_share: float = 0.2, min_pages: int = 3) -> int:
+    """On how many of ``pages`` pages a line must stand at an edge to be a running header or footer."""
+    return max(min_pages, int(min_share * pages + 0.999))
+
+
 def find_running_lines(texts: Sequence[str], min_share: float = 0.2, min_pages: int = 3) -> set[str]:
     """Signatures of lines repeated near the top or bottom of many pages."""
     counts: Counter[str] = Counter()
     for text in texts:
-        lines = _lines_with_offsets(text)
-        edge = {line_signature(t) for _, _, t in lines[:EDGE_LINES] + lines[-EDGE_LINES:]}
-        counts.update(edge)
-    need = max(min_pages, int(min_share * len(texts) + 0.999))
+        counts.update(edge_signatures(text))
+    need = running_need(len(texts), min_share, min_pages)
     return {sig for sig, n in counts.items() if n >= need and sig}
 
 
-def body_bounds(text: str, running: set[str]) -> tuple[int, int]:
+class RunningSoFar:
+    """The running lines ``find_running_lines`` would find in the pages added so far, kept up to date
+    page by page (for a guess at the bounds of pages read before the whole document has been)."""
+
+    def __init__(self, min_share: float = 0.2, min_pages: int = 3) -> None:
+        self.counts: Counter[str] = Counter()
+        self.pages = 0
+        self.min_share, self.min_pages = min_share, min_pages
+
+    def add(self, text: str) -> None:
+        self.counts.update(edge_signatures(text))
+        self.pages += 1
+
+    def __contains__(self, sig: object) -> bool:
+        return isinstance(sig, str) and bool(sig) and \
+            self.counts[sig] >= running_need(self.pages, self.min_share, self.min_pages)
+
+
+def body_bounds(text: str, running: Container[str]) -> tuple[int, int]:
     """Offsets of the page text without its leading and trailing runs of running lines."""
     lines = _lines_with_offsets(text)
     start_i, end_i = 0, len(lines)
@@ -292,20 +319,24 @@ def page_parts(page: pymupdf.Page) -> PageParts:
     return text, heads, hidden, page.get_label() or None
 
 
-def pages_from(raw: Sequence[PageParts], running: set[str], injection: tuple[str, ...] = DEFAULT_RULES) -> list[Page]:
-    """The pages, with body bounds (``running`` lines excluded), body headings and untrusted spans
-    (paragraphs the ``injection`` rule sets flag, ``retrieval.text.injection``)."""
-    pages: list[Page] = []
-    for i, (text, heads, hidden, label) in enumerate(raw):
-        start, end = body_bounds(text, running)
-        body_heads = tuple(h for h in heads if start <= h.offset < end)
-        pages.append(Page(i + 1, label, text, body_heads, hidden, start, end, untrusted_spans(text, start, end, injection)))
-    return pages
+def page_from(number: int, parts: PageParts, running: Container[str],
+              injection: tuple[str, ...] = DEFAULT_RULES) -> Page:
+    """Page ``number`` (1-based) with body bounds (``running`` lines excluded), body headings and
+    untrusted spans (paragraphs the ``injection`` rule sets flag, ``retrieval.text.injection``)."""
+    text, heads, hidden, label = parts
+    start, end = body_bounds(text, running)
+    body_heads = tuple(h for h in heads if start <= h.offset < end)
+    return Page(number, label, text, body_heads, hidden, start, end, untrusted_spans(text, start, end, injection))
 
 
-def extract(doc: pymupdf.Document, progress: Iterable[int] | None = None,
-            injection: tuple[str, ...] = DEFAULT_RULES) -> list[Page]:
+def pages_from(raw: Sequence[PageParts], running: Container[str],
+               injection: tuple[str, ...] = DEFAULT_RULES) -> list[Page]:
+    """The pages, with body bounds (``running`` lines excluded), body headings and untrusted spans."""
+    return [page_from(i + 1, parts, running, injection) for i, parts in enumerate(raw)]
+
+
+def extract(doc: pymupdf.Document, progress: Iterable[int] | None = None) -> list[Page]:
     """Every page of ``doc`` with visible text, label, headings and body bounds (in this process;
     ingest parses in a limited child process, ``ingest.isolate``)."""
     raw = [page_parts(doc[i]) for i in (progress if progress is not None else range(doc.page_count))]
-    return pages_from(raw, find_running_lines([r[0] for r in raw]), injection)
+    return pages_from(raw, find_running_lines([r[0] for r in raw]))

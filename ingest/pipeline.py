@@ -12,8 +12,11 @@ import psycopg
 from tqdm import tqdm
 
 from ingest import store
-from ingest.chunk import Chunk, chunk_pages
+from ingest.ahead import EmbedAhead
+from ingest.chunk import chunk_pages
 from ingest.isolate import Limits, Parsed, parse
+from ingest.passages import Segment, TokenCounts, Vectors, embed_segment, indexed_text, key_of, plan
+from ingest.pdf import PageParts
 from ingest.progress import ProgressLog
 from ingest.sources import Source
 from retrieval.store import db, index
@@ -22,13 +25,14 @@ from retrieval.text.identifiers import identifier_terms
 from retrieval.settings import Settings
 from retrieval.store.collections import ingest_profile
 from retrieval.text.injection import DEFAULT_RULES
-from retrieval.text.textnorm import search_text
 
 log = logging.getLogger(__name__)
 
 # Bump when extraction or chunking changes: documents indexed by an older pipeline are re-indexed
 # when ingested again, instead of being skipped as unchanged.
 PIPELINE_VERSION = "2026-12-04.1"  # .4 (12-04.1): chunk and sentence vectors from one int8 ONNX pass (retrieval.encode.passage_encoder); .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
+# (Embedding by segments of 256 pages, ingest.passages, is not a new version: a document of up to 256 pages
+# is embedded bit for bit as before; a longer one differs only in which chunks share a batch.)
 
 
 @dataclass
@@ -42,6 +46,7 @@ class IngestResult:
     seconds: float = 0.0
     message: str = ""
     reused: int = 0  # chunks whose vectors were kept from the edition replaced
+    ahead: int = 0  # chunks whose vectors were made while the pages were being read (``ingest.ahead``)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -54,37 +59,30 @@ def limits(settings: Settings) -> Limits:
 
 
 def read_pdf(settings: Settings, src: Source, quiet: bool, progress: ProgressLog | None = None,
-             injection: tuple[str, ...] = DEFAULT_RULES) -> Parsed:
-    """Pages and title, parsed in a limited child process (``ingest.isolate``); InputError otherwise."""
+             ahead: EmbedAhead | None = None, injection: tuple[str, ...] = DEFAULT_RULES) -> Parsed:
+    """Pages and title, parsed in a limited child process (``ingest.isolate``); InputError otherwise.
+    ``ahead``: handed each page as it is read, to chunk and embed it meanwhile."""
     bar = tqdm(desc=f"{src.name}: pages", unit="page", disable=None if not quiet else True, leave=False)
 
-    def total(n: int) -> None:
+    def start(n: int, title: str) -> None:
         bar.reset(total=n)
+        if ahead:
+            ahead.start(n, title)
         if progress:
             progress.pages_total, progress.pages_done = n, 0
             progress.begin("reading pages")
 
-    def page() -> None:
+    def page(parts: PageParts) -> None:
+        if ahead:
+            ahead.page(parts)
         bar.update(1)
         if progress:
             progress.pages_done += 1
 
     try:
-        return parse(src, limits(settings), on_total=total, on_page=page, injection=injection)
+        return parse(src, limits(settings), on_start=start, on_page=page, injection=injection)
     finally:
         bar.close()
-
-
-def indexed_text(chunk: Chunk, title: str, embedder: Embedder) -> str:
-    """What is embedded and keyword-indexed: the document title, the section headings in force and
-    starting inside the chunk, then the cleaned chunk text. Headings, then the title, are left out
-    when they would push the text past the embedder's token limit."""
-    headings = " · ".join(h for h in (chunk.context, *chunk.inner_titles) if h)
-    for prefix in ([title, headings], [title], []):
-        text = search_text("\n".join([p for p in prefix if p] + [chunk.text]))
-        if not prefix or embedder.count_tokens(text) <= embedder.max_tokens:
-            return text
-    raise AssertionError("unreachable")
 
 
 def _counting(bar: tqdm, progress: ProgressLog | None) -> Callable[[int], object]:
@@ -116,7 +114,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     """Ingest one PDF. Raises InputError (bad input, nothing stored) or db errors. ``progress``: where
     the work is, for the lines a ``ProgressLog`` writes off a terminal. ``actor``: who asked (recorded
     with the document; default the command line's user). ``parsed``: its pages, already read by
-    ``parse_ahead``."""
+    ``parse_ahead``; without them the pages are read here, and chunked and embedded as they come
+    (``ingest.ahead``), for the same result as if they had all been read first."""
     t0 = time.perf_counter()
     with db.connection(settings) as conn:
         index.ensure_model(conn, embedder.name, embedder.dim)
@@ -125,33 +124,55 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
         note = "already ingested" if same.name == src.name else f"same bytes already ingested as {same.name}"
         return IngestResult(src.name, src.origin, collection, "unchanged", message=note,
                             seconds=time.perf_counter() - t0)
+    with db.connection(settings) as conn:  # a new edition keeps the vectors of its unchanged chunks
+        reuse = store.reusable_vectors(conn, collection, src.name, PIPELINE_VERSION)
+    count = TokenCounts(embedder.count_tokens)
+    made_ahead: dict[int, Segment] = {}
     if parsed is None:
-        parsed = read_pdf(settings, src, quiet, progress, ingest_profile(settings, collection).injection)
+        injection = ingest_profile(settings, collection).injection  # the rule sets of the collection's preset
+        ahead = EmbedAhead(embedder, count, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens,
+                           known=reuse, progress=progress, injection=injection)
+        try:
+            parsed = read_pdf(settings, src, quiet, progress, ahead, injection)
+        except BaseException:
+            ahead.stop(abort=True)
+            raise
+        made_ahead = ahead.stop()
     pages, title = parsed.pages, parsed.title
     if on_progress:
         on_progress(f"{src.name}: {len(pages)} pages extracted")
     if progress:
         progress.begin("splitting into passages")
-    chunks = chunk_pages(pages, embedder.count_tokens, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens)
-    texts = [indexed_text(c, title, embedder) for c in chunks]
-    keys = [store.chunk_key(t, c.context, c.text) for t, c in zip(texts, chunks, strict=True)]
-    with db.connection(settings) as conn:  # a new edition keeps the vectors of its unchanged chunks
-        reuse = store.reusable_vectors(conn, collection, src.name, PIPELINE_VERSION)
-    todo = [i for i, k in enumerate(keys) if k not in reuse]
-    bar = tqdm(total=len(todo), desc=f"{src.name}: embedding", unit="chunk",
+    chunks = chunk_pages(pages, count, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens)
+    texts = [indexed_text(c, title, embedder, count) for c in chunks]
+    keys = [key_of(c, t) for t, c in zip(texts, chunks, strict=True)]
+    fresh: dict[int, Vectors] = {}  # by chunk index: the vectors made now or while the pages were read
+    todo: list[list[int]] = []  # the segments still to embed
+    right = 0
+    for number, idx in plan(chunks, keys, reuse).items():
+        guessed = made_ahead.get(number)
+        if guessed is not None and guessed.keys == tuple(keys[i] for i in idx):
+            fresh.update(zip(idx, guessed.vectors, strict=True))
+            right += 1
+        else:
+            todo.append(idx)
+    kept = len(fresh)
+    bar = tqdm(total=sum(map(len, todo)), desc=f"{src.name}: embedding", unit="chunk",
                disable=None if not quiet else True, leave=False)
     if progress:
-        progress.begin("embedding passages", len(todo))
+        progress.begin("embedding passages", sum(map(len, todo)))
     try:
-        fresh, fresh_windows = embedder.embed_chunks([texts[i] for i in todo],
-                                                     [(chunks[i].context, chunks[i].text) for i in todo],
-                                                     on_batch=_counting(bar, progress))
+        for idx in todo:
+            segment = embed_segment(embedder, [texts[i] for i in idx], [chunks[i] for i in idx],
+                                    [keys[i] for i in idx], on_batch=_counting(bar, progress))
+            fresh.update(zip(idx, segment.vectors, strict=True))
     finally:
         bar.close()
-    embedded = iter(zip(fresh, fresh_windows, strict=True))  # in ``todo`` order, the order of ``keys``
-    pairs = [(reuse[k].vector, reuse[k].sentence_vectors) if k in reuse else next(embedded) for k in keys]
+    pairs = [(reuse[k].vector, reuse[k].sentence_vectors) if i not in fresh else fresh[i] for i, k in enumerate(keys)]
     vectors = np.array([v for v, _ in pairs], dtype=np.float32).reshape(len(chunks), embedder.dim)
     sentence_vectors = [w for _, w in pairs]
+    log.info("%s: %d of %d passages embedded while its pages were read (%d of %d segments guessed right)",
+             src.name, kept, len(chunks), right, len(made_ahead))
     if on_progress:
         on_progress(f"{src.name}: {len(chunks)} chunks embedded")
     if progress:
@@ -163,7 +184,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
             pipeline_version=PIPELINE_VERSION, title=title, terms=[identifier_terms(t) for t in texts],
             sentence_vectors=sentence_vectors, actor=actor, preset=settings.preset)
     status = "reindexed" if same is not None else "replaced" if replaced else "ingested"
-    reused = len(chunks) - len(todo)
+    reused = len(chunks) - len(fresh)
     return IngestResult(src.name, src.origin, collection, status, len(pages), len(chunks),
-                        time.perf_counter() - t0, reused=reused,
+                        time.perf_counter() - t0, reused=reused, ahead=kept,
                         message=f"{reused:,} of {len(chunks):,} passages unchanged, not embedded again" if reused else "")

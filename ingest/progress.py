@@ -5,7 +5,7 @@ they are off, and a 16-minute document used to print nothing until it finished. 
 runs a small thread that writes, every ``CHAPTERVERSE_PROGRESS_INTERVAL_S`` seconds (30 by default),
 where the current input is:
 
-    ingest: manual.pdf: pages 120/447 read · 35 s
+    ingest: manual.pdf: pages 120/447 read, 200 passages embedded · 35 s
     ingest: manual.pdf: pages 447/447 read; embedding passages 300/1,100 (27%, about 6 min left for this step) · 2m10s
     ingest: manual.pdf: pages 447/447 read; embedding sentences 2,000/7,000 (29%, …) · 5m02s
     ingest: manual.pdf: pages 447/447 read; writing 1,100 passages to the database · 8m40s
@@ -59,6 +59,7 @@ class ProgressLog:
         self.started = clock()
         self.pages_total: int | None = None
         self.pages_done = 0
+        self.ahead = 0  # passages embedded while the pages are still being read (``ingest.ahead``)
         self.step = "opening"  # what is going on besides reading pages
         self.done = 0
         self.total: int | None = None
@@ -91,7 +92,8 @@ class ProgressLog:
         now = self.clock()
         parts: list[str] = []
         if self.pages_total is not None:
-            parts.append(f"pages {self.pages_done:,}/{self.pages_total:,} read")
+            ahead = f", {self.ahead:,} passages embedded" if self.ahead and self.step == "reading pages" else ""
+            parts.append(f"pages {self.pages_done:,}/{self.pages_total:,} read{ahead}")
         if self.step != "reading pages" or self.pages_total is None:
             step = self.step
             if self.total:

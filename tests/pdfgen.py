@@ -30,6 +30,21 @@ def text_pdf(path: Path, pages: Sequence[str], *, header: str | None = None, foo
     return path
 
 
+def headed_pdf(path: Path, pages: Sequence[str], headers: Sequence[str | None]) -> Path:
+    """One page per string, each with its own bold header line (None: none) and a "Page N" footer:
+    a header on 20% of the pages or more is a running header, one on fewer is page text."""
+    doc = pymupdf.open()
+    for i, (body, header) in enumerate(zip(pages, headers, strict=True), 1):
+        page = doc.new_page(width=612, height=792)
+        if header:
+            page.insert_text((72, 40), header, fontsize=9, fontname="hebo")
+        page.insert_textbox(pymupdf.Rect(72, 72, 540, 720), body, fontsize=11)
+        page.insert_text((280, 770), f"Page {i}", fontsize=9)
+    doc.save(path)
+    doc.close()
+    return path
+
+
 def hidden_text_pdf(path: Path) -> Path:
     """A page of visible text plus five kinds of hidden text."""
     doc = pymupdf.open()

@@ -17,7 +17,7 @@ import pytest
 
 from ingest.chunk import chunk_pages
 from ingest.pdf import document_title, extract
-from ingest.pipeline import indexed_text
+from ingest.passages import indexed_text
 from retrieval.encode import passage_encoder as pe
 from retrieval.encode import query_encoder as qe
 from retrieval.encode.embed import BUNDLED, Embedder, resolve_model_path
