@@ -56,6 +56,12 @@ ANSWER_FAILURES: dict[str, str] = {
     "c2d31": "false refusal: gold page 129 retrieved fourth, no sentence scores above the extractive threshold",
     "c2d32": "false refusal: gold page 135 retrieved first, no sentence scores above the extractive threshold",
     "c2d35": "false refusal: the question asks for text the premise gate finds absent",
+    # answered right until gnuplot.pdf (311 pages) was embedded in two segments (ingest.passages): its
+    # vectors changed batch-mates, and these two flipped (results/ingest_segments/results.json)
+    **({"c2d26": "false refusal: 'how many' and no retrieved sentence states a number (the answer says "
+                 "'up to nine parameters')",
+        "c2d28": "false refusal: gold page 90 not in the top 5, no sentence scores above the extractive threshold"}
+       if WITH_GNUPLOT else {}),
 }
 
 
