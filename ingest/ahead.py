@@ -92,7 +92,7 @@ class EmbedAhead:
         except _Stopped:
             pass
         except Exception:  # noqa: BLE001  (the pipeline embeds what is missing and reports its own errors)
-            log.debug("embedding ahead stopped", exc_info=True)
+            log.warning("embedding while reading stopped; the pages are embedded once all are read", exc_info=True)
 
     def _guess(self) -> None:
         running = RunningSoFar()

@@ -282,6 +282,23 @@ def test_a_failed_read_stops_the_guesser_and_stores_nothing(settings, embedder, 
         assert conn.execute("SELECT count(*) AS n FROM documents WHERE collection = %s", (collection,)).fetchone()["n"] == 0
 
 
+def test_a_guesser_that_fails_costs_only_time(settings, embedder, plain, monkeypatch, caplog):
+    """The guessing thread's embedding raises: the failure is logged, the pipeline embeds every
+    segment itself, and the stored document is the one reading every page first stores."""
+    monkeypatch.setattr(passages, "SEGMENT_PAGES", 5)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("encoder broke")
+
+    monkeypatch.setattr(ahead_module, "embed_segment", broken)
+    collection = f"overlap-{RUN}-broken-guesser"
+    with caplog.at_level("WARNING", logger="ingest.ahead"):
+        res = pipeline.ingest_source(settings, embedder, read_path(str(plain), 10**8), collection, quiet=True)
+    assert res.status == "ingested" and res.ahead == 0
+    assert "embedding while reading stopped" in caplog.text
+    _same_as_read_first(settings, embedder, plain, collection)
+
+
 def test_a_new_edition_keeps_vectors_and_matches_a_read_first_edition(settings, embedder, headed, tmp_path,
                                                                        monkeypatch):
     """A changed page of an indexed document: the passages the edition had are not embedded again
