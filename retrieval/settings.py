@@ -141,14 +141,16 @@ class AnswerSettings(Section):
         default=None, description="The answerer `ask` and the bot use when none is named: 'gemini', 'openai' (an "
         "OpenAI-compatible server: Ollama, vLLM, llama.cpp, LM Studio, OpenAI) or 'extractive'. Unset: gemini "
         "when GEMINI_API_KEY is set, else extractive.")
-    scorer: Literal["evidence+reader", "evidence", "reader"] = Field(
+    scorer: Literal["evidence+reader", "evidence", "reader", "evidence+acceptor"] = Field(
         default="evidence+reader", json_schema_extra=env("CHAPTERVERSE_ANSWER_SCORER"),
         description="How the extractive answerer picks and accepts its first quote: 'evidence+reader' "
         "(default: the hand-weighted cosine + term-coverage score picks; below its threshold the quote is "
         "still given when the cross-encoder trained here, retrieval/reader, ranks the same sentence first "
         "with high probability), 'evidence' (that score alone) or 'reader' (the cross-encoder picks and "
-        "accepts; it did not beat 'evidence' on the dev sets, see the README). Without the reader's "
-        "weights, 'evidence'.",
+        "accepts; it did not beat 'evidence' on the dev sets, see the README) or 'evidence+acceptor' (the "
+        "evidence score picks; a model of the first sentence and its rivals, fitted on the reader's training "
+        "questions, accepts instead of the threshold, and the reader's agreement still accepts too). Without "
+        "the reader's weights, 'evidence' (or the acceptor alone).",
     )
     quote_support_check: bool = Field(
         default=True, description="On the model (Gemini) path, drop a verified quote that the reader rates as "

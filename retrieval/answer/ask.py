@@ -111,12 +111,13 @@ def build_extractive(settings: Settings, profile: Profile, threshold: float | No
     return ExtractiveAnswerer(embedder.embed_queries, model=embedder.name, profile=profile,
                               threshold=threshold, reader=reader if decides else None,
                               judge=None if decides else reader,
+                              acceptor=settings.answer.scorer == "evidence+acceptor",
                               word_pieces=embedder.word_pieces)
 
 
 def sentence_reader(settings: Settings, purpose: str = "answer"):
     """The trained reader, for picking or judging extractive quotes (``purpose`` 'answer': when
-    ``answer_scorer`` is 'reader' or 'evidence+reader') or for the model path's support check
+    ``answer_scorer`` is 'reader', 'evidence+reader' or 'evidence+acceptor') or for the model path's support check
     ('support': when ``quote_support_check``); None when not wanted or when its weights do not load
     (the log says why)."""
     if (settings.answer.scorer == "evidence") if purpose == "answer" else not settings.answer.quote_support_check:

@@ -59,6 +59,7 @@ import numpy as np
 
 from retrieval.text.tables import is_table_row
 from retrieval.answer.answerers import Draft
+from retrieval.answer.answerers.acceptor import ACCEPT_MIN, acceptance
 from retrieval.answer.answerers.evidence import expected_answer, satisfies, specific_terms
 from retrieval.answer.answerers.keyterms import KeyTerm, PhraseStats, key_term_counts, key_terms, on_topic, passage_terms
 from retrieval.answer.answerers.followup import followup_terms, standalone_without_model
@@ -139,6 +140,10 @@ class Scored:
     about: bool = True  # covers at least MIN_COVERAGE of the question and every name like "Class G" it asks about
     complete: bool = True  # quoted with its neighbours, it does not stop at a lead-in ("... the following:")
     read: float | None = None  # the reader's probability, when the reader scored it
+    lex_sentence: float = 0.0  # ``lex`` of the sentence without its heading
+    bigram: float = 0.0  # share of the question's (content) word pairs in heading + sentence
+    pool: int = 0  # quotable sentences shown for the question (``candidates``)
+    table: bool = False  # a table row (``retrieval.text.tables.is_table_row``)
 
     @property
     def eligible(self) -> bool:
@@ -489,9 +494,23 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     with_heads = [f"{heads[r[0]]}: {texts[r[0]]}" if heads[r[0]] else texts[r[0]] for r in keep]
     vecs = embed([question, *with_heads])  # one vector per sentence (under its heading): latency
     cos = vecs[1:] @ vecs[0]
-    out = [Scored(cands[i], float(cos[k]), float(cos[k]), lex, rank, typed, on, about)
+    pairs = word_pairs(content_terms(question, profile))
+    out = [Scored(cands[i], float(cos[k]), float(cos[k]), lex, rank, typed, on, about,
+                  lex_sentence=coverage(weights, set(content_terms(texts[i], profile))),
+                  bigram=shared_pairs(pairs, content_terms(f"{heads[i]} {texts[i]}", profile)),
+                  pool=len(cands), table=is_table_row(cands[i].text))
            for k, (i, lex, rank, typed, on, about) in enumerate(keep)]
     return sorted(out, key=lambda s: s.score, reverse=True)
+
+
+def word_pairs(terms: Sequence[str]) -> set[tuple[str, str]]:
+    """Adjacent pairs of content terms ("emergency locator", "locator transmitter")."""
+    return set(zip(terms, terms[1:]))
+
+
+def shared_pairs(question_pairs: set[tuple[str, str]], terms: Sequence[str]) -> float:
+    """Share of the question's word pairs that ``terms`` also has adjacent."""
+    return len(question_pairs & word_pairs(terms)) / len(question_pairs) if question_pairs else 0.0
 
 
 def read_candidates(question: str, shown: Sequence[PageText], reader: SentenceReader,
@@ -627,22 +646,27 @@ class ExtractiveAnswerer:
 
     def __init__(self, embed: Embed, model: str, threshold: float | None = None,
                  profile: Profile = DEFAULT_PROFILE, word_pieces: WordPieces | None = None,
-                 reader: SentenceReader | None = None, judge: SentenceReader | None = None) -> None:
+                 reader: SentenceReader | None = None, judge: SentenceReader | None = None,
+                 acceptor: bool = False) -> None:
         """``reader``: score sentences with it (threshold on its probability, default
         ``READER_THRESHOLD``); without one, the evidence score (default ``DEFAULT_THRESHOLD``), with
         ``judge`` as a second opinion that accepts a first quote below the threshold when it agrees
-        (``AGREEMENT_MIN``)."""
-        if reader is not None and judge is not None:
-            raise ValueError("a reader that scores the sentences needs no second judge")
+        (``AGREEMENT_MIN``). ``acceptor``: the evidence score still picks, and the acceptor's
+        probability (``retrieval.answer.answerers.acceptor``, default threshold ``ACCEPT_MIN``)
+        replaces the evidence threshold; ``judge`` keeps its say."""
+        if reader is not None and (judge is not None or acceptor):
+            raise ValueError("a reader that scores the sentences needs no second judge or acceptor")
         self._embed = embed
         self.reader = reader
         self.judge = judge
-        self.scorer = reader.name if reader is not None else f"evidence+{judge.name}" if judge is not None else "evidence"
+        self.acceptor = acceptor
+        picks = "evidence+acceptor" if acceptor else "evidence"
+        self.scorer = reader.name if reader is not None else f"{picks}+{judge.name}" if judge is not None else picks
         self._word_pieces = word_pieces
         self.profile = profile
         self.model = model
         self.threshold = threshold if threshold is not None else (
-            READER_THRESHOLD if reader is not None else DEFAULT_THRESHOLD)
+            READER_THRESHOLD if reader is not None else ACCEPT_MIN if acceptor else DEFAULT_THRESHOLD)
 
     def counts_needed(self, question: str) -> tuple[list[str], list[str]]:
         """(phrases, words) whose chunk counts ``answer`` uses for ``question``: the caller reads them
@@ -698,16 +722,19 @@ class ExtractiveAnswerer:
             what = f"{expected.describe()} (“{expected.cue}”)" if expected else "a quantity"
             return Draft(refusal=True, score=None, best=best_claim,
                          reason=f"the question asks for {what}, and no retrieved sentence states one")
-        agreed = None if self.judge is None else agreement(
-            question, top, [s for s in scored if s.eligible], shown, headings or {}, self.judge)
-        if top.score < self.threshold and (agreed is None or agreed < AGREEMENT_MIN):
-            return Draft(refusal=True, score=top.score, agreement=agreed, best=best_claim,
+        eligible = [s for s in scored if s.eligible]
+        agreed = None if self.judge is None else agreement(question, top, eligible, shown, headings or {}, self.judge)
+        # the number the threshold applies to: the acceptor's probability, or the first sentence's own score
+        decisive = acceptance(eligible, expected_answer(question, self.profile) is not None) if self.acceptor \
+            else top.score
+        if decisive < self.threshold and (agreed is None or agreed < AGREEMENT_MIN):
+            return Draft(refusal=True, score=decisive, agreement=agreed, best=best_claim,
                          reason="no retrieved sentence states the answer clearly enough to quote it as one")
         chosen = [replace(s, candidate=quoted[s.candidate]) for s in chosen]
         top = chosen[0]
         claims = [_claim(s, shown) for s in chosen]
-        return Draft(refusal=False, answer=lead(top, shown, len(chosen) - 1, self.profile), claims=claims, score=top.score,
-                     agreement=agreed, best=best_claim)
+        return Draft(refusal=False, answer=lead(top, shown, len(chosen) - 1, self.profile), claims=claims,
+                     score=decisive, agreement=agreed, best=best_claim)
 
     def repair(self, question: str, shown: Sequence[PageText], draft: Draft,
                failures: Sequence[Verdict]) -> Draft:
