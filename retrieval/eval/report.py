@@ -187,9 +187,11 @@ def render(cols: Sequence[Column], older: Sequence[Column] = ()) -> str:
 # Other runs of the same question sets, kept under results/<folder>/ with the canonical file names:
 # (folder, what the table's cells compare, in "A → B" order: the folder's run first or second)
 COMPARISONS = (
-    ("evidence", "The evidence scorer alone (`results/evidence/`, `CHAPTERVERSE_ANSWER_SCORER=evidence`, threshold "
-     "1.1253) → the default, with the trained reader as second judge (agreement ≥ 0.8472; both fitted on the two dev "
-     "sets only), same code and index, each set run once after the last change", True),
+    ("reader_pipeline/A", "The default until 5 Dec (`results/reader_pipeline/A/`, `CHAPTERVERSE_ANSWER_SCORER=evidence+reader`: "
+     "evidence threshold 1.1253, or the reader's agreement ≥ 0.8472) → the default since (`evidence+acceptor`: the "
+     "acceptor's p ≥ 0.5, or the same agreement), same code and index, 5 Dec. Only unseen 9 and 10 decided the switch "
+     "(`results/reader_pipeline/prereg_acceptor.txt`); the other sets had been used before and are shown, not decided on",
+     True),
 )
 
 
