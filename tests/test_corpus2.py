@@ -56,8 +56,6 @@ ANSWER_FAILURES: dict[str, str] = {
     "c2d31": "false refusal: gold page 129 retrieved fourth, no sentence scores above the extractive threshold",
     "c2d32": "false refusal: gold page 135 retrieved first, no sentence scores above the extractive threshold",
     "c2d35": "false refusal: the question asks for text the premise gate finds absent",
-    "c2d39": "false refusal: its first sentence is the right one, but the acceptor (the default since 5 Dec, "
-             "results/reader_pipeline/) gives it p < 0.5 and the reader does not agree strongly enough",
     # answered right until gnuplot.pdf (311 pages) was embedded in two segments (ingest.passages): its
     # vectors changed batch-mates, and these two flipped (results/ingest_segments/results.json)
     **({"c2d26": "false refusal: 'how many' and no retrieved sentence states a number (the answer says "

@@ -187,11 +187,11 @@ def render(cols: Sequence[Column], older: Sequence[Column] = ()) -> str:
 # Other runs of the same question sets, kept under results/<folder>/ with the canonical file names:
 # (folder, what the table's cells compare, in "A → B" order: the folder's run first or second)
 COMPARISONS = (
-    ("reader_pipeline/A", "The default until 5 Dec (`results/reader_pipeline/A/`, `CHAPTERVERSE_ANSWER_SCORER=evidence+reader`: "
-     "evidence threshold 1.1253, or the reader's agreement ≥ 0.8472) → the default since (`evidence+acceptor`: the "
-     "acceptor's p ≥ 0.5, or the same agreement), same code and index, 5 Dec. Only unseen 9 and 10 decided the switch "
+    ("reader_pipeline/C", "The default (`evidence+reader`: evidence threshold 1.1253, or the reader's agreement ≥ 0.8472) → "
+     "`CHAPTERVERSE_ANSWER_SCORER=evidence+acceptor` (`results/reader_pipeline/C/`: the acceptor's p ≥ 0.5, or the same "
+     "agreement), same code and index, 5 Dec. Only unseen 9 and 10 were decided on "
      "(`results/reader_pipeline/prereg_acceptor.txt`); the other sets had been used before and are shown, not decided on",
-     True),
+     False),
 )
 
 
