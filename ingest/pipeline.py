@@ -157,10 +157,11 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
         else:
             todo.append(idx)
     kept = len(fresh)
-    bar = tqdm(total=sum(map(len, todo)), desc=f"{src.name}: embedding", unit="chunk",
+    to_embed = sum(map(len, todo))
+    bar = tqdm(total=to_embed, desc=f"{src.name}: embedding", unit="chunk",
                disable=None if not quiet else True, leave=False)
     if progress:
-        progress.begin("embedding passages", sum(map(len, todo)))
+        progress.begin("embedding passages", to_embed)
     try:
         for idx in todo:
             segment = embed_segment(embedder, [texts[i] for i in idx], [chunks[i] for i in idx],
