@@ -262,11 +262,10 @@ def running_need(pages: int, min_share: float = 0.2, min_pages: int = 3) -> int:
 
 def find_running_lines(texts: Sequence[str], min_share: float = 0.2, min_pages: int = 3) -> set[str]:
     """Signatures of lines repeated near the top or bottom of many pages."""
-    counts: Counter[str] = Counter()
+    so_far = RunningSoFar(min_share, min_pages)
     for text in texts:
-        counts.update(edge_signatures(text))
-    need = running_need(len(texts), min_share, min_pages)
-    return {sig for sig, n in counts.items() if n >= need and sig}
+        so_far.add(text)
+    return {sig for sig in so_far.counts if sig in so_far}
 
 
 class RunningSoFar:
