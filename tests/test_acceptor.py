@@ -8,7 +8,7 @@ import math
 import pytest
 
 from retrieval.answer.answerers import acceptor
-from retrieval.answer.answerers.acceptor import ACCEPT_MIN, NO_RIVAL_MARGIN, VETO_BELOW, acceptance, accepts, features
+from retrieval.answer.answerers.acceptor import ACCEPT_MIN, NO_RIVAL_MARGIN, acceptance, features
 from retrieval.answer.answerers.extractive import Candidate, ExtractiveAnswerer, Scored, shared_pairs, word_pairs
 from retrieval.answer.verify import verify_claims
 from tests.test_extractive import PAGES, _answer, _bow_embed, _Judge
@@ -44,19 +44,6 @@ def test_a_clear_leader_is_accepted_a_weak_near_tie_is_not() -> None:
     assert acceptance([weak, _s(cos=0.29, lex=0.3)], quantity_question=False) < ACCEPT_MIN
 
 
-@pytest.mark.parametrize(("p", "evidence", "replace", "veto"), [
-    (0.6, 0.5, True, True),  # the acceptor is sure: accepted whatever the evidence score
-    (0.3, 1.3, False, True),  # a near tie above the threshold: the veto mode still answers it
-    (0.2, 1.3, False, False),  # clearly unlikely: vetoed even above the threshold
-    (0.3, 1.0, False, False),  # below the threshold and not sure: refused either way
-])
-def test_what_each_mode_accepts(p: float, evidence: float, replace: bool, veto: bool) -> None:
-    assert VETO_BELOW < ACCEPT_MIN
-    kw = {"accept_min": ACCEPT_MIN, "evidence_min": 1.1253}
-    assert accepts(p, evidence, veto=False, **kw) is replace
-    assert accepts(p, evidence, veto=True, **kw) is veto
-
-
 def test_word_pairs_shared_with_the_question() -> None:
     q = word_pairs(["emergency", "locator", "transmitter"])
     assert shared_pairs(q, ["the", "emergency", "locator", "transmitter"]) == 1.0
@@ -69,53 +56,30 @@ HEADS = {"P1": "§ 91.117 Aircraft speed.", "P2": "Introduction"}
 
 
 def test_the_acceptor_decides_in_the_answerer_and_its_probability_is_the_score() -> None:
-    ans = ExtractiveAnswerer(_bow_embed, model="bow", acceptor="replace")
+    ans = ExtractiveAnswerer(_bow_embed, model="bow", acceptor=True)
     assert ans.scorer == "evidence+acceptor" and ans.threshold == ACCEPT_MIN
     draft = _answer(ans, QUESTION, PAGES, HEADS)
     assert draft.score is not None and 0.0 < draft.score < 1.0
-    probe = _answer(ExtractiveAnswerer(_bow_embed, model="bow", acceptor="replace", threshold=float("-inf")), QUESTION,
+    probe = _answer(ExtractiveAnswerer(_bow_embed, model="bow", acceptor=True, threshold=float("-inf")), QUESTION,
                     PAGES, HEADS)
     assert not probe.refusal and probe.score == pytest.approx(draft.score)
     assert "250 knots" in probe.claims[0].quote and not verify_claims(probe.claims, PAGES).failures
     # the same probability decides: just above it refuses, just below it answers
-    assert _answer(ExtractiveAnswerer(_bow_embed, model="bow", acceptor="replace", threshold=draft.score + 1e-6),
+    assert _answer(ExtractiveAnswerer(_bow_embed, model="bow", acceptor=True, threshold=draft.score + 1e-6),
                    QUESTION, PAGES, HEADS).refusal
-    assert not _answer(ExtractiveAnswerer(_bow_embed, model="bow", acceptor="replace", threshold=draft.score - 1e-6),
+    assert not _answer(ExtractiveAnswerer(_bow_embed, model="bow", acceptor=True, threshold=draft.score - 1e-6),
                        QUESTION, PAGES, HEADS).refusal
 
 
 def test_the_judge_still_accepts_what_the_acceptor_would_refuse() -> None:
-    strict = ExtractiveAnswerer(_bow_embed, model="bow", acceptor="replace", threshold=1.0)
+    strict = ExtractiveAnswerer(_bow_embed, model="bow", acceptor=True, threshold=1.0)
     assert _answer(strict, QUESTION, PAGES, HEADS).refusal
-    judged = ExtractiveAnswerer(_bow_embed, model="bow", acceptor="replace", threshold=1.0, judge=_Judge("250 knots", 0.97))
+    judged = ExtractiveAnswerer(_bow_embed, model="bow", acceptor=True, threshold=1.0, judge=_Judge("250 knots", 0.97))
     assert judged.scorer == "evidence+acceptor+stub-judge"
     draft = _answer(judged, QUESTION, PAGES, HEADS)
     assert not draft.refusal and "250 knots" in draft.claims[0].quote and draft.agreement == pytest.approx(0.97)
 
 
-def test_the_veto_mode_answers_above_the_evidence_threshold_unless_the_acceptor_objects(monkeypatch) -> None:
-    import retrieval.answer.answerers.extractive as ex  # noqa: PLC0415
-
-    evidence = _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=float("-inf")), QUESTION, PAGES, HEADS).score
-    p = _answer(ExtractiveAnswerer(_bow_embed, model="bow", acceptor="replace", threshold=float("-inf")),
-                QUESTION, PAGES, HEADS).score
-    assert evidence is not None and p is not None and VETO_BELOW <= p
-    # the acceptor's own cut just above p: alone it refuses; as a veto it answers what the evidence
-    # threshold accepts, and its score is still the acceptor's probability
-    replace = ExtractiveAnswerer(_bow_embed, model="bow", acceptor="replace", threshold=p + 1e-6)
-    veto = ExtractiveAnswerer(_bow_embed, model="bow", acceptor="veto", threshold=p + 1e-6)
-    assert veto.scorer == "evidence+veto" and veto.threshold == p + 1e-6
-    monkeypatch.setattr(ex, "DEFAULT_THRESHOLD", evidence - 1e-6)
-    assert _answer(replace, QUESTION, PAGES, HEADS).refusal
-    draft = _answer(veto, QUESTION, PAGES, HEADS)
-    assert not draft.refusal and "250 knots" in draft.claims[0].quote and draft.score == pytest.approx(p)
-    monkeypatch.setattr(ex, "DEFAULT_THRESHOLD", evidence + 1e-6)  # below the evidence threshold: refused
-    assert _answer(veto, QUESTION, PAGES, HEADS).refusal
-    monkeypatch.setattr(ex, "DEFAULT_THRESHOLD", evidence - 1e-6)
-    monkeypatch.setattr(acceptor, "VETO_BELOW", p + 1e-6)  # the acceptor objects: vetoed
-    assert _answer(veto, QUESTION, PAGES, HEADS).refusal
-
-
 def test_a_reader_that_decides_takes_no_acceptor() -> None:
     with pytest.raises(ValueError, match="no second judge or acceptor"):
-        ExtractiveAnswerer(_bow_embed, model="bow", reader=_Judge("x", 0.9), acceptor="replace")
+        ExtractiveAnswerer(_bow_embed, model="bow", reader=_Judge("x", 0.9), acceptor=True)

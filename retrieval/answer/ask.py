@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
 from retrieval.answer.answerers import ANSWERERS, Answerer, AnswererError, Draft
-from retrieval.answer.answerers.acceptor import AcceptorMode
 from retrieval.answer.answerers.followup import standalone_without_model
 from retrieval.answer.answerers.keyterms import PhraseStats
 from retrieval.answer.answerers.support import unsupported
@@ -100,9 +99,6 @@ def build_answerer(settings: Settings, name: str, profile: Profile, threshold: f
     return build_extractive(settings, profile, threshold)
 
 
-ACCEPTOR_MODES: dict[str, AcceptorMode] = {"evidence+acceptor": "replace", "evidence+veto": "veto"}
-
-
 def build_extractive(settings: Settings, profile: Profile, threshold: float | None = None) -> Answerer:
     """The extractive answerer reading with ``profile`` (the searched collections'); ``threshold`` overrides its calibrated refusal threshold (the
     calibration in ``retrieval.eval.answer_eval`` probes with it disabled)."""
@@ -115,13 +111,13 @@ def build_extractive(settings: Settings, profile: Profile, threshold: float | No
     return ExtractiveAnswerer(embedder.embed_queries, model=embedder.name, profile=profile,
                               threshold=threshold, reader=reader if decides else None,
                               judge=None if decides else reader,
-                              acceptor=ACCEPTOR_MODES.get(settings.answer.scorer),
+                              acceptor=settings.answer.scorer == "evidence+acceptor",
                               word_pieces=embedder.word_pieces)
 
 
 def sentence_reader(settings: Settings, purpose: str = "answer"):
     """The trained reader, for picking or judging extractive quotes (``purpose`` 'answer': when
-    ``answer_scorer`` is not 'evidence') or for the model path's support check
+    ``answer_scorer`` is 'reader', 'evidence+reader' or 'evidence+acceptor') or for the model path's support check
     ('support': when ``quote_support_check``); None when not wanted or when its weights do not load
     (the log says why)."""
     if (settings.answer.scorer == "evidence") if purpose == "answer" else not settings.answer.quote_support_check:

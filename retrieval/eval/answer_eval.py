@@ -256,19 +256,17 @@ def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, 
         "summary": summarise(rows), "per_question": rows, "provenance": started,
     }
     if "extractive" in answerer_ran:
-        from retrieval.answer.answerers import acceptor, extractive  # noqa: PLC0415
+        from retrieval.answer.answerers import extractive  # noqa: PLC0415
 
         scorers = sorted({r["sentence_scorer"] for r in rows if r.get("sentence_scorer")})
         reader_decided = any(s != "evidence" and not s.startswith("evidence+") for s in scorers)
-        accepted = any(s.startswith(("evidence+acceptor", "evidence+veto")) for s in scorers)
-        judged = any(s.startswith("evidence+") and s not in ("evidence+acceptor", "evidence+veto") for s in scorers)
+        accepted = any(s.startswith("evidence+acceptor") for s in scorers)
+        judged = any(s.startswith("evidence+") and s != "evidence+acceptor" for s in scorers)
         out["config"]["extractive"] = {
             "sentence_scorer": scorers, "answer_scorer_configured": settings.answer.scorer,
             "threshold": extractive.READER_THRESHOLD if reader_decided else extractive.ACCEPT_MIN if accepted
             else extractive.DEFAULT_THRESHOLD,
             **({"threshold_on": "the acceptor's probability (retrieval/answer/answerers/acceptor.py)"} if accepted else {}),
-            **({"veto_below": acceptor.VETO_BELOW, "evidence_threshold": extractive.DEFAULT_THRESHOLD}
-               if any(s.startswith("evidence+veto") for s in scorers) else {}),
             **({"agreement_min": extractive.AGREEMENT_MIN} if judged else {}),
             "quote_margin": extractive.READER_MARGIN if reader_decided else extractive.QUOTE_MARGIN,
             "max_quotes": extractive.MAX_QUOTES}

@@ -10,11 +10,8 @@ evaluation set. How they were made: ``results/reader_pipeline/`` (``scripts/dump
 ``scripts/fit_acceptor.py``). Out of sample by collection on those documents it answered 1,101
 questions right with 401 wrong where the threshold answered 1,232 with 790.
 
-Used by two scorers (``retrieval.settings``); in both the reader's agreement still accepts a first
-quote on its own (``accepts`` says what else does):
-- 'evidence+acceptor': the acceptor's probability replaces the evidence threshold;
-- 'evidence+veto': it accepts beside the evidence threshold, and vetoes a first sentence the
-  threshold would accept only when it finds it clearly unlikely (``VETO_BELOW``).
+Used by the scorer 'evidence+acceptor' (``retrieval.settings``): the acceptor's probability replaces
+the evidence threshold, and the reader's agreement still accepts a first quote on its own.
 """
 
 from __future__ import annotations
@@ -22,16 +19,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from retrieval.answer.answerers.extractive import Scored
 
 ACCEPT_MIN = 0.5  # the natural cut of a probability: a right answer gains what a wrong one costs
-# 'evidence+veto': below this the acceptor overrules the evidence threshold. Odds of 1:3, the largest
-# round cut that keeps the tainted handbook's required answer (issue 11: "top speed" over four speed
-# rows, p 0.297); not fitted on any evaluation set (results/reader_pipeline/prereg_veto.txt)
-VETO_BELOW = 0.25
 NO_RIVAL_MARGIN = 0.5  # the margin counted when the first sentence has no eligible rival
 BIAS = -4.261021263301562
 WEIGHTS = (  # in the order of ``features``; fitted by results/reader_pipeline/scripts/fit_acceptor.py
@@ -51,7 +44,6 @@ WEIGHTS = (  # in the order of ``features``; fitted by results/reader_pipeline/s
     1.377650064215525,  # best cosine of the other eligible sentences
 )
 _DIGIT = re.compile(r"\d")
-AcceptorMode = Literal["replace", "veto"]  # how the acceptor decides beside the evidence threshold (``accepts``)
 
 
 def features(eligible: Sequence[Scored], quantity_question: bool) -> list[float]:
@@ -81,10 +73,3 @@ def acceptance(eligible: Sequence[Scored], quantity_question: bool) -> float:
     """Probability that the first of ``eligible`` states the answer."""
     z = BIAS + sum(w * x for w, x in zip(WEIGHTS, features(eligible, quantity_question), strict=True))
     return 1.0 / (1.0 + math.exp(-z))
-
-
-def accepts(p: float, evidence: float, *, accept_min: float, evidence_min: float, veto: bool) -> bool:
-    """Whether the first sentence is quoted as the answer, given the acceptor's probability ``p`` and its
-    evidence score: ``p >= accept_min``; with ``veto``, also an evidence score at ``evidence_min`` that
-    the acceptor does not find clearly unlikely (``p >= VETO_BELOW``)."""
-    return p >= accept_min or (veto and evidence >= evidence_min and p >= VETO_BELOW)

@@ -59,7 +59,7 @@ import numpy as np
 
 from retrieval.text.tables import is_table_row
 from retrieval.answer.answerers import Draft
-from retrieval.answer.answerers.acceptor import ACCEPT_MIN, AcceptorMode, acceptance, accepts
+from retrieval.answer.answerers.acceptor import ACCEPT_MIN, acceptance
 from retrieval.answer.answerers.evidence import expected_answer, satisfies, specific_terms
 from retrieval.answer.answerers.keyterms import KeyTerm, PhraseStats, key_term_counts, key_terms, on_topic, passage_terms
 from retrieval.answer.answerers.followup import followup_terms, standalone_without_model
@@ -647,21 +647,20 @@ class ExtractiveAnswerer:
     def __init__(self, embed: Embed, model: str, threshold: float | None = None,
                  profile: Profile = DEFAULT_PROFILE, word_pieces: WordPieces | None = None,
                  reader: SentenceReader | None = None, judge: SentenceReader | None = None,
-                 acceptor: AcceptorMode | None = None) -> None:
+                 acceptor: bool = False) -> None:
         """``reader``: score sentences with it (threshold on its probability, default
         ``READER_THRESHOLD``); without one, the evidence score (default ``DEFAULT_THRESHOLD``), with
         ``judge`` as a second opinion that accepts a first quote below the threshold when it agrees
         (``AGREEMENT_MIN``). ``acceptor``: the evidence score still picks, and the acceptor's
         probability (``retrieval.answer.answerers.acceptor``, default threshold ``ACCEPT_MIN``)
-        replaces the evidence threshold ('replace') or accepts beside it and vetoes a clearly
-        unlikely first sentence ('veto'); ``judge`` keeps its say."""
+        replaces the evidence threshold; ``judge`` keeps its say."""
         if reader is not None and (judge is not None or acceptor):
             raise ValueError("a reader that scores the sentences needs no second judge or acceptor")
         self._embed = embed
         self.reader = reader
         self.judge = judge
         self.acceptor = acceptor
-        picks = {None: "evidence", "replace": "evidence+acceptor", "veto": "evidence+veto"}[acceptor]
+        picks = "evidence+acceptor" if acceptor else "evidence"
         self.scorer = reader.name if reader is not None else f"{picks}+{judge.name}" if judge is not None else picks
         self._word_pieces = word_pieces
         self.profile = profile
@@ -726,14 +725,9 @@ class ExtractiveAnswerer:
         eligible = [s for s in scored if s.eligible]
         agreed = None if self.judge is None else agreement(question, top, eligible, shown, headings or {}, self.judge)
         # the number the threshold applies to: the acceptor's probability, or the first sentence's own score
-        if self.acceptor:
-            decisive = acceptance(eligible, expected_answer(question, self.profile) is not None)
-            passed = accepts(decisive, top.score, accept_min=self.threshold, evidence_min=DEFAULT_THRESHOLD,
-                             veto=self.acceptor == "veto")
-        else:
-            decisive = top.score
-            passed = decisive >= self.threshold
-        if not passed and (agreed is None or agreed < AGREEMENT_MIN):
+        decisive = acceptance(eligible, expected_answer(question, self.profile) is not None) if self.acceptor \
+            else top.score
+        if decisive < self.threshold and (agreed is None or agreed < AGREEMENT_MIN):
             return Draft(refusal=True, score=decisive, agreement=agreed, best=best_claim,
                          reason="no retrieved sentence states the answer clearly enough to quote it as one")
         chosen = [replace(s, candidate=quoted[s.candidate]) for s in chosen]
