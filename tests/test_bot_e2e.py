@@ -64,14 +64,14 @@ def db_rows(settings, sql: str, *params) -> list[dict]:
         return conn.execute(sql, params).fetchall()
 
 
-def recorded_turns(settings, ch: str, count: int) -> list[dict]:
-    """The channel's turns once ``count`` are recorded: a turn is written just after its reply is posted,
-    so a reply seen in Slack does not yet mean its row exists."""
-    def rows() -> list[dict] | None:
-        found = db_rows(settings, "SELECT question, result FROM bot_turns WHERE channel = %s ORDER BY id", ch)
-        return found if len(found) >= count else None
+def rows_once(settings, count: int, sql: str, *params) -> list[dict]:
+    """The query's rows once there are ``count`` of them: the bot records a turn just after it posts the
+    reply, so a reply seen in Slack does not yet mean its row exists."""
+    def found() -> list[dict] | None:
+        rows = db_rows(settings, sql, *params)
+        return rows if len(rows) >= count else None
 
-    return wait_for(rows, 20, f"{count} recorded turns in {ch}")
+    return wait_for(found, 20, f"{count} rows of {sql}")
 
 
 def channel() -> str:
@@ -132,8 +132,7 @@ def test_mention_gets_threaded_answer_with_page_links(fake: FakeSlack, bot: BotP
     assert "250 knots" in text_of(msgs)
     assert any(l["text"].startswith("14 CFR Part 91") for l in links)
     tid = turn_id(msgs)
-    row = wait_for(lambda: db_rows(settings, "SELECT question, refusal, collections FROM bot_turns WHERE id = %s", tid),
-                   20, f"turn {tid} recorded")[0]
+    row = rows_once(settings, 1, "SELECT question, refusal, collections FROM bot_turns WHERE id = %s", tid)[0]
     assert row["question"] == ANSWERABLE and row["refusal"] is False and row["collections"][0] == "dev"
 
     # feedback: the button records who, which answer and when; the person gets an ephemeral thanks
@@ -163,7 +162,7 @@ def test_followup_in_thread_without_mention_uses_history(fake: FakeSlack, bot: B
     wait_reply(fake, ch, ts)
     fake.post_user_message(ch, ADMIN, "And at night?", thread_ts=ts)
     msgs = wait_reply(fake, ch, ts, count=2)
-    rows = recorded_turns(settings, ch, 2)
+    rows = rows_once(settings, 2, "SELECT question, result FROM bot_turns WHERE channel = %s ORDER BY id", ch)
     assert [r["question"] for r in rows] == ["How much fuel reserve must an airplane carry for a VFR flight by day?",
                                              "And at night?"]
     standalone = rows[1]["result"].get("standalone_question") or ""
@@ -400,7 +399,7 @@ def test_restart_remembers_threads_and_exits_cleanly(fake: FakeSlack, bot: BotPr
     bot.start(wait_models=False)
     fake.post_user_message(ch, ADMIN, "And at night?", thread_ts=ts)
     wait_reply(fake, ch, ts, count=2, timeout=180)
-    rows = recorded_turns(settings, ch, 2)
+    rows = rows_once(settings, 2, "SELECT question, result FROM bot_turns WHERE channel = %s ORDER BY id", ch)
     assert "fuel" in (rows[-1]["result"].get("standalone_question") or "").lower()
 
 
