@@ -72,6 +72,14 @@ class Turn(BaseModel):
     answer: str = ""
 
 
+class ShownPage(BaseModel):
+    """One page (or slice of it) an answerer was shown."""
+
+    document: str
+    page: int
+    chars: int
+
+
 class Answer(BaseModel):
     """What `ask` returns: an answer with at least one verified citation, or a refusal."""
 
@@ -96,3 +104,8 @@ class Answer(BaseModel):
     best_evidence: NearestPassage | None = None  # extractive: where its best sentence was (also when refusing)
     # matching passages set aside as text addressed to AI assistants (prompt injection); never quoted
     untrusted: list[NearestPassage] = Field(default_factory=list)
+    shown_pages: list[ShownPage] = Field(default_factory=list)  # what the answerer was shown, in order
+    model_calls: int = 0  # requests sent to a model for this question (rewrite, answer, repair, retries)
+    unsupported_dropped: int = 0  # verified model quotes dropped because the reader doubted them
+    withheld: list[str] = Field(default_factory=list)  # what a withheld model answer text stated unbacked
+    withheld_text: str = ""  # that text (for evaluation and logs; never shown to users)

@@ -376,7 +376,7 @@ def test_designators_are_matched_as_phrases() -> None:
 
 
 def test_sentence_bounds_widen_a_chunk_cut_mid_sentence() -> None:
-    from retrieval.answer.ask import sentence_bounds  # noqa: PLC0415
+    from retrieval.answer.context import sentence_bounds  # noqa: PLC0415
 
     start = FUEL_PAGE.index("No person may begin")
     end = FUEL_PAGE.index("landing and,") + len("landing and,")
@@ -387,7 +387,7 @@ def test_sentence_bounds_widen_a_chunk_cut_mid_sentence() -> None:
 def test_sentence_bounds_never_start_inside_a_word_hyphenated_across_a_break() -> None:
     """14 CFR 91.167 as stored: a chunk began at "copters" after "heli-" and a blank line, and the
     answerer quoted "copters, fly after that for 30 minutes", which is not on the page as a reader sees it."""
-    from retrieval.answer.ask import sentence_bounds  # noqa: PLC0415
+    from retrieval.answer.context import sentence_bounds  # noqa: PLC0415
 
     page = ("(2) Except as provided in paragraph\n(b) of this section, fly from that airport\nto the alternate "
             "airport; and\n\n(3) Fly after that for 45 minutes at\nnormal cruising speed or, for heli-\n\n"

@@ -231,7 +231,7 @@ def test_unverifiable_quotes_are_repaired_once_then_refused(gsettings, fake, cha
     a = run(gsettings)
     assert a.refusal and a.repaired
     assert len(fake.requests) == 2
-    assert "failed mechanical verification" in fake.requests[1].prompt
+    assert "checked mechanically" in fake.requests[1].prompt
     assert a.dropped_citations == 2 and a.proposed_citations == 2
     assert "900" not in a.answer and a.nearest
 
@@ -259,7 +259,7 @@ def test_mixed_citations_are_repaired_then_keep_only_verified(gsettings, fake) -
     assert not a.refusal and a.answerer == "gemini" and a.answer == "250 knots"
     assert a.repaired and len(fake.requests) == 2  # one failed quote is enough for the repair pass
     repair = fake.requests[1].prompt
-    assert "failed mechanical verification" in repair and BAD_QUOTE in repair
+    assert "checked mechanically" in repair and BAD_QUOTE in repair
     assert "does not appear word for word" in repair  # told why
     assert len(a.citations) == 1 and a.dropped_citations == 2 and a.proposed_citations == 4
     assert all("900" not in c.quote for c in a.citations)

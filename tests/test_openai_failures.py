@@ -85,7 +85,7 @@ def test_fabricated_quote_is_dropped_and_the_verified_one_kept(osettings, fake) 
     fake.script(reply)
     a = run(osettings)
     assert not a.refusal and a.answerer == "openai" and a.repaired  # one repair pass, told what failed
-    assert "failed mechanical verification" in fake.requests[1].prompt and FABRICATED in fake.requests[1].prompt
+    assert "checked mechanically" in fake.requests[1].prompt and FABRICATED in fake.requests[1].prompt
     assert len(a.citations) == 1 and a.dropped_citations == 2
     assert all("900" not in c.quote for c in a.citations)
 

@@ -30,14 +30,15 @@ from retrieval.answer.answerers.keyterms import PhraseStats
 from retrieval.answer.answerers.support import unsupported
 from retrieval.answer.premise import examine, premise_note
 from retrieval.answer.term_stats import statistics
+from retrieval.answer.context import model_pages, shown_pages
 from retrieval.answer.verify import (
     PageText,
     SourcePage,
     Support,
     Verification,
+    join_adjacent,
     page_url,
-    shown_slices,
-    support_checked,
+    support_doubts,
     verify_claims,
 )
 from retrieval.encode.embed import ModelError
@@ -47,6 +48,7 @@ from retrieval.models import (
     NearestPassage,
     Passage,
     SearchResult,
+    ShownPage,
     Turn,
 )
 from retrieval.profile import Profile
@@ -58,7 +60,8 @@ from retrieval.store.db import DatabaseError
 
 log = logging.getLogger(__name__)
 
-ASK_K = 8  # passages shown to the answerer
+ASK_K = 8  # passages shown to the extractive answerer
+MODEL_K = 12  # passages retrieved for a model answerer (its pages shown whole or widened: retrieval.answer.context)
 NEAREST = 5  # passages listed with a refusal
 NO_SUPPORT = "The documents do not support an answer to this question."
 EXTRACTIVE = "extractive"
@@ -159,57 +162,6 @@ def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[st
         out.setdefault((p.collection, p.document), {})
     for r in rows:
         out[(r["collection"], r["name"])][r["page_no"]] = SourcePage(r["text"], r["label"])
-    return out
-
-
-MAX_EXTEND = 600  # characters a passage may grow at each end to reach a sentence boundary
-_SENTENCE_END = re.compile(r"[.?!][\"')\]]?(?=\s|$)")
-_BOUNDARY_BEFORE = re.compile(r"(?:[.?!:][\"')\]]?[ \t]*\n|\n[ \t]*\n)")
-_SPLIT_WORD = re.compile(r"[^\W\d_]-\s*\Z")  # a word hyphenated across a line (or column) break
-
-
-def sentence_bounds(text: str, start: int, end: int, limit: int = MAX_EXTEND) -> tuple[int, int]:
-    """``start``/``end`` moved outwards (at most ``limit`` characters each) to the nearest sentence
-    boundaries of ``text``, so a chunk cut mid-sentence is shown with its whole first and last
-    sentence: "... enough fuel to fly to the first point of intended landing and," goes on to
-    "(2) At night, to fly after that for at least 45 minutes." A boundary is a sentence end
-    (punctuation and a line break before the start; punctuation and a space after the end) or a
-    blank line, but not a line break after a word hyphenated across it, so a slice never starts
-    inside "heli-\n\ncopters"; an end already on one stays."""
-    start, end = max(0, start), min(len(text), end)
-    head = text[max(0, start - limit):start]
-    split = bool(_SPLIT_WORD.search(head))  # the slice starts inside a word: "heli-\n\ncopters"
-    if head and (split or not head.endswith("\n\n")) and (m := [
-            b for b in _BOUNDARY_BEFORE.finditer(head) if not _SPLIT_WORD.search(head, 0, b.start() + 1)]):
-        start = start - len(head) + m[-1].end()
-        while start < end and text[start].isspace():
-            start += 1
-    tail = text[:end].rstrip()
-    if tail and tail[-1] not in ".?!" and (m2 := _SENTENCE_END.search(text, end, min(len(text), end + limit))):
-        end = m2.end()
-    return start, end
-
-
-def whole_sentences(passage: Passage, pages: dict[int, SourcePage]) -> Passage:
-    """The passage with its first and last page slice widened to sentence boundaries (``sentence_bounds``)."""
-    first, last = pages.get(passage.page), pages.get(passage.page_end)
-    if first is None or last is None:
-        return passage
-    start, _ = sentence_bounds(first.text, passage.char_start, passage.char_start)
-    _, end = sentence_bounds(last.text, passage.char_end, passage.char_end)
-    if passage.page == passage.page_end:
-        start, end = sentence_bounds(first.text, passage.char_start, passage.char_end)
-    return passage.model_copy(update={"char_start": start, "char_end": end})
-
-
-def shown_pages(settings: Settings, passages: Sequence[Passage],
-                pages: dict[tuple[str, str], dict[int, SourcePage]]) -> list[PageText]:
-    """What the answerer is shown: each passage's page slices, widened to whole sentences."""
-    out: list[PageText] = []
-    for rank, p in enumerate(passages, 1):
-        doc_pages = pages.get((p.collection, p.document), {})
-        out.extend(shown_slices(whole_sentences(p, doc_pages), f"P{rank}", doc_pages,
-                                file_base_url=settings.ingest.file_base_url))
     return out
 
 
@@ -331,7 +283,8 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
         with clock.stage("search"):
             if search_fn is None:
                 from retrieval.search.search import search as search_fn  # noqa: PLC0415
-            found = search_fn(settings, standalone, k=k, collections=collections)
+            found = search_fn(settings, standalone, k=k if name == EXTRACTIVE else max(k, MODEL_K),
+                              collections=collections)
         result.reranker = found.reranker
         result.named_documents = list(found.named_documents)
         result.models["reranker"] = found.reranker
@@ -345,7 +298,11 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
         return _refusal(result, f"The search model is unavailable: {exc}")
 
     trusted = set_aside_untrusted(settings, found.results, result)
-    shown = shown_pages(settings, trusted, pages)
+    first_k = [p for p in trusted if any(p is r for r in found.results[:k])]  # what the extractive answerer reads
+    extract_view = shown_pages(first_k, pages, settings.ingest.file_base_url)
+    shown = extract_view if name == EXTRACTIVE else model_pages(
+        trusted, pages, settings.ingest.file_base_url, profile.injection)
+    result.shown_pages = [ShownPage(document=p.document, page=p.page, chars=len(p.text)) for p in shown]
     if not shown:
         where = f" in {', '.join(collections)}" if collections else ""
         return _refusal(result, _no_support(f"no passages were found{where}"))
@@ -357,17 +314,22 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
                 stats = read_statistics(settings, collections, answerer, standalone)
         except DatabaseError as exc:
             return _refusal(result, index_unavailable(question, exc).reason)
-    headings = {f"P{rank}": p.context for rank, p in enumerate(trusted, 1)}
-    support = sentence_reader(settings, "support") if name != EXTRACTIVE else None
-    draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result, headings, support, stats)
-    if (name != EXTRACTIVE and draft is not None and verification is not None and not draft.refusal
-            and verification.citations):
-        problems = unsupported(draft.answer, [c.quote for c in verification.citations], profile)
-        if problems:
-            log.info("%s answer withheld: %s in none of its verified quotes", name, ", ".join(problems))
-            result.warnings.append(f"{name} answer withheld: it stated {', '.join(problems)}, which none of its "
-                                   "verified quotes states; the quotes are shown alone")
-            draft = draft.model_copy(update={"answer": ""})  # the verified quotes alone
+    headings = {f"P{rank}": p.context for rank, p in enumerate(first_k, 1)}
+    draft, verification = _answer_and_verify(answerer, standalone, shown, clock, result, headings, stats)
+    if name != EXTRACTIVE:
+        result.model_calls = getattr(answerer, "calls", 0)
+        if draft is not None and verification is not None and not draft.refusal and verification.citations:
+            support = sentence_reader(settings, "support")
+            verification = _support_filtered(verification, draft.answer, standalone, support, profile, result)
+            problems = unsupported(draft.answer, [c.quote for c in verification.citations], profile,
+                                   question=standalone)
+            if problems:
+                log.info("%s answer withheld: %s in none of its verified quotes", name, ", ".join(problems))
+                result.withheld = problems
+                result.withheld_text = draft.answer
+                result.warnings.append(f"{name} answer withheld: it stated {', '.join(problems)}, which none of its "
+                                       "verified quotes states; the quotes are shown alone")
+                draft = draft.model_copy(update={"answer": ""})  # the verified quotes alone
     if draft is None and name != EXTRACTIVE:  # the model failed: degrade to verbatim quotes
         fallback = build_extractive(settings, profile, extractive_threshold)
         result.answerer = "extractive"
@@ -378,12 +340,13 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
                 stats = read_statistics(settings, collections, fallback, standalone)
         except DatabaseError as exc:
             return _refusal(result, index_unavailable(question, exc).reason)
-        draft, verification = _answer_and_verify(fallback, standalone, shown, clock, result, headings, stats=stats)
+        shown = extract_view
+        draft, verification = _answer_and_verify(fallback, standalone, shown, clock, result, headings, stats)
     if draft is None or verification is None:
         return _refusal(result, _no_support(result.warnings[-1] if result.warnings else ""), shown)
     if draft.refusal:
         return _refusal(result, _no_support(draft.reason), shown)
-    citations = verification.citations
+    citations = verification.citations if result.answerer == EXTRACTIVE else join_adjacent(verification.citations, shown)
     if not citations:
         return _refusal(result, _no_support("none of the quotes offered could be verified in the retrieved text"),
                         shown)
@@ -399,7 +362,6 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
 
 def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageText], clock: _Clock,
                        result: Answer, headings: dict[str, str] | None = None,
-                       support: Support | None = None,
                        stats: PhraseStats | None = None) -> tuple[Draft | None, Verification | None]:
     """Draft, verify, and repair once. (None, None) when the answerer failed.
 
@@ -409,9 +371,7 @@ def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageTe
     are dropped either way. A model's own refusal reason is logged and replaced by ours (empty: the
     caller says the documents do not support an answer). ``headings`` (section heading by shown
     passage id) and ``stats`` (``read_statistics``) go to the extractive answerer, which scores
-    sentences under their headings and weighs words by their rarity.
-    ``support`` (the reader) checks a model's verified quotes: one that states nothing towards the
-    question is dropped like an unverified one (``verify.support_checked``)."""
+    sentences under their headings and weighs words by their rarity."""
     is_model = answerer.name != EXTRACTIVE
     try:
         with clock.stage("answer"):
@@ -430,7 +390,7 @@ def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageTe
         result.best_evidence = NearestPassage(document=draft.best.document, page=draft.best.page,
                                               snippet=" ".join(draft.best.quote.split())[:240])
     with clock.stage("verify"):
-        verification = support_checked(verify_claims(draft.claims, shown), question, support if is_model else None)
+        verification = verify_claims(draft.claims, shown)
     result.dropped_citations += len(verification.failures)
     result.proposed_citations += len(draft.claims)
     if draft.refusal:
@@ -451,12 +411,31 @@ def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageTe
     if is_model:
         repaired = _own_reason(answerer.name, repaired, result)
     with clock.stage("verify"):
-        second = support_checked(verify_claims(repaired.claims, shown), question, support if is_model else None)
+        second = verify_claims(repaired.claims, shown)
     result.dropped_citations += len(second.failures)
     result.proposed_citations += len(repaired.claims)
     if not repaired.refusal and not second.citations and verification.citations:
         return draft, verification  # the repair made it worse: keep the first draft's verified quotes
     return repaired, second
+
+
+def _support_filtered(verification: Verification, answer: str, question: str, support: Support | None,
+                      profile: Profile, result: Answer) -> Verification:
+    """A model's verified quotes without those the reader doubts (``verify.support_doubts``), only when
+    an undoubted one remains and the answer text stays backed by what remains: the check never empties
+    an answer, never calls the model again, and never cuts the quote that carries the answer's numbers."""
+    doubted = support_doubts(verification.citations, question, support)
+    kept = [c for i, c in enumerate(verification.citations) if i not in doubted]
+    if not doubted or not kept:
+        return verification
+    quotes = [c.quote for c in verification.citations]
+    if unsupported(answer, [c.quote for c in kept], profile, question=question) and not unsupported(
+            answer, quotes, profile, question=question):
+        return verification
+    result.unsupported_dropped += len(doubted)
+    drop = {(c.document, c.page, c.quote) for i, c in enumerate(verification.citations) if i in doubted}
+    return Verification([v for v in verification.verdicts if v.citation is None
+                         or (v.citation.document, v.citation.page, v.citation.quote) not in drop])
 
 
 def _own_reason(name: str, draft: Draft, result: Answer) -> Draft:

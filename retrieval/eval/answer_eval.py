@@ -40,10 +40,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from pydantic import SecretStr
 
 from retrieval.store import db
 from retrieval.answer.ask import ASK_K, ask
@@ -119,6 +123,8 @@ def outcome(q: dict[str, Any], a: Answer) -> str:
 
 def judge(q: dict[str, Any], a: Answer, page_texts: PageTexts) -> dict[str, Any]:
     gold_pages = set(q.get("pages") or [])
+    shown_gold = bool(q["answerable"]) and any(s.document == q.get("document") and s.page in gold_pages
+                                                for s in a.shown_pages)
     on_gold = [c for c in a.citations if c.document == q.get("document") and c.page in gold_pages]
     result = outcome(q, a)
     return {"id": q.get("id"), "question": q["question"], "answerable": q["answerable"],
@@ -134,7 +140,11 @@ def judge(q: dict[str, Any], a: Answer, page_texts: PageTexts) -> dict[str, Any]
             "evidence_score": a.evidence_score, "reader_agreement": a.reader_agreement, "proposed_citations": a.proposed_citations,
             "dropped_citations": a.dropped_citations, "repaired": a.repaired, "answerer": a.answerer,
             "best_sentence_page": a.best_evidence.page if a.best_evidence else None,
-            "reranker": a.reranker, "sentence_scorer": a.models.get("sentence_scorer", ""), "warnings": a.warnings, "timings_ms": {k: round(v, 1) for k, v in a.timings_ms.items()}}
+            "reranker": a.reranker, "sentence_scorer": a.models.get("sentence_scorer", ""), "warnings": a.warnings,
+            "model_calls": a.model_calls, "unsupported_dropped": a.unsupported_dropped, "withheld": a.withheld, "withheld_text": a.withheld_text,
+            "answer_context_has_gold_page": shown_gold if q["answerable"] else None,
+            "shown_chars": sum(s.chars for s in a.shown_pages), "shown_items": len(a.shown_pages),
+            "timings_ms": {k: round(v, 1) for k, v in a.timings_ms.items()}}
 
 
 def _rate(n: int, d: int) -> float | None:
@@ -171,7 +181,43 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "accuracy": _rate(sum(r["correct"] for r in rows), len(rows)),
         "citations_proposed": proposed, "citations_dropped": dropped,
         "citations_dropped_share": round(dropped / proposed, 4) if proposed else 0.0,
+        **model_path_summary(rows),
     }
+
+
+def _quantiles(values: Sequence[int]) -> dict[str, int]:
+    v = sorted(values)
+    if not v:
+        return {}
+    return {"p50": v[len(v) // 2], "p90": v[min(len(v) - 1, int(len(v) * 0.9))], "max": v[-1]}
+
+
+def model_path_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What a model answerer adds to the summary: calls, what each check removed, what it was shown."""
+    ans = [r for r in rows if r["answerable"]]
+    answered = [r for r in rows if not r["refused"]]
+    out: dict[str, Any] = {
+        "any_quote_on_gold_page_rate": _rate(sum(1 for r in ans if r["any_quote_on_gold_page"]), len(ans)),
+        "answer_context_recall": _rate(sum(1 for r in ans if r.get("answer_context_has_gold_page")), len(ans)),
+        "shown_chars": _quantiles([r.get("shown_chars", 0) for r in rows]),
+    }
+    if not any(r.get("model_calls") for r in rows):
+        return out
+    withheld = [r for r in answered if r.get("withheld")]
+    out |= {
+        "model_calls": sum(r.get("model_calls", 0) for r in rows),
+        "model_calls_per_question": _rate(sum(r.get("model_calls", 0) for r in rows), len(rows)),
+        "questions_with_a_second_call": sum(1 for r in rows if r.get("repaired")),
+        "quotes_dropped_by_verification": sum(r["dropped_citations"] for r in rows),
+        "quotes_dropped_by_support_check": sum(r.get("unsupported_dropped", 0) for r in rows),
+        "answers_withheld": len(withheld),
+        "answer_text_shown_rate": _rate(len(answered) - len(withheld), len(answered)),
+        "answers_withheld_right_first_quote": sum(1 for r in withheld if r["outcome"] == "right_evidence_first"),
+        "answers_withheld_wrong": sum(1 for r in withheld if r["outcome"] == "wrong_but_verified"),
+        "fell_back_to_extractive": sum(1 for r in rows if r.get("answerer") == "extractive"),
+        "unrecorded_requests": sum(len(r.get("unrecorded") or []) for r in rows),
+    }
+    return out
 
 
 def best_cut(pos: Sequence[float], neg: Sequence[float]) -> tuple[int, float] | None:
@@ -235,14 +281,57 @@ def calibrate(probe: Sequence[dict[str, Any]], threshold: float | None = None) -
     return out
 
 
+def replay_settings(settings: Settings, base_url: str) -> Settings:
+    """``settings`` with both model answerers pointed at the replay server (``retrieval.eval.replay``)."""
+    key = SecretStr("replay")
+    answer = settings.answer.model_copy(update={"openai_base_url": f"{base_url}/v1", "openai_model": "replay",
+                                                "openai_api_key": key, "gemini_api_key": key})
+    return settings.model_copy(update={"answer": answer})
+
+
 def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, collections: Sequence[str] | None,
-             command: str, calibrate_threshold: bool = False) -> dict[str, Any]:
+             command: str, calibrate_threshold: bool = False, replay: Path | None = None,
+             pending: Path | None = None, source: str = "") -> dict[str, Any]:
+    """Ask every question and judge the answers. ``replay``: a folder of recorded model replies served to
+    the model answerer by the replay server (``retrieval.eval.replay``); requests with no recording are
+    written to ``pending`` and counted, never answered."""
+    if replay is None:
+        return _evaluate(settings, questions_path, answerer, collections, command, calibrate_threshold)
+    from retrieval.eval import replay as rp  # noqa: PLC0415
+
+    replayer = rp.Replayer(rp.load_replies(replay), pending)
+    with rp.serving(replayer) as url, _env("GOOGLE_GEMINI_BASE_URL", url):
+        out = _evaluate(replay_settings(settings, url), questions_path, answerer, collections, command,
+                        calibrate_threshold, replayer)
+    out["config"]["model_replies"] = {"folder": str(replay), "source": source or "recorded replies",
+                                      "served": len(replayer.served), "unrecorded": len(replayer.misses)}
+    return out
+
+
+@contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def _evaluate(settings: Settings, questions_path: Path, answerer: str | None, collections: Sequence[str] | None,
+              command: str, calibrate_threshold: bool, replayer: Any = None) -> dict[str, Any]:
     questions = load_questions(questions_path)
     started = {**provenance(), "taken": "at start"}  # the code this run loaded, before any long wait
     rows: list[dict[str, Any]] = []
     for q in questions:
+        mark = len(replayer.misses) if replayer is not None else 0
         a = _ask(settings, q, collections=collections, answerer=answerer)
         rows.append(judge(q, a, stored_page_texts(settings, a.citations, collections)))
+        if replayer is not None:
+            rows[-1]["unrecorded"] = [m.kind for m in replayer.misses_since(mark)]
     answerer_ran = sorted({r["answerer"] for r in rows})
     out: dict[str, Any] = {
         "command": command, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -113,17 +113,28 @@ def eval_answers(
     answerer: Annotated[str | None, typer.Option(help="gemini, openai (an OpenAI-compatible server) or extractive (default: CHAPTERVERSE_ANSWERER, else gemini when GEMINI_API_KEY is set, else extractive).")] = None,
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
     calibrate: Annotated[bool, typer.Option(help="Also report the best extractive refusal threshold for this set.")] = False,
+    replay: Annotated[Path | None, typer.Option(help="Folder of recorded model replies (*.jsonl): the model answerer "
+                                                "is served them by a local replay server, never a real provider.")] = None,
+    pending: Annotated[Path | None, typer.Option(help="With --replay: where requests with no recording are written "
+                                                 "(see `chapterverse eval pending`).")] = None,
+    source: Annotated[str, typer.Option(help="With --replay: who wrote the replies, as the results should say "
+                                       "(e.g. 'stand-in model').")] = "",
 ) -> None:
-    """Answered-correctly rate, refusal precision/recall, false refusals, citations dropped by verification."""
+    """Answered-correctly rate, refusal precision/recall, false refusals, citations dropped by verification;
+    with --replay, the model path on recorded replies (calls, checks, answer-context recall)."""
     from retrieval.eval.answer_eval import evaluate as run_eval  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
     command = (f"chapterverse eval answers {questions} --out {out}" + (f" --answerer {answerer}" if answerer else "")
-               + "".join(f" --collection {c}" for c in collection or []) + (" --calibrate" if calibrate else ""))
+               + "".join(f" --collection {c}" for c in collection or []) + (" --calibrate" if calibrate else "")
+               + (f" --replay {replay}" if replay else "") + (f" --pending {pending}" if pending else "")
+               + (f" --source '{source}'" if source else ""))
+    if replay is not None and answerer not in ("gemini", "openai"):
+        fail("--replay needs --answerer gemini or --answerer openai")
     try:
         result = run_eval(settings, questions, answerer=answerer, collections=collection, command=command,
-                          calibrate_threshold=calibrate)
+                          calibrate_threshold=calibrate, replay=replay, pending=pending, source=source)
     except (ValueError, OSError) as exc:
         fail(str(exc))
     save_result(out, result)
@@ -136,7 +147,39 @@ def eval_answers(
                f"citations dropped {s['citations_dropped']}/{s['citations_proposed']}")
     if "calibration" in result:
         typer.echo(f"calibrated threshold: {result['calibration']}")
+    if "model_calls" in s:
+        typer.echo(f"model calls {s['model_calls']} ({s['model_calls_per_question']}/question)  "
+                   f"answer-context recall {s['answer_context_recall']}  answers withheld {s['answers_withheld']}  "
+                   f"quotes dropped: verification {s['quotes_dropped_by_verification']}, support check "
+                   f"{s['quotes_dropped_by_support_check']}  unrecorded requests {s['unrecorded_requests']}")
+        if s["unrecorded_requests"]:
+            typer.echo(f"warning: {s['unrecorded_requests']} request(s) had no recorded reply"
+                       + (f"; written to {pending}" if pending else ""), err=True)
     typer.echo(f"wrote {out}")
+
+
+@_command("pending")
+def eval_pending(
+    pending: Annotated[Path, typer.Argument(help="The folder `eval answers --pending` writes requests to.")],
+    into: Annotated[Path | None, typer.Option(help="Import the replies written there (<key>.reply.json) into this "
+                                             "recording file (*.jsonl) first.")] = None,
+    source: Annotated[str, typer.Option(help="Who wrote the imported replies.")] = "stand-in model",
+) -> None:
+    """List the model requests still waiting for a recorded reply (and import the replies written so far)."""
+    from retrieval.eval import replay as rp  # noqa: PLC0415
+
+    if into is not None:
+        try:
+            imported, problems = rp.import_replies(pending, into, source)
+        except (OSError, rp.ReplayError) as exc:
+            fail(str(exc))
+        for p in problems:
+            typer.echo(f"not imported: {p}", err=True)
+        typer.echo(f"imported {imported} repl{'y' if imported == 1 else 'ies'} into {into}")
+    waiting = rp.pending_requests(pending) if pending.exists() else []
+    for req in waiting:
+        typer.echo(f"{pending / (req['key'] + '.request.json')}\t{req['kind']}\t{req['question'][:80]}")
+    typer.echo(f"{len(waiting)} request(s) pending")
 
 
 @_command("reader-latency")

@@ -12,6 +12,12 @@ held to its quotes on what most often turns a right-looking answer wrong:
   first, words with digits such as "172S"; ``evidence.specific_terms``) occurs in a quote.
 
 Anything missing is reported; ``retrieval.answer.ask`` then shows the verified quotes alone.
+
+What is the same statement in other spacing or spelling is not a false alarm (measured on a stand-in
+model's recorded replies, ``docs/model-path.md``): a number and its unit with or without a space
+between them ("27 °C" / "27°C", "4 GB" / "4GB"); an abbreviation whose words a quote spells out
+("VFR" / "visual flight rules") and words a quote abbreviates; the "No" that opens the answer to a
+yes/no question (the rest of the answer is still held to a negating quote).
 """
 
 from __future__ import annotations
@@ -26,6 +32,13 @@ from retrieval.text.textnorm import normalize
 # a number as written: "250", "1,000", "3.5", "10-12" (the dash family is "-" after normalize)
 _NUMBER = re.compile(r"\d+(?:[.,-]\d+)*")
 _WORD = re.compile(r"[a-z0-9'’]+")
+# the space between a number and what it measures ("4 gb", "27 °c") is spelling, not content
+_NUMBER_SPACE = re.compile(r"(?<=\d)[ \t]+(?=[^\W\d_]|[°%])")
+_ACRONYM = re.compile(r"\b[A-Z][A-Z0-9]*[A-Z]s?\b")  # VFR, ATC, PDFs
+_CAPITALISED_RUN = re.compile(r"\b(?:[A-Z][a-z]+(?:\s+(?:of|and|for|the|to|in|on)\s+|\s+)){1,7}[A-Z][a-z]+\b")
+_LINKING = frozenset({"of", "and", "for", "the", "to", "in", "on", "a"})
+_YES_NO_OPENERS = frozenset({"is", "are", "was", "were", "do", "does", "did", "can", "could", "may", "might",
+                             "must", "should", "will", "would", "has", "have", "had", "shall"})
 
 
 def _has_number(number: str, quotes: str) -> bool:
@@ -43,8 +56,70 @@ def unquoted_numbers(text: str, quotes: Sequence[str]) -> list[str]:
     return missing
 
 
+def compact(text: str) -> str:
+    """Normalised text without the space between a number and its unit ("4 gb" → "4gb")."""
+    return _NUMBER_SPACE.sub("", normalize(text))
+
+
+def _whole(phrase: str, text: str, *, unit_glue: bool) -> bool:
+    if not phrase:
+        return False
+    before = r"(?<![a-z])" if unit_glue and not phrase[0].isdigit() else r"(?<![a-z0-9])"
+    after = r"(?![a-z0-9])" if phrase[-1].isalnum() else ""
+    return re.search(rf"{before}{re.escape(phrase)}{after}", text) is not None
+
+
 def _has_words(phrase: str, quotes: str) -> bool:
-    return re.search(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", quotes) is not None
+    """``phrase`` occurs in ``quotes`` as whole words, as written or with a number and its unit
+    written together ("4 GB" in "4GB", "GB" after "4")."""
+    norm = normalize(phrase)
+    return _whole(norm, normalize(quotes), unit_glue=False) or _whole(compact(norm), compact(quotes), unit_glue=True)
+
+
+def _initials(words: Sequence[str]) -> tuple[str, str]:
+    """The initials of ``words``, with and without the linking words ("flight of rules" → "for", "fr")."""
+    return "".join(w[0] for w in words), "".join(w[0] for w in words if w not in _LINKING)
+
+
+def spells_out(acronym: str, quotes: str) -> bool:
+    """Some run of consecutive words of ``quotes`` has ``acronym``'s letters as initials ("VFR" and
+    "visual flight rules"), with or without the linking words ("of", "and", ...) among them."""
+    letters = acronym.lower().removesuffix("s") if len(acronym) > 2 else acronym.lower()
+    words = re.findall(r"[a-z]+", normalize(quotes))
+    n = len(letters)
+    for i in range(len(words)):
+        for j in range(i + n, min(len(words), i + 2 * n) + 1):
+            if letters in _initials(words[i:j]) and words[i][0] == letters[0] and words[j - 1][0] == letters[-1]:
+                return True
+    return False
+
+
+def _abbreviated(text: str, quotes: str) -> set[str]:
+    """Names in ``text`` that a quote states in other form: an acronym it spells out, or capitalised
+    words it abbreviates ("Air Traffic Control" when a quote says "ATC"); lower-cased, as
+    ``specific_terms`` gives them."""
+    out = {a.lower() for a in _ACRONYM.findall(text) if spells_out(a, quotes)}
+    for m in _CAPITALISED_RUN.finditer(text):
+        run = m.group(0).lower().split()
+        for i in range(len(run)):
+            for j in range(i + 2, len(run) + 1):
+                words = run[i:j]
+                if words[0] in _LINKING or words[-1] in _LINKING:
+                    continue
+                if any(_has_words(form, quotes) for form in _initials(words) if len(form) >= 2):
+                    out.update(words)
+    return out
+
+
+def yes_no(question: str) -> bool:
+    """The question asks for a yes or a no ("Is a transponder required ...?")."""
+    first = _WORD.findall(normalize(question)[:40])
+    return bool(first) and first[0] in _YES_NO_OPENERS
+
+
+def _without_yes_no(text: str) -> str:
+    """``text`` without the "Yes"/"No" that opens the answer to a yes/no question."""
+    return re.sub(r"\A\s*(?:yes|no)\b[\s,.;:—-]*", "", text, flags=re.IGNORECASE)
 
 
 def stated_units(text: str, profile: Profile = DEFAULT_PROFILE) -> list[str]:
@@ -68,15 +143,20 @@ def negates(text: str, profile: Profile = DEFAULT_PROFILE) -> bool:
     return any(w in profile.negations or w.endswith("n't") for w in words)
 
 
-def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PROFILE) -> list[str]:
+def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PROFILE, *,
+                question: str = "") -> list[str]:
     """What the answer text states that none of its verified quotes does, in plain words (empty
-    when everything is backed): "number 900", "unit “hours”", "a negation", "name “Cessna”"."""
+    when everything is backed): "number 900", "unit “hours”", "a negation", "name “Cessna”".
+    ``question``: what was asked, so the "No" answering a yes/no question is not taken for a claim."""
     joined = "\n".join(normalize(q) for q in quotes)
     problems = [f"number {n}" for n in unquoted_numbers(text, quotes)]
     undotted = joined.replace(".", "")  # "m.p.h." is "mph"
     problems += [f"unit “{u}”" for u in stated_units(text, profile)
                  if not _has_words(u, joined) and not _has_words(u.replace(".", ""), undotted)]
-    if negates(text, profile) and not any(negates(q, profile) for q in quotes):
+    claim = _without_yes_no(text) if question and yes_no(question) else text
+    if negates(claim, profile) and not any(negates(q, profile) for q in quotes):
         problems.append("a negation")
-    problems += [f"name “{t}”" for t in specific_terms(text, profile) if not _has_words(normalize(t), joined)]
+    spelled = _abbreviated(text, joined)
+    problems += [f"name “{t}”" for t in specific_terms(text, profile)
+                 if t not in spelled and not _has_words(normalize(t), joined)]
     return problems

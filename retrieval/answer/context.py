@@ -1,0 +1,141 @@
+"""What an answerer is shown (pure functions): the retrieved passages cut from their pages' own text.
+
+- The extractive answerer reads each passage's page slices widened to whole sentences
+  (``shown_pages``): its candidates are the sentences of what was retrieved.
+- A model is shown more (``model_pages``): one item per page, in the order the pages were first
+  retrieved, holding the whole page when it is short (``WHOLE_PAGE_CHARS``) and otherwise the
+  retrieved slices widened by ``MODEL_WINDOW`` characters to whole lines, merged into one span. A
+  table row keeps its cells and header, a list its opening line, a sentence its neighbours. Each
+  item has its own id. Paragraphs that read as text addressed to an AI reader
+  (``retrieval.text.injection``) are cut out of the widened text, so widening never shows what
+  retrieval set aside.
+Every quote is verified against exactly this text (``retrieval.answer.verify``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from retrieval.answer.verify import PageText, SourcePage, page_url, shown_slices
+from retrieval.models import Passage
+from retrieval.text.injection import DEFAULT_RULES, untrusted_spans
+
+Pages = Mapping[tuple[str, str], Mapping[int, SourcePage]]  # (collection, document) -> page number -> page
+
+MAX_EXTEND = 600  # characters a passage may grow at each end to reach a sentence boundary
+_SENTENCE_END = re.compile(r"[.?!][\"')\]]?(?=\s|$)")
+_BOUNDARY_BEFORE = re.compile(r"(?:[.?!:][\"')\]]?[ \t]*\n|\n[ \t]*\n)")
+_SPLIT_WORD = re.compile(r"[^\W\d_]-\s*\Z")  # a word hyphenated across a line (or column) break
+
+
+def sentence_bounds(text: str, start: int, end: int, limit: int = MAX_EXTEND) -> tuple[int, int]:
+    """``start``/``end`` moved outwards (at most ``limit`` characters each) to the nearest sentence
+    boundaries of ``text``, so a chunk cut mid-sentence is shown with its whole first and last
+    sentence: "... enough fuel to fly to the first point of intended landing and," goes on to
+    "(2) At night, to fly after that for at least 45 minutes." A boundary is a sentence end
+    (punctuation and a line break before the start; punctuation and a space after the end) or a
+    blank line, but not a line break after a word hyphenated across it, so a slice never starts
+    inside "heli-\n\ncopters"; an end already on one stays."""
+    start, end = max(0, start), min(len(text), end)
+    head = text[max(0, start - limit):start]
+    split = bool(_SPLIT_WORD.search(head))  # the slice starts inside a word: "heli-\n\ncopters"
+    if head and (split or not head.endswith("\n\n")) and (m := [
+            b for b in _BOUNDARY_BEFORE.finditer(head) if not _SPLIT_WORD.search(head, 0, b.start() + 1)]):
+        start = start - len(head) + m[-1].end()
+        while start < end and text[start].isspace():
+            start += 1
+    tail = text[:end].rstrip()
+    if tail and tail[-1] not in ".?!" and (m2 := _SENTENCE_END.search(text, end, min(len(text), end + limit))):
+        end = m2.end()
+    return start, end
+
+
+def whole_sentences(passage: Passage, pages: dict[int, SourcePage]) -> Passage:
+    """The passage with its first and last page slice widened to sentence boundaries (``sentence_bounds``)."""
+    first, last = pages.get(passage.page), pages.get(passage.page_end)
+    if first is None or last is None:
+        return passage
+    start, _ = sentence_bounds(first.text, passage.char_start, passage.char_start)
+    _, end = sentence_bounds(last.text, passage.char_end, passage.char_end)
+    if passage.page == passage.page_end:
+        start, end = sentence_bounds(first.text, passage.char_start, passage.char_end)
+    return passage.model_copy(update={"char_start": start, "char_end": end})
+
+
+def shown_pages(passages: Sequence[Passage], pages: Pages, file_base_url: str | None = None) -> list[PageText]:
+    """What the answerer is shown: each passage's page slices, widened to whole sentences."""
+    out: list[PageText] = []
+    for rank, p in enumerate(passages, 1):
+        doc_pages = pages.get((p.collection, p.document), {})
+        out.extend(shown_slices(whole_sentences(p, doc_pages), f"P{rank}", doc_pages,
+                                file_base_url=file_base_url))
+    return out
+
+
+WHOLE_PAGE_CHARS = 3000  # a page this short is shown whole to a model
+MODEL_WINDOW = 600  # characters a model's slice grows at each end (then to whole lines)
+WITHHELD = "[…]"  # stands where a paragraph addressed to an AI reader was cut out
+
+
+def _line_start(text: str, pos: int) -> int:
+    return text.rfind("\n", 0, max(0, pos)) + 1
+
+
+def _line_end(text: str, pos: int) -> int:
+    end = text.find("\n", min(len(text), pos))
+    return len(text) if end < 0 else end
+
+
+def page_window(text: str, lo: int, hi: int, window: int = MODEL_WINDOW,
+                whole: int = WHOLE_PAGE_CHARS) -> tuple[int, int]:
+    """The span of ``text`` a model is shown for a hit at [lo, hi): the whole page when it is at most
+    ``whole`` characters, else the hit widened by ``window`` characters each way, to whole lines."""
+    if len(text) <= whole:
+        return 0, len(text)
+    return _line_start(text, lo - window), _line_end(text, hi + window)
+
+
+def without_untrusted(text: str, lo: int, hi: int, names: tuple[str, ...] = DEFAULT_RULES) -> str:
+    """``text[lo:hi]`` with every paragraph that reads as prompt injection replaced by ``WITHHELD``."""
+    out: list[str] = []
+    at = lo
+    for s, e in untrusted_spans(text, lo, hi, names):
+        out.append(text[at:s])
+        out.append(WITHHELD)
+        at = e
+    out.append(text[at:hi])
+    return "".join(out).strip("\n")
+
+
+def model_pages(passages: Sequence[Passage], pages: Pages, file_base_url: str | None = None,
+                injection_rules: tuple[str, ...] = DEFAULT_RULES) -> list[PageText]:
+    """What a model is shown: one item per retrieved page (module docstring), ids ``P1``, ``P2``, …
+    in the order the pages were first reached."""
+    spans: dict[tuple[str, str, int], tuple[int, int]] = {}
+    owner: dict[tuple[str, str, int], Passage] = {}
+    for p in passages:
+        doc_pages = pages.get((p.collection, p.document), {})
+        for no in range(p.page, p.page_end + 1):
+            src = doc_pages.get(no)
+            if src is None:
+                continue
+            lo = p.char_start if no == p.page else 0
+            hi = p.char_end if no == p.page_end else len(src.text)
+            lo, hi = page_window(src.text, max(0, lo), min(len(src.text), hi))
+            key = (p.collection, p.document, no)
+            if key in spans:
+                lo, hi = min(lo, spans[key][0]), max(hi, spans[key][1])
+            else:
+                owner[key] = p
+            spans[key] = (lo, hi)
+    out: list[PageText] = []
+    for (collection, document, no), (lo, hi) in spans.items():
+        src = pages[(collection, document)][no]
+        text = without_untrusted(src.text, lo, hi, injection_rules)
+        if not text.strip() or text.strip() == WITHHELD:
+            continue
+        p = owner[(collection, document, no)]
+        out.append(PageText(document=document, page=no, text=text, page_label=src.label,
+                            url=page_url(document, no, p.document_url, file_base_url), passage_id=f"P{len(out) + 1}"))
+    return out
