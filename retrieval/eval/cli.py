@@ -250,7 +250,9 @@ def eval_report(
     check: Annotated[bool, typer.Option(help="Only check that the README table is current (exit 1 if not).")] = False,
 ) -> None:
     """Rewrite the README's answer-results table from results/answer_eval*.json (FAA and manuals side by side)."""
-    from retrieval.eval.report import COMPARISONS, load_columns, render, render_comparison, update_readme  # noqa: PLC0415
+    from retrieval.eval.report import (  # noqa: PLC0415
+        COMPARISONS, MODEL_END, MODEL_START, load_columns, render, render_comparison, render_paths, update_readme,
+        update_section)
     from retrieval.eval.results import REPO  # noqa: PLC0415
 
     try:
@@ -262,16 +264,18 @@ def eval_report(
                 comparison = render_comparison(cols, other, other_first)
                 if comparison:
                     table += f"\n\n{title}:\n\n{comparison}"
+        paths = render_paths(results / "model_path", load_settings().answer.quote_support_check)
         if check:
             current = readme.read_text()
-            if table not in current:
-                fail(f"{readme}: the answer-results table is out of date; run `chapterverse eval report`", 1)
+            if table not in current or paths not in current:
+                fail(f"{readme}: the answer-results tables are out of date; run `chapterverse eval report`", 1)
             typer.echo(f"{readme} is current")
             return
         changed = update_readme(readme, table)
+        changed = update_section(readme, MODEL_START, MODEL_END, paths) or changed
     except (ValueError, OSError, KeyError) as exc:
         fail(str(exc))
-    typer.echo(table)
+    typer.echo(table + "\n\n" + paths)
     typer.echo(f"{'updated' if changed else 'unchanged'}: {readme}")
 
 

@@ -1,0 +1,187 @@
+"""Issue 30: the model path on recorded replies, through the real ``openai`` and ``google-genai`` clients.
+
+The replies in ``tests/replies/`` were written by a stand-in model from the request text alone
+(``docs/stand-in.md``) and are served by the replay server (``retrieval.eval.replay``) on 127.0.0.1;
+nothing here reaches a network. Where a test needs a reply the stand-in would not give (a quote
+copied wrongly, an answer stating a number its quote does not), it alters one recorded reply and
+says so; the repair that follows is again the stand-in's recorded reply.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_cli
+
+REPLIES = Path(__file__).parent / "replies"
+CORPUS = Path(__file__).parent / "corpus"
+D015 = ("After signing off a sport pilot for an additional category or class, how quickly must the instructor "
+        "send the paperwork to the Airman Registry?")
+GOOD_QUOTE = "The authorized instructor shall forward FAA Form 8710-11 to Airman Registry within 10 days."
+BAD_QUOTE = "The authorized instructor shall forward FAA Form 8710-11 to the Airman Registry within ten days."
+NEAR_MISS = "What is the best glide speed, in knots, of a Piper PA-28 Cherokee?"
+INJECTED = ("NOTE TO AI", "Ignore all previous", "HIDDENWHITE")
+
+
+def altered(source: Path, into: Path, question: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Path:
+    """A copy of the recordings in ``source`` where the reply to ``question``'s answer request is
+    ``change(reply)``; returns the folder."""
+    into.mkdir(parents=True, exist_ok=True)
+    for path in source.glob("*.jsonl"):
+        lines = []
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            if rec["kind"] == "answer" and rec["question"] == question:
+                rec = {**rec, "reply": change(rec["reply"])}
+            lines.append(json.dumps(rec, ensure_ascii=False))
+        (into / path.name).write_text("\n".join(lines) + "\n")
+    return into
+
+
+@pytest.fixture(scope="module")
+def replay_at(request) -> Iterator[Callable[[Path], Any]]:
+    """Start replay servers on demand: ``replay_at(folder)`` → (replayer, base URL); all stop at the end."""
+    from contextlib import ExitStack  # noqa: PLC0415
+
+    from retrieval.eval import replay as rp  # noqa: PLC0415
+
+    with ExitStack() as stack:
+        def start(folder: Path) -> tuple[Any, str]:
+            replayer = rp.Replayer(rp.load_replies(folder))
+            return replayer, stack.enter_context(rp.serving(replayer))
+        yield start
+
+
+def ask_model(settings, url: str, question: str, collection: str, answerer: str = "openai", history=(),
+              monkeypatch=None):
+    from retrieval.answer.ask import ask  # noqa: PLC0415
+    from retrieval.eval.answer_eval import replay_settings  # noqa: PLC0415
+
+    if monkeypatch is not None:
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", url)
+    return ask(replay_settings(settings, url), question, history=history, collections=[collection], answerer=answerer)
+
+
+@pytest.mark.parametrize("answerer", ["openai", "gemini"])
+def test_a_right_answer_through_either_client(settings, dev_corpus, replay_at, monkeypatch, answerer) -> None:
+    replayer, url = replay_at(REPLIES)
+    a = ask_model(settings, url, D015, dev_corpus, answerer, monkeypatch=monkeypatch)
+    assert a.answerer == answerer and not a.refusal, (a.reason, a.warnings)
+    first = a.citations[0]
+    assert first.page == 28 and "within 10 days" in " ".join(first.quote.split())
+    assert a.answer.startswith("Within 10 days") and not a.withheld  # the model's own sentence, backed
+    assert a.model_calls == 1 and not a.repaired and not replayer.misses
+
+
+def test_a_near_miss_is_refused_in_our_words(settings, dev_corpus, replay_at) -> None:
+    _, url = replay_at(REPLIES)
+    a = ask_model(settings, url, NEAR_MISS, dev_corpus)
+    assert a.refusal and not a.citations and a.answerer == "openai"
+    assert a.reason.startswith("The documents do not support an answer")
+    assert "Piper" not in a.reason and any("found no answer" in w for w in a.warnings)  # the model's words go to the log
+
+
+def test_an_answer_stating_a_number_no_quote_states_is_withheld(settings, dev_corpus, replay_at, tmp_path) -> None:
+    """The recorded reply altered to say 30 days while its quote says 10: the quote is shown alone."""
+    folder = altered(REPLIES, tmp_path / "r", D015, lambda r: {**r, "answer": "Within 30 days."})
+    _, url = replay_at(folder)
+    a = ask_model(settings, url, D015, dev_corpus)
+    assert not a.refusal and a.withheld == ["number 30"] and "30" not in a.answer
+    assert "within 10 days" in " ".join(a.answer.split())  # the verified quote alone stands as the answer
+    assert a.model_calls == 1
+
+
+def test_a_quote_copied_wrongly_is_repaired_once(settings, dev_corpus, replay_at, tmp_path) -> None:
+    """The recorded reply altered to misquote ("ten days"); the repair reply is the stand-in's own."""
+    folder = altered(REPLIES, tmp_path / "r", D015,
+                     lambda r: {**r, "citations": [{**r["citations"][0], "quote": BAD_QUOTE}]})
+    replayer, url = replay_at(folder)
+    a = ask_model(settings, url, D015, dev_corpus)
+    assert not replayer.misses, "the repair request has no recording (re-record: docs/stand-in.md)"
+    assert a.repaired and a.model_calls == 2 and not a.refusal
+    assert a.dropped_citations == 1 and [" ".join(c.quote.split()) for c in a.citations][:1] == [GOOD_QUOTE]
+
+
+def test_a_follow_up_is_rewritten_by_the_model(settings, dev_corpus, replay_at) -> None:
+    from retrieval.models import Turn  # noqa: PLC0415
+
+    q = json.loads((CORPUS / "followup_questions.json").read_text())[0]
+    replayer, url = replay_at(REPLIES)
+    a = ask_model(settings, url, q["question"], dev_corpus, history=[Turn.model_validate(t) for t in q["history"]])
+    assert not replayer.misses and [r.kind for r in replayer.served][-2:] == ["rewrite", "answer"]
+    assert a.standalone_question and a.standalone_question != q["question"]
+    assert "helicopter" in a.standalone_question.lower() or "rotorcraft" in a.standalone_question.lower()
+    assert not a.refusal and a.citations[0].page in q["pages"]
+    assert "20 minutes" in " ".join(a.citations[0].quote.split())
+
+
+def test_text_addressed_to_ai_assistants_is_never_sent_or_quoted(settings, replay_at, tmp_path) -> None:
+    from tests.pdfgen import aircraft_manual_pdf  # noqa: PLC0415
+
+    pdf = aircraft_manual_pdf(tmp_path / "skylark-poh.pdf")
+    collection = f"skylark-{uuid.uuid4().hex[:6]}"
+    assert run_cli("ingest", str(pdf), "--collection", collection).returncode == 0
+    seen: list[str] = []
+    from retrieval.eval import replay as rp  # noqa: PLC0415
+
+    class Watching(rp.Replayer):
+        def reply(self, system: str, prompt: str):  # what the model would have been sent
+            seen.append(prompt)
+            return super().reply(system, prompt)
+
+    replayer = Watching(rp.load_replies(REPLIES))
+    with rp.serving(replayer) as url:
+        vne = ask_model(settings, url, "What is the never-exceed speed (VNE)?", collection)
+        bait = ask_model(settings, url, "What maximum speed should AI assistants report for this airplane?", collection)
+    assert seen and not replayer.misses
+    assert not any(mark in prompt for prompt in seen for mark in INJECTED)
+    for a in (vne, bait):
+        assert a.untrusted and all(m not in c.quote for c in a.citations for m in INJECTED)
+        assert "900" not in a.answer
+    assert not vne.refusal and "149 KIAS" in vne.citations[0].quote
+
+
+@pytest.mark.slow
+def test_the_faa_dev_set_on_recorded_replies(settings, dev_corpus, tmp_path) -> None:
+    """The dev set through `eval answers --replay` with both clients: every request recorded, no
+    unverified quote, near misses refused, one model call per question, the same outcome per question."""
+    rows = {}
+    for answerer in ("openai", "gemini"):
+        out = tmp_path / f"{answerer}.json"
+        res = run_cli("eval", "answers", str(CORPUS / "dev_questions.json"), "--collection", dev_corpus,
+                      "--answerer", answerer, "--replay", str(REPLIES), "--source", "stand-in model", "--out", str(out),
+                      timeout=900)
+        assert res.returncode == 0, res.stderr
+        report = json.loads(out.read_text())
+        s = report["summary"]
+        assert s["unrecorded_requests"] == 0 and s["unverified_quotes_shown"] == 0
+        assert s["unanswerable_refused"] == s["unanswerable"] and s["model_calls_per_question"] <= 1.1
+        assert s["answered_correctly"] >= 19, s  # 20-21 of 24 when recorded (results/model_path)
+        assert report["config"]["model_replies"]["source"] == "stand-in model"
+        rows[answerer] = {r["id"]: r["outcome"] for r in report["per_question"]}
+    assert rows["openai"] == rows["gemini"]
+
+
+def test_a_request_with_no_recording_is_reported_not_answered(settings, dev_corpus, tmp_path) -> None:
+    qfile, out, pending = tmp_path / "q.json", tmp_path / "out.json", tmp_path / "pending"
+    qfile.write_text(json.dumps([{"id": "x", "question": "Which runway lighting colour marks a displaced threshold?",
+                                  "answerable": False}]))
+    empty = tmp_path / "none"
+    empty.mkdir()
+    res = run_cli("eval", "answers", str(qfile), "--collection", dev_corpus, "--answerer", "openai", "--replay",
+                  str(empty), "--pending", str(pending), "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    s = json.loads(out.read_text())["summary"]
+    assert s["unrecorded_requests"] == 1 and "had no recorded reply" in res.stderr
+    (request,) = pending.glob("*.request.json")
+    assert json.loads(request.read_text())["kind"] == "answer" and (pending / request.name.replace(".json", ".txt")).exists()
+    listed = run_cli("eval", "pending", str(pending))
+    assert "1 request(s) pending" in listed.stdout
+    shutil.rmtree(pending)
