@@ -1,0 +1,97 @@
+"""Pool the model-path runs in this folder into summary.json (run from the repository root:
+``python results/model_path/summarise.py``). Reads only the result files written by
+``chapterverse eval answers`` (see prereg.txt for the commands); stdlib only.
+
+- per set and pooled over unseen 9-12: the issue-30 measures for the model path (support check on
+  and off) and the extractive path;
+- the support-check decision under prereg.txt: per question, on against off;
+- every answer whose text was withheld, with what it was withheld for;
+- what the answerer is shown, before (the extractive view the model used to get: 8 passages cut to
+  sentences) and after (12 passages, whole pages or widened slices), in characters of passage text.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SETS = ("faa_dev", "manuals_dev", "unseen9", "unseen10", "unseen11", "unseen12")
+UNSEEN = SETS[2:]
+BETTER = {("wrong_but_verified", "right_evidence_first"), ("wrong_but_verified", "refused"),
+          ("false_refusal", "right_evidence_first")}
+
+
+def rows(name: str) -> list[dict]:
+    return json.loads((HERE / f"{name}.json").read_text())["per_question"]
+
+
+def measures(rs: list[dict]) -> dict:
+    ans = [r for r in rs if r["answerable"]]
+    una = [r for r in rs if not r["answerable"]]
+    answered = [r for r in rs if not r["refused"]]
+    withheld = [r for r in answered if r.get("withheld")]
+    shown = [c for r in rs for c in r["citations"]]
+    out = {
+        "questions": len(rs), "answerable": len(ans), "unanswerable": len(una),
+        "first_quote_states_the_answer": sum(r["outcome"] == "right_evidence_first" for r in ans),
+        "a_quote_on_a_right_page": sum(bool(r["any_quote_on_gold_page"]) for r in ans),
+        "near_misses_refused": sum(r["refused"] for r in una),
+        "wrong_but_verified": sum(r["outcome"] == "wrong_but_verified" for r in rs),
+        "unverified_quotes_shown": sum(not c["holds_on_stored_page"] for c in shown), "quotes_shown": len(shown),
+        "answer_context_recall": sum(bool(r.get("answer_context_has_gold_page")) for r in ans),
+        "answered": len(answered), "answer_text_withheld": len(withheld),
+        "model_calls": sum(r.get("model_calls", 0) for r in rs),
+        "quotes_dropped_by_verification": sum(r["dropped_citations"] for r in rs),
+        "quotes_dropped_by_support_check": sum(r.get("unsupported_dropped", 0) for r in rs),
+    }
+    out["rates"] = {
+        "first_quote_states_the_answer": round(out["first_quote_states_the_answer"] / len(ans), 3),
+        "near_misses_refused": round(out["near_misses_refused"] / len(una), 3),
+        "wrong_but_verified_of_all": round(out["wrong_but_verified"] / len(rs), 3),
+        "answer_context_recall": round(out["answer_context_recall"] / len(ans), 3),
+        "answer_text_shown_of_answered": round(1 - len(withheld) / len(answered), 3) if answered else None,
+        "model_calls_per_question": round(out["model_calls"] / len(rs), 3),
+    }
+    return out
+
+
+def quantiles(values: list[int]) -> dict:
+    v = sorted(values)
+    return {"p10": v[len(v) // 10], "p50": v[len(v) // 2], "p90": v[int(len(v) * 0.9)], "max": v[-1],
+            "mean": round(sum(v) / len(v))}
+
+
+def main() -> None:
+    out: dict = {"replies": "stand-in model (tests/replies, docs/stand-in.md)", "rule": "prereg.txt", "sets": {}}
+    for s in SETS:
+        out["sets"][s] = {v: measures(rows(f"{s}_{v}")) for v in ("check_on", "check_off", "extractive")}
+    pooled = {v: measures(sum((rows(f"{s}_{v}") for s in UNSEEN), [])) for v in ("check_on", "check_off", "extractive")}
+    out["unseen_9_to_12_pooled"] = pooled
+    gains, losses = [], []
+    for s in UNSEEN:
+        on = {r["id"]: r["outcome"] for r in rows(f"{s}_check_on")}
+        for r in rows(f"{s}_check_off"):
+            a, b = r["outcome"], on[r["id"]]
+            if a != b:
+                (gains if (a, b) in BETTER else losses).append({"set": s, "id": r["id"], "off": a, "on": b})
+    out["support_check_decision"] = {
+        "gains": gains, "losses": losses,
+        "decision": "stays on" if len(gains) > len(losses) else "off by default (gains do not exceed losses)"}
+    out["answer_text_withheld"] = [
+        {"set": s, "id": r["id"], "outcome": r["outcome"], "for": r["withheld"], "text": r.get("withheld_text", "")}
+        for s in SETS for r in rows(f"{s}_check_off") if r.get("withheld")]
+    out["shown_chars"] = {
+        "note": "characters of passage text sent per question (the prompt adds ~1,900 characters of instructions "
+                "and JSON framing); about 4 characters per token for English text (no provider tokenizer offline)",
+        "before_extractive_view_k8": quantiles([r["shown_chars"] for s in SETS for r in rows(f"{s}_extractive")]),
+        "after_model_view_k12": quantiles([r["shown_chars"] for s in SETS for r in rows(f"{s}_check_off")]),
+    }
+    (HERE / "summary.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+    print(json.dumps({"pooled_unseen": {k: v["rates"] for k, v in pooled.items()},
+                      "support_check": out["support_check_decision"]["decision"],
+                      "shown_chars": out["shown_chars"]}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
