@@ -301,7 +301,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
     first_k = [p for p in trusted if any(p is r for r in found.results[:k])]  # what the extractive answerer reads
     extract_view = shown_pages(first_k, pages, settings.ingest.file_base_url)
     shown = extract_view if name == EXTRACTIVE else model_pages(
-        trusted, pages, settings.ingest.file_base_url, profile.injection)
+        trusted, pages, settings.ingest.file_base_url, profile.injection, settings.answer.model_context_chars)
     result.shown_pages = [ShownPage(document=p.document, page=p.page, chars=len(p.text)) for p in shown]
     if not shown:
         where = f" in {', '.join(collections)}" if collections else ""

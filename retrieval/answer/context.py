@@ -109,9 +109,10 @@ def without_untrusted(text: str, lo: int, hi: int, names: tuple[str, ...] = DEFA
 
 
 def model_pages(passages: Sequence[Passage], pages: Pages, file_base_url: str | None = None,
-                injection_rules: tuple[str, ...] = DEFAULT_RULES) -> list[PageText]:
+                injection_rules: tuple[str, ...] = DEFAULT_RULES, budget_chars: int | None = None) -> list[PageText]:
     """What a model is shown: one item per retrieved page (module docstring), ids ``P1``, ``P2``, …
-    in the order the pages were first reached."""
+    in the order the pages were first reached, stopping before the item that would take the text
+    past ``budget_chars`` (the first item is always shown)."""
     spans: dict[tuple[str, str, int], tuple[int, int]] = {}
     owner: dict[tuple[str, str, int], Passage] = {}
     for p in passages:
@@ -135,6 +136,8 @@ def model_pages(passages: Sequence[Passage], pages: Pages, file_base_url: str | 
         text = without_untrusted(src.text, lo, hi, injection_rules)
         if not text.strip() or text.strip() == WITHHELD:
             continue
+        if budget_chars is not None and out and sum(len(x.text) for x in out) + len(text) > budget_chars:
+            break
         p = owner[(collection, document, no)]
         out.append(PageText(document=document, page=no, text=text, page_label=src.label,
                             url=page_url(document, no, p.document_url, file_base_url), passage_id=f"P{len(out) + 1}"))
