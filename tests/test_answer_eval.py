@@ -180,14 +180,14 @@ def test_report_puts_faa_and_manuals_side_by_side_and_rewrites_only_its_table(tm
     readme = tmp_path / "README.md"
     from retrieval.eval.report import MODEL_END, MODEL_START  # noqa: PLC0415
 
-    readme.write_text(f"# T\nbefore\n{MODEL_START}\nold\n{MODEL_END}\n{START}\nstale\n{END}\nafter\n")
+    readme.write_text(f"# T\nbefore\n{MODEL_START}\nstale-model-table\n{MODEL_END}\n{START}\nstale\n{END}\nafter\n")
     res = run_cli("eval", "report", "--results", str(results), "--readme", str(readme), "--check")
     assert res.returncode == 1 and "out of date" in res.stderr
     res = run_cli("eval", "report", "--results", str(results), "--readme", str(readme))
     assert res.returncode == 0, res.stderr
     text = readme.read_text()
     assert text.startswith("# T\nbefore\n") and text.endswith(f"{END}\nafter\n") and "stale" not in text
-    assert "old" not in text and "No model-path evaluations" in text
+    assert "stale-model-table" not in text and "No model-path evaluations" in text
     assert table in text
     assert not update_readme(readme, table)  # regenerating changes nothing
     assert run_cli("eval", "report", "--results", str(results), "--readme", str(readme), "--check").returncode == 0
