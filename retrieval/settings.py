@@ -141,18 +141,6 @@ class AnswerSettings(Section):
         default=None, description="The answerer `ask` and the bot use when none is named: 'gemini', 'openai' (an "
         "OpenAI-compatible server: Ollama, vLLM, llama.cpp, LM Studio, OpenAI) or 'extractive'. Unset: gemini "
         "when GEMINI_API_KEY is set, else extractive.")
-    scorer: Literal["evidence+reader", "evidence+acceptor", "evidence", "reader"] = Field(
-        default="evidence+reader", json_schema_extra=env("CHAPTERVERSE_ANSWER_SCORER"),
-        description="How the extractive answerer picks and accepts its first quote: 'evidence+reader' "
-        "(default: the hand-weighted cosine + term-coverage score picks; below its threshold the quote is "
-        "still given when the cross-encoder trained here, retrieval/reader, ranks the same sentence first "
-        "with high probability), 'evidence+acceptor' (the same score picks; a logistic model of the first "
-        "sentence and its rivals, fitted on the reader's training questions, accepts at probability >= 0.5 "
-        "instead of the threshold, and the reader's agreement still accepts: far fewer wrong answers on the "
-        "unseen sets, a few more refusals, see results/reader_pipeline/), 'evidence' (that score and threshold "
-        "alone) or 'reader' (the cross-encoder picks and accepts; it did not beat 'evidence' on the dev sets, "
-        "see the README). Without the reader's weights, the same without the reader's say.",
-    )
     quote_support_check: bool = Field(
         default=False, description="On the model path (Gemini, OpenAI-compatible), drop a verified quote that the "
         "reader rates as stating nothing towards the question, when another verified quote remains (never a second "

@@ -18,6 +18,18 @@ from tests.conftest import run_cli
 LENIENT = 0.475  # the refusal threshold before wrong answers counted in its calibration (retrieval.eval.answer_eval)
 
 
+def extractive(settings, threshold: float | None = None, judged: bool = True):
+    """An extractive answerer built for a test (as calibration builds its own): ``threshold`` instead of the
+    calibrated one; ``judged=False``: the evidence score alone, without the reader as second judge."""
+    from retrieval.answer.answerers.extractive import ExtractiveAnswerer  # noqa: PLC0415
+    from retrieval.answer.ask import sentence_reader  # noqa: PLC0415
+    from retrieval.encode.embed import get_embedder  # noqa: PLC0415
+
+    e = get_embedder(settings.search.embedding_model)
+    return ExtractiveAnswerer(e.embed_queries, model=e.name, threshold=threshold, word_pieces=e.word_pieces,
+                              judge=sentence_reader(settings) if judged else None)
+
+
 def _assert_all_quotes_on_their_pages(settings: Settings, answer) -> None:
     """Every citation shown is the source's own words on the page it names (checked independently)."""
     from retrieval.store import db  # noqa: PLC0415
@@ -114,7 +126,7 @@ def test_follow_up_answered_in_context(settings, dev_corpus) -> None:
     history = [Turn(question=first.question, answer=first.answer)]
     # The default threshold (1.1253) may refuse this one (evidence 1.10); the follow-up's context is what is tested.
     a = ask(settings, "and near a Class C or Class D airport?", history=history, collections=[dev_corpus],
-            answerer="extractive", extractive_threshold=LENIENT)
+            answerer=extractive(settings, LENIENT))
     assert a.standalone_question and "airspeed" in a.standalone_question
     assert not a.refusal, a.reason
     assert any(c.page == 17 and c.document.startswith("14-CFR") and "at or below 2,500 feet" in " ".join(c.quote.split())
@@ -252,8 +264,7 @@ def test_answer_leads_with_the_best_quote_and_every_quote_is_verified(settings, 
     # A paraphrase shares few words with its answer, so its evidence score is low (0.65): the evidence
     # scorer alone refuses it and points to the page instead; the default also asks the trained reader,
     # which ranks the same sentence first with high probability, so the quote is shown.
-    alone = settings.but(answer={"scorer": "evidence"})
-    refused = ask(alone, q, collections=[dev_corpus], answerer="extractive")
+    refused = ask(settings, q, collections=[dev_corpus], answerer=extractive(settings, judged=False))
     assert refused.refusal and "clearly enough" in refused.reason and "score" not in refused.reason and not refused.citations
     assert any(n.page == 17 for n in refused.nearest)
     judged = ask(settings, q, collections=[dev_corpus], answerer="extractive")
@@ -261,7 +272,7 @@ def test_answer_leads_with_the_best_quote_and_every_quote_is_verified(settings, 
     assert judged.evidence_score < 1.0 and judged.reader_agreement >= 0.85
     assert "1,000 feet" in " ".join(judged.citations[0].quote.split())
     assert judged.models["sentence_scorer"].startswith("evidence+")
-    a = ask(alone, q, collections=[dev_corpus], answerer="extractive", extractive_threshold=LENIENT)
+    a = ask(settings, q, collections=[dev_corpus], answerer=extractive(settings, LENIENT, judged=False))
     assert not a.refusal, a.reason
     assert 1 <= len(a.citations) <= 3
     assert len({(c.document, c.page) for c in a.citations}) == len(a.citations)  # distinct pages

@@ -137,10 +137,10 @@ def test_specific_terms_are_names_and_designators_not_bare_numbers() -> None:
 
 
 def test_evidence_score_weighs_heading_lexical_and_rank() -> None:
-    base = evidence_score(0.6, 0.6, 0.5, 1)
-    assert evidence_score(0.6, 0.8, 0.5, 1) > base
-    assert evidence_score(0.6, 0.6, 0.7, 1) > base
-    assert evidence_score(0.6, 0.6, 0.5, 4) == pytest.approx(base - 3 * RANK_PENALTY)
+    base = evidence_score(0.6, 0.5, 1)
+    assert evidence_score(0.8, 0.5, 1) > base
+    assert evidence_score(0.6, 0.7, 1) > base
+    assert evidence_score(0.6, 0.5, 4) == pytest.approx(base - 3 * RANK_PENALTY)
     assert passage_rank("P7") == 7 and passage_rank("") == 1
 
 
@@ -149,8 +149,8 @@ def _page(doc: str, page: int, text: str, rank: int = 1) -> PageText:
 
 
 def _scored(i: int, score: float, typed: bool = True) -> Scored:
-    # cos = cos_heading = score, lex = 0, rank 1: evidence_score == score * 1.0
-    return Scored(Candidate(i, 0, 10, "x" * 10), score, score, 0.0, 1, typed)
+    # cos = score, lex = 0, rank 1: evidence_score == score
+    return Scored(Candidate(i, 0, 10, "x" * 10), score, 0.0, 1, typed)
 
 
 def test_choose_quotes_takes_strong_sentences_from_distinct_pages() -> None:
@@ -230,7 +230,7 @@ def test_refuses_when_a_specific_term_is_absent_from_the_collection() -> None:
 
 def test_refuses_below_the_threshold_and_answers_above_it() -> None:
     q = "What is the maximum indicated airspeed below 10,000 feet MSL?"
-    score = _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0), q, PAGES).score
+    score = _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0), q, PAGES).evidence_score
     assert score is not None
     assert _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=score + 0.01), q, PAGES).refusal
     assert not _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=score - 0.01), q, PAGES).refusal
@@ -252,14 +252,14 @@ class _Judge:
 def test_a_judge_that_ranks_the_same_sentence_first_lets_it_answer_below_the_threshold() -> None:
     q = "What is the maximum indicated airspeed below 10,000 feet MSL?"
     heads = {"P1": "§ 91.117 Aircraft speed.", "P2": "Introduction"}
-    score = _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0), q, PAGES, heads).score
+    score = _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0), q, PAGES, heads).evidence_score
     high = score + 0.5  # the evidence scorer alone refuses
     assert _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=high), q, PAGES, heads).refusal
 
     agrees = _Judge("250 knots", 0.97)
     draft = _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, judge=agrees), q, PAGES, heads)
     assert not draft.refusal and "250 knots" in draft.claims[0].quote
-    assert draft.agreement == pytest.approx(0.97) and draft.score == pytest.approx(score)
+    assert draft.agreement == pytest.approx(0.97) and draft.evidence_score == pytest.approx(score)
     assert any(t.startswith("§ 91.117 Aircraft speed.: ") for t in agrees.seen[0])  # it reads sentences under their heading
 
     unsure = ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, judge=_Judge("250 knots", 0.6))
@@ -274,8 +274,6 @@ def test_a_judge_that_ranks_the_same_sentence_first_lets_it_answer_below_the_thr
     over = ExtractiveAnswerer(_bow_embed, model="bow", threshold=score - 0.01, judge=_Judge("airport", 0.99))
     assert not _answer(over, q, PAGES, heads).refusal
     assert over.scorer == "evidence+stub-judge"
-    with pytest.raises(ValueError, match="no second judge"):
-        ExtractiveAnswerer(_bow_embed, model="bow", reader=agrees, judge=agrees)
 
 
 def test_a_judge_that_prefers_another_eligible_sentence_does_not_agree() -> None:

@@ -90,7 +90,7 @@ def choose_answerer(settings: Settings, name: str | None) -> str:
     return "gemini" if settings.answer.gemini_api_key is not None else "extractive"
 
 
-def build_answerer(settings: Settings, name: str, profile: Profile, threshold: float | None = None) -> Answerer:
+def build_answerer(settings: Settings, name: str, profile: Profile) -> Answerer:
     if name == "gemini":
         from retrieval.answer.answerers.gemini import GeminiAnswerer  # noqa: PLC0415  (imports google-genai)
 
@@ -99,38 +99,33 @@ def build_answerer(settings: Settings, name: str, profile: Profile, threshold: f
         from retrieval.answer.answerers.openai_compat import OpenAICompatAnswerer  # noqa: PLC0415  (imports openai)
 
         return OpenAICompatAnswerer.from_settings(settings)
-    return build_extractive(settings, profile, threshold)
+    return build_extractive(settings, profile)
 
 
 def build_extractive(settings: Settings, profile: Profile, threshold: float | None = None) -> Answerer:
-    """The extractive answerer reading with ``profile`` (the searched collections'); ``threshold`` overrides its calibrated refusal threshold (the
-    calibration in ``retrieval.eval.answer_eval`` probes with it disabled)."""
+    """The extractive answerer reading with ``profile`` (the searched collections'), the reader as its
+    second judge when the reader's weights load; ``threshold`` overrides its refusal threshold (the
+    calibration in ``retrieval.eval.answer_eval`` builds one with it disabled and passes it to ``ask``)."""
     from retrieval.answer.answerers.extractive import ExtractiveAnswerer  # noqa: PLC0415
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
     embedder = get_embedder(settings.search.embedding_model)
-    reader = sentence_reader(settings)
-    decides = settings.answer.scorer == "reader"
-    return ExtractiveAnswerer(embedder.embed_queries, model=embedder.name, profile=profile,
-                              threshold=threshold, reader=reader if decides else None,
-                              judge=None if decides else reader,
-                              acceptor=settings.answer.scorer == "evidence+acceptor",
-                              word_pieces=embedder.word_pieces)
+    return ExtractiveAnswerer(embedder.embed_queries, model=embedder.name, profile=profile, threshold=threshold,
+                              judge=sentence_reader(settings), word_pieces=embedder.word_pieces)
 
 
 def sentence_reader(settings: Settings, purpose: str = "answer"):
-    """The trained reader, for picking or judging extractive quotes (``purpose`` 'answer': when
-    ``answer_scorer`` is 'reader', 'evidence+reader' or 'evidence+acceptor') or for the model path's support check
-    ('support': when ``quote_support_check``); None when not wanted or when its weights do not load
-    (the log says why)."""
-    if (settings.answer.scorer == "evidence") if purpose == "answer" else not settings.answer.quote_support_check:
+    """The trained reader: the extractive answerer's second judge ('answer'), or the model path's
+    support check ('support': only when ``quote_support_check``); None when not wanted or when its
+    weights do not load (the log says why)."""
+    if purpose == "support" and not settings.answer.quote_support_check:
         return None
     from retrieval import reader  # noqa: PLC0415
 
     try:
         return reader.load_reader(reader.reader_dir(settings.answer.reader_model))
     except reader.ReaderError as exc:
-        instead = "the evidence scorer alone picks quotes" if purpose == "answer" else "model quotes are not support-checked"
+        instead = "the evidence score alone accepts quotes" if purpose == "answer" else "model quotes are not support-checked"
         log.warning("reader unavailable (%s); %s", exc, instead)
         return None
 
@@ -221,12 +216,11 @@ def _no_support(detail: str) -> str:
 
 
 def ask(settings: Settings, question: str, *, history: Sequence[Turn] = (),
-        collections: Sequence[str] | None = None, answerer: str | None = None,
-        k: int = ASK_K, search_fn: Callable[..., SearchResult] | None = None,
-        extractive_threshold: float | None = None) -> Answer:
+        collections: Sequence[str] | None = None, answerer: str | Answerer | None = None,
+        k: int = ASK_K, search_fn: Callable[..., SearchResult] | None = None) -> Answer:
     """Answer ``question`` from the indexed documents, or refuse. Never raises.
 
-    ``extractive_threshold`` overrides the extractive answerer's refusal threshold (for calibration)."""
+    ``answerer``: a name (``choose_answerer``) or an answerer already built (calibration builds its own)."""
     result = Answer(question=question, refusal=True)
     try:
         with ExitStack() as held:
@@ -234,8 +228,7 @@ def ask(settings: Settings, question: str, *, history: Sequence[Turn] = (),
                 held.enter_context(pool.connection(settings))
             except DatabaseError:  # IndexUnavailable included
                 pass  # each step meets the outage itself and the answer says so
-            return _ask(settings, question, history, collections, answerer, k, search_fn, result,
-                        extractive_threshold)
+            return _ask(settings, question, history, collections, answerer, k, search_fn, result)
     except Exception as exc:  # noqa: BLE001  (the contract: a refusal, never an exception)
         log.exception("ask failed")
         return _refusal(result, f"Something went wrong while answering ({type(exc).__name__}); "
@@ -243,14 +236,14 @@ def ask(settings: Settings, question: str, *, history: Sequence[Turn] = (),
 
 
 def _ask(settings: Settings, question: str, history: Sequence[Turn], collections: Sequence[str] | None,
-         answerer_name: str | None, k: int, search_fn: Callable[..., SearchResult] | None,
-         result: Answer, extractive_threshold: float | None = None) -> Answer:
+         wanted: str | Answerer | None, k: int, search_fn: Callable[..., SearchResult] | None,
+         result: Answer) -> Answer:
     clock = _Clock()
     result.timings_ms = clock.ms
     if not question.strip():
         return _refusal(result, "The question is empty.")
     try:
-        name = choose_answerer(settings, answerer_name)
+        name = wanted.name if wanted is not None and not isinstance(wanted, str) else choose_answerer(settings, wanted)
     except ValueError as exc:
         return _refusal(result, str(exc))
     result.answerer = name
@@ -258,7 +251,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
     try:
         with clock.stage("load_answerer"):
             profile = collection_profile(settings, collections)  # the language the collections record
-            answerer = build_answerer(settings, name, profile, extractive_threshold)
+            answerer = build_answerer(settings, name, profile) if wanted is None or isinstance(wanted, str) else wanted
     except (ModelError, AnswererError, SettingsError) as exc:
         return _refusal(result, f"The answerer is unavailable: {exc}")
     if answerer.model:
@@ -331,7 +324,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
                                        "verified quotes states; the quotes are shown alone")
                 draft = draft.model_copy(update={"answer": ""})  # the verified quotes alone
     if draft is None and name != EXTRACTIVE:  # the model failed: degrade to verbatim quotes
-        fallback = build_extractive(settings, profile, extractive_threshold)
+        fallback = build_extractive(settings, profile)
         result.answerer = "extractive"
         result.models["answerer"] = fallback.model
         result.models["sentence_scorer"] = getattr(fallback, "scorer", "")
@@ -384,7 +377,7 @@ def _answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageTe
         return None, None
     if is_model:
         draft = _own_reason(answerer.name, draft, result)
-    result.evidence_score = draft.score
+    result.evidence_score = draft.evidence_score
     result.reader_agreement = draft.agreement
     if draft.best is not None:
         result.best_evidence = NearestPassage(document=draft.best.document, page=draft.best.page,

@@ -195,8 +195,6 @@ def eval_reader_latency(
 
     settings = load_settings()
     ready(settings)
-    if settings.answer.scorer == "evidence":  # the reader would not run: measure the default that runs it
-        settings = settings.but(answer={"scorer": "evidence+reader"})
     command = (f"chapterverse eval reader-latency {questions} --out {out} --rounds {rounds}"
                + "".join(f" --collection {c}" for c in collection or []))
     result = run_bench(settings, load_questions(questions), collection, command, rounds)

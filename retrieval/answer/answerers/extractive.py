@@ -18,7 +18,7 @@ Features (cheap lexical ones first; only the ``MAX_EMBEDDED`` most promising sen
   (``Passage.context``), so "400 feet AGL" under "Engine Failure After Liftoff" reads as what it is;
 - the retrieval rank of the passage the sentence came from: ``RANK_PENALTY`` per rank below the first.
 
-``score = COS_WEIGHT * cos + (1 - COS_WEIGHT) * cos_with_heading + LEX_WEIGHT * lex - RANK_PENALTY * (rank - 1)``
+``evidence = cos + LEX_WEIGHT * lex - RANK_PENALTY * (rank - 1)``
 (both cosines are the same one-vector-per-sentence cosine since the latency work).
 
 Gates before any threshold (``retrieval.answer.answerers.evidence``, ``retrieval.answer.answerers.keyterms``):
@@ -59,7 +59,6 @@ import numpy as np
 
 from retrieval.text.tables import is_table_row
 from retrieval.answer.answerers import Draft
-from retrieval.answer.answerers.acceptor import ACCEPT_MIN, acceptance
 from retrieval.answer.answerers.evidence import expected_answer, satisfies, specific_terms
 from retrieval.answer.answerers.keyterms import KeyTerm, PhraseStats, key_term_counts, key_terms, on_topic, passage_terms
 from retrieval.answer.answerers.followup import followup_terms, standalone_without_model
@@ -70,9 +69,8 @@ from retrieval.text.textnorm import normalize
 from retrieval.answer.verify import Claim, PageText, Strictness, Verdict, too_short, verify_claim
 
 LEX_WEIGHT = 0.75
-COS_WEIGHT = 0.5  # share of the plain sentence cosine; the rest is the cosine with the section heading
 RANK_PENALTY = 0.02  # per retrieval rank below the first
-DEFAULT_THRESHOLD = 1.1253  # `chapterverse eval calibrate` over the probe runs of the two dev sets only (results/evidence_scorer_dev/threshold_calibration.json)
+DEFAULT_THRESHOLD = 1.1253  # `chapterverse eval calibrate` over the probe runs of the two dev sets only (results/threshold_calibration.json)
 QUOTE_MARGIN = 0.15  # further quotes (other pages) must score within this of the best
 MAX_QUOTES = 3
 MAX_SENTENCE_WORDS = 80
@@ -80,12 +78,8 @@ MIN_COVERAGE = 0.15  # share of the question's (shown) term weight a quote and i
 NAME_PIECES = 3  # a word the tokenizer cuts into this many pieces is a made-up name (``unfamiliar_words``)
 MAX_EMBEDDED = 16  # sentences embedded per question (the rest lose on lexical features already)
 QUOTE_WORDS = 50  # a chosen sentence is quoted with its paragraph neighbours up to this many words
-# The reader (retrieval.reader): a cross-encoder trained here scores each candidate sentence under its
-# heading; its probability replaces the evidence score for choosing and accepting the first quote.
-MAX_READ = 40  # sentences the reader scores per question
-READ_BY_TERMS = 24  # of which chosen by term coverage; the rest by retrieval rank (paraphrases share few words)
-READER_THRESHOLD = 0.871  # refusal threshold on the reader's probability: `eval calibrate` over the two dev sets only (results/agreement/calibration_reader.json)
-READER_MARGIN = 0.2  # further quotes (other pages) must score within this of the best
+# The reader (retrieval.reader), a cross-encoder trained here, is the second judge: it accepts a first
+# quote below DEFAULT_THRESHOLD when it ranks that sentence first too, with at least this probability.
 AGREEMENT_MIN = 0.8472  # the judge's probability for the evidence scorer's first sentence, when it ranks it first too: `eval calibrate` over the two dev sets only (results/agreement/)
 
 
@@ -123,37 +117,29 @@ class Candidate:
     text: str  # verbatim slice of the page text
 
 
-def evidence_score(cos: float, cos_heading: float, lex: float, rank: int) -> float:
+def evidence_score(cos: float, lex: float, rank: int) -> float:
     """A candidate sentence's evidence score (see the module docstring)."""
-    return COS_WEIGHT * cos + (1 - COS_WEIGHT) * cos_heading + LEX_WEIGHT * lex - RANK_PENALTY * (max(rank, 1) - 1)
+    return cos + LEX_WEIGHT * lex - RANK_PENALTY * (max(rank, 1) - 1)
 
 
 @dataclass(frozen=True)
 class Scored:
     candidate: Candidate
-    cos: float  # question vs the sentence
-    cos_heading: float  # question vs the section heading + the sentence
+    cos: float  # question vs the section heading + the sentence
     lex: float  # idf-weighted coverage of the question's (shown) terms by the sentence and its heading
     rank: int  # retrieval rank of the passage the sentence came from (1 = best)
     typed: bool  # states the kind of quantity the question asks for (True when it asks for none)
     on_topic: bool = True  # its passage is about the question's key terms (``keyterms.on_topic``)
     about: bool = True  # covers at least MIN_COVERAGE of the question and every name like "Class G" it asks about
     complete: bool = True  # quoted with its neighbours, it does not stop at a lead-in ("... the following:")
-    read: float | None = None  # the reader's probability, when the reader scored it
-    lex_sentence: float = 0.0  # ``lex`` of the sentence without its heading
-    bigram: float = 0.0  # share of the question's (content) word pairs in heading + sentence
-    pool: int = 0  # quotable sentences shown for the question (``candidates``)
-    table: bool = False  # a table row (``retrieval.text.tables.is_table_row``)
 
     @property
     def eligible(self) -> bool:
         return self.typed and self.on_topic and self.about and self.complete
 
     @property
-    def score(self) -> float:
-        if self.read is not None:
-            return self.read
-        return evidence_score(self.cos, self.cos_heading, self.lex, self.rank)
+    def evidence(self) -> float:
+        return evidence_score(self.cos, self.lex, self.rank)
 
 
 def passage_rank(passage_id: str) -> int:
@@ -494,51 +480,9 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     with_heads = [f"{heads[r[0]]}: {texts[r[0]]}" if heads[r[0]] else texts[r[0]] for r in keep]
     vecs = embed([question, *with_heads])  # one vector per sentence (under its heading): latency
     cos = vecs[1:] @ vecs[0]
-    pairs = word_pairs(content_terms(question, profile))
-    out = [Scored(cands[i], float(cos[k]), float(cos[k]), lex, rank, typed, on, about,
-                  lex_sentence=coverage(weights, set(content_terms(texts[i], profile))),
-                  bigram=shared_pairs(pairs, content_terms(f"{heads[i]} {texts[i]}", profile)),
-                  pool=len(cands), table=is_table_row(cands[i].text))
+    out = [Scored(cands[i], float(cos[k]), lex, rank, typed, on, about)
            for k, (i, lex, rank, typed, on, about) in enumerate(keep)]
-    return sorted(out, key=lambda s: s.score, reverse=True)
-
-
-def word_pairs(terms: Sequence[str]) -> set[tuple[str, str]]:
-    """Adjacent pairs of content terms ("emergency locator", "locator transmitter")."""
-    return set(zip(terms, terms[1:]))
-
-
-def shared_pairs(question_pairs: set[tuple[str, str]], terms: Sequence[str]) -> float:
-    """Share of the question's word pairs that ``terms`` also has adjacent."""
-    return len(question_pairs & word_pairs(terms)) / len(question_pairs) if question_pairs else 0.0
-
-
-def read_candidates(question: str, shown: Sequence[PageText], reader: SentenceReader,
-                    doc_freq: DocFreq | None = None, headings: Mapping[str, str] | None = None,
-                    profile: Profile = DEFAULT_PROFILE) -> list[Scored]:
-    """The quotable sentences of ``shown`` scored by the reader, best first.
-
-    Up to ``MAX_READ`` sentences are read: the ``READ_BY_TERMS`` that cover most of the question's
-    (idf-weighted) terms, then the rest in retrieval order, so a paraphrase that shares no word with
-    its answer still reaches the reader. The hand-made relevance gates of the evidence scorer
-    (coverage, key terms) are the reader's job now; two hard gates stay: a quantity question only
-    takes a sentence stating a compatible quantity, and a name such as "Class G" must be in it."""
-    headings = headings or {}
-    cands, texts, heads, terms, weights = _lexical(question, shown, headings, doc_freq, profile)
-    if not cands:
-        return []
-    lex = [coverage(weights, t) for t in terms]
-    rank = [passage_rank(shown[c.slice_index].passage_id) for c in cands]
-    by_terms = sorted(range(len(cands)), key=lambda i: (-lex[i], rank[i], i))[:READ_BY_TERMS]
-    keep = list(dict.fromkeys(by_terms + sorted(range(len(cands)), key=lambda i: (rank[i], i))))[:MAX_READ]
-    expected = expected_answer(question, profile)
-    norms = [normalize(f"{heads[i]} {texts[i]}") for i in range(len(cands))]
-    names = [d for d in designators(question, profile) if any(_has_phrase(norms[i], d) for i in keep)]
-    probs = reader.score(question, [under_heading(heads[i], texts[i]) for i in keep])
-    out = [Scored(cands[i], 0.0, 0.0, lex[i], rank[i], satisfies(expected, cands[i].text, profile),
-                  about=all(_has_phrase(norms[i], d) for d in names), read=float(p))
-           for i, p in zip(keep, probs, strict=True)]
-    return sorted(out, key=lambda s: s.score, reverse=True)
+    return sorted(out, key=lambda s: s.evidence, reverse=True)
 
 
 def under_heading(heading: str, text: str) -> str:
@@ -607,7 +551,7 @@ def choose_quotes(scored: Sequence[Scored], shown: Sequence[PageText], margin: f
     chosen = [best]
     pages = {_page_of(best, shown)}
     for s in eligible[1:]:
-        if len(chosen) >= MAX_QUOTES or s.score < best.score - margin:
+        if len(chosen) >= MAX_QUOTES or s.evidence < best.evidence - margin:
             break
         if _page_of(s, shown) in pages:
             continue
@@ -646,27 +590,17 @@ class ExtractiveAnswerer:
 
     def __init__(self, embed: Embed, model: str, threshold: float | None = None,
                  profile: Profile = DEFAULT_PROFILE, word_pieces: WordPieces | None = None,
-                 reader: SentenceReader | None = None, judge: SentenceReader | None = None,
-                 acceptor: bool = False) -> None:
-        """``reader``: score sentences with it (threshold on its probability, default
-        ``READER_THRESHOLD``); without one, the evidence score (default ``DEFAULT_THRESHOLD``), with
-        ``judge`` as a second opinion that accepts a first quote below the threshold when it agrees
-        (``AGREEMENT_MIN``). ``acceptor``: the evidence score still picks, and the acceptor's
-        probability (``retrieval.answer.answerers.acceptor``, default threshold ``ACCEPT_MIN``)
-        replaces the evidence threshold; ``judge`` keeps its say."""
-        if reader is not None and (judge is not None or acceptor):
-            raise ValueError("a reader that scores the sentences needs no second judge or acceptor")
+                 judge: SentenceReader | None = None) -> None:
+        """The evidence score picks and accepts the first quote (refusal below ``threshold``, default
+        ``DEFAULT_THRESHOLD``); ``judge`` (the reader), when given, accepts a first quote below it when
+        it ranks that sentence first too with at least ``AGREEMENT_MIN``."""
         self._embed = embed
-        self.reader = reader
         self.judge = judge
-        self.acceptor = acceptor
-        picks = "evidence+acceptor" if acceptor else "evidence"
-        self.scorer = reader.name if reader is not None else f"{picks}+{judge.name}" if judge is not None else picks
+        self.scorer = f"evidence+{judge.name}" if judge is not None else "evidence"
         self._word_pieces = word_pieces
         self.profile = profile
         self.model = model
-        self.threshold = threshold if threshold is not None else (
-            READER_THRESHOLD if reader is not None else ACCEPT_MIN if acceptor else DEFAULT_THRESHOLD)
+        self.threshold = DEFAULT_THRESHOLD if threshold is None else threshold
 
     def counts_needed(self, question: str) -> tuple[list[str], list[str]]:
         """(phrases, words) whose chunk counts ``answer`` uses for ``question``: the caller reads them
@@ -683,63 +617,56 @@ class ExtractiveAnswerer:
         ``headings`` (section heading by passage id) and ``stats``, the collection's counts of
         ``counts_needed(question)`` (without them every word weighs the same and no term gate runs)."""
         doc_freq = stats.doc_freq if stats is not None else None
-        if self.reader is not None:
-            required: list[KeyTerm] = []
-            scored = read_candidates(question, shown, self.reader, doc_freq, headings, self.profile)
-        else:
-            required = key_terms(question, stats, self.profile)
-            scored = score_candidates(question, shown, self._embed, doc_freq, headings, required, self.profile)
+        required = key_terms(question, stats, self.profile)
+        scored = score_candidates(question, shown, self._embed, doc_freq, headings, required, self.profile)
         if not scored:
-            return Draft(refusal=True, reason="no quotable text in the retrieved passages", score=None)
+            return Draft(refusal=True, reason="no quotable text in the retrieved passages")
         # each eligible sentence as it would be quoted (with its neighbours), widened once: one that
         # still stops at a lead-in is not eligible, and the chosen ones are quoted so
         quoted = {s.candidate: _widened(s, shown, headings or {}, self.profile).candidate for s in scored if s.eligible}
         scored = [replace(s, complete=not introduces(quoted[s.candidate].text)) if s.candidate in quoted else s
                   for s in scored]
-        chosen = choose_quotes(scored, shown, READER_MARGIN if self.reader is not None else QUOTE_MARGIN)
+        chosen = choose_quotes(scored, shown, QUOTE_MARGIN)
         top = chosen[0] if chosen else scored[0]
         best_claim = _claim(top, shown)
-        score = chosen[0].score if chosen else None
+        score = chosen[0].evidence if chosen else None
         absent = absent_terms(question, doc_freq, self.profile, self._word_pieces)
         if absent:
-            return Draft(refusal=True, score=score, best=best_claim,
+            return Draft(refusal=True, evidence_score=score, best=best_claim,
                          reason="the searched documents never mention " + ", ".join(f"“{t}”" for t in absent))
         if not chosen and any(s.typed and s.on_topic and s.about for s in scored):
-            return Draft(refusal=True, score=None, best=best_claim,
+            return Draft(refusal=True, best=best_claim,
                          reason="the best retrieved sentences only introduce a list, table or example that the "
                                 "retrieved text does not show")
         if not chosen and any(s.typed and s.on_topic for s in scored):
             names = designators(question, self.profile)
             also = f" and names {', '.join(f'“{n}”' for n in names)}" if names else ""
-            return Draft(refusal=True, score=None, best=best_claim,
+            return Draft(refusal=True, best=best_claim,
                          reason=f"no retrieved sentence covers enough of the question's terms{also}")
         if not chosen and any(s.typed for s in scored):
             terms = ", ".join(f"“{t.text}”" for t in required)
-            return Draft(refusal=True, score=None, best=best_claim,
+            return Draft(refusal=True, best=best_claim,
                          reason=f"no retrieved passage that could answer it is about {terms}")
         if not chosen:
             expected = expected_answer(question, self.profile)  # not None: only a quantity question makes sentences ineligible
             what = f"{expected.describe()} (“{expected.cue}”)" if expected else "a quantity"
-            return Draft(refusal=True, score=None, best=best_claim,
+            return Draft(refusal=True, best=best_claim,
                          reason=f"the question asks for {what}, and no retrieved sentence states one")
         eligible = [s for s in scored if s.eligible]
         agreed = None if self.judge is None else agreement(question, top, eligible, shown, headings or {}, self.judge)
-        # the number the threshold applies to: the acceptor's probability, or the first sentence's own score
-        decisive = acceptance(eligible, expected_answer(question, self.profile) is not None) if self.acceptor \
-            else top.score
-        if decisive < self.threshold and (agreed is None or agreed < AGREEMENT_MIN):
-            return Draft(refusal=True, score=decisive, agreement=agreed, best=best_claim,
+        if top.evidence < self.threshold and (agreed is None or agreed < AGREEMENT_MIN):
+            return Draft(refusal=True, evidence_score=top.evidence, agreement=agreed, best=best_claim,
                          reason="no retrieved sentence states the answer clearly enough to quote it as one")
         chosen = [replace(s, candidate=quoted[s.candidate]) for s in chosen]
         top = chosen[0]
         claims = [_claim(s, shown) for s in chosen]
         return Draft(refusal=False, answer=lead(top, shown, len(chosen) - 1, self.profile), claims=claims,
-                     score=decisive, agreement=agreed, best=best_claim)
+                     evidence_score=top.evidence, agreement=agreed, best=best_claim)
 
     def repair(self, question: str, shown: Sequence[PageText], draft: Draft,
                failures: Sequence[Verdict]) -> Draft:
         # Its quotes are cut from the shown text, so there is nothing a second attempt would fix.
-        return Draft(refusal=True, reason="extractive quotes failed verification", score=draft.score)
+        return Draft(refusal=True, reason="extractive quotes failed verification", evidence_score=draft.evidence_score)
 
     def standalone(self, question: str, history: Sequence[Turn]) -> str:
         return standalone_without_model(question, history, self.profile)
