@@ -340,7 +340,7 @@ def ask(
     with timed("imports"):
         from retrieval.answer.answer_view import as_json, as_text  # noqa: PLC0415
         from retrieval.answer.ask import ask as run_ask  # noqa: PLC0415
-        from retrieval.answer.ask import index_unavailable  # noqa: PLC0415
+        from retrieval.answer.refusals import index_unavailable  # noqa: PLC0415
 
     if not question.strip():
         bad_input("the question is empty; ask something, e.g. chapterverse ask \"What is the maximum airspeed below 10,000 feet?\"")

@@ -22,7 +22,7 @@ def extractive(settings, threshold: float | None = None, judged: bool = True):
     """An extractive answerer built for a test (as calibration builds its own): ``threshold`` instead of the
     calibrated one; ``judged=False``: the evidence score alone, without the reader as second judge."""
     from retrieval.answer.answerers.extractive import ExtractiveAnswerer  # noqa: PLC0415
-    from retrieval.answer.ask import sentence_reader  # noqa: PLC0415
+    from retrieval.answer.answerers.registry import sentence_reader  # noqa: PLC0415
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
     e = get_embedder(settings.search.embedding_model)

@@ -359,7 +359,7 @@ def _evaluate(settings: Settings, questions_path: Path, answerer: str | None, co
             out["config"]["extractive"] |= {"agreement_min": extractive.AGREEMENT_MIN, "judge": card.name,
                                             "judge_sha256": card.onnx_sha256}
     if calibrate_threshold and "extractive" in answerer_ran:
-        from retrieval.answer.ask import build_extractive  # noqa: PLC0415
+        from retrieval.answer.answerers.registry import build_extractive  # noqa: PLC0415
         from retrieval.store.collections import collection_profile  # noqa: PLC0415
 
         # an answerer of its own with the refusal threshold disabled: what would it answer, how sure
