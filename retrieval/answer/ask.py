@@ -31,12 +31,12 @@ from retrieval.answer.answerers.followup import standalone_without_model
 from retrieval.answer.answerers.keyterms import PhraseStats
 from retrieval.answer.answerers.registry import EXTRACTIVE, build_answerer, build_extractive, choose_answerer, sentence_reader
 from retrieval.answer.answerers.support import unsupported
-from retrieval.answer.context import model_pages, shown_pages
+from retrieval.answer.context import SourcePage, model_pages, page_url, shown_pages
 from retrieval.answer.drafting import Clock, answer_and_verify, join_quotes, support_filtered
 from retrieval.answer.premise import examine, premise_note
 from retrieval.answer.refusals import index_unavailable, no_support, refusal, untrusted_note
 from retrieval.answer.term_stats import statistics
-from retrieval.answer.verify import SourcePage, join_adjacent, page_url
+from retrieval.answer.verify import join_adjacent
 from retrieval.encode.embed import ModelError
 from retrieval.models import Answer, NearestPassage, Passage, SearchResult, ShownPage, Turn
 from retrieval.search.filters import Scope
