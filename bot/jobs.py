@@ -337,6 +337,8 @@ class Jobs:
         else:
             text = (f":white_check_mark: Job #{job.id}: `{res.name}` {res.status} into `{collection}`: "
                     f"{res.pages} pages, {res.chunks} chunks in {res.seconds:.0f} s. Ask away!")
+            if res.warning:
+                text += f"\n:warning: {res.warning}."
         self._finish(job, ok=True, message=res.status, pages=res.pages, chunks=res.chunks)
         final(text)
 

@@ -105,6 +105,8 @@ def ingest(
                         typer.echo(f"{res.name}: {res.status} into {coll!r}: {res.pages} pages, {res.chunks} chunks "
                                    f"in {res.seconds:.1f} s ({rate:.1f} pages/s)"
                                    + (f"; {res.message}" if res.message else ""))
+                        if res.warning:
+                            typer.echo(f"warning: {res.name}: {res.warning}", err=True)
             except InputError as exc:
                 failed += 1
                 results.append({"origin": arg, "status": "failed", "message": str(exc)})

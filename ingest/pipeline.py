@@ -47,6 +47,7 @@ class IngestResult:
     message: str = ""
     reused: int = 0  # chunks whose vectors were kept from the edition replaced
     ahead: int = 0  # chunks whose vectors were made while the pages were being read (``ingest.ahead``)
+    warning: str = ""  # what the reader should know about what was stored: a damaged PDF, repaired
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -188,4 +189,5 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     reused = len(chunks) - len(fresh)
     return IngestResult(src.name, src.origin, collection, status, len(pages), len(chunks),
                         time.perf_counter() - t0, reused=reused, ahead=kept,
-                        message=f"{reused:,} of {len(chunks):,} passages unchanged, not embedded again" if reused else "")
+                        message=f"{reused:,} of {len(chunks):,} passages unchanged, not embedded again" if reused else "",
+                        warning=parsed.damage_note())
