@@ -12,7 +12,11 @@ parser sends is as untrusted as the file), under
 * a page limit (CHAPTERVERSE_PDF_MAX_PAGES), checked before any page is read;
 * per page, a limit on the decompressed content streams (CHAPTERVERSE_PDF_MAX_PAGE_CONTENT_MB),
   checked before the page's text is laid out, and on the characters of visible text
-  (CHAPTERVERSE_PDF_MAX_PAGE_CHARS).
+  (CHAPTERVERSE_PDF_MAX_PAGE_CHARS);
+* per document, a limit on the characters of visible text of all its pages
+  (CHAPTERVERSE_PDF_MAX_DOCUMENT_CHARS), checked by the child as it reads and again here as the pages
+  come: the pages are kept in this process, and a small file whose pages all draw one big content
+  stream (issue 32: 100 KB, 500 pages of 180,000 characters) stays inside every per-page limit.
 
 The child sends each page's parts (text, headings, hidden characters, label) as soon as it has read
 the page; the running headers and footers, and so each page's body, are found here once every page
@@ -70,6 +74,7 @@ class Limits:
     max_pages: int = 5000
     max_page_content_mb: int = 32
     max_page_chars: int = 200_000
+    max_document_chars: int = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,11 @@ class _Refused(Exception):
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _too_long(page: int, limits: Limits) -> str:
+    return (f"its text passes {limits.max_document_chars:,} characters at page {page:,}; the limit is "
+            f"{limits.max_document_chars:,} (CHAPTERVERSE_PDF_MAX_DOCUMENT_CHARS)")
 
 
 def _memory(limits: Limits) -> str:
@@ -144,6 +154,7 @@ def _damage_only(exc: BaseException) -> bool:
 def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], None]) -> None:
     """Parse, report progress, send the pages or the reason there are none (runs in the child)."""
     seen: list[str] = []
+    chars = [0]  # characters of text sent so far
     try:
         from ingest.mupdf import pymupdf  # noqa: PLC0415
 
@@ -159,6 +170,9 @@ def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], N
 
         def report_page(i: int, parts: PageParts) -> None:
             text, heads, hidden, label = parts
+            chars[0] += len(text)
+            if chars[0] > limits.max_document_chars:
+                raise _Refused(_too_long(i + 1, limits))
             report()
             send(["page", i + 1, text, [[h.offset, h.text, h.larger] for h in heads], hidden, label])
 
@@ -264,7 +278,7 @@ def _parts(msg: list, number: int) -> PageParts | None:
 
 
 def _converse(child: subprocess.Popen, channel: Any, data: bytes, on_start: Callable[[int, str], object] | None,
-              on_page: Callable[[PageParts], object] | None, damage: list[str],
+              on_page: Callable[[PageParts], object] | None, damage: list[str], limits: Limits,
               name: str = "") -> tuple[str, list[PageParts]] | str | None:
     """The title and every page's parts, the reason the child refused the file, or None (it died,
     or broke the protocol). MuPDF's messages are logged and added to ``damage``."""
@@ -274,7 +288,7 @@ def _converse(child: subprocess.Popen, channel: Any, data: bytes, on_start: Call
     except BrokenPipeError:
         return None  # it died reading: its exit status says how
     title: str | None = None
-    total = 0
+    total = chars = 0
     raw: list[PageParts] = []
     for line in channel:
         try:
@@ -292,6 +306,10 @@ def _converse(child: subprocess.Popen, channel: Any, data: bytes, on_start: Call
             parts = _parts(msg, len(raw) + 1)
             if parts is None:
                 return None
+            chars += len(parts[0])
+            if chars > limits.max_document_chars:  # the child's word is not taken for it
+                child.kill()
+                return _too_long(len(raw) + 1, limits)
             raw.append(parts)
             if on_page:
                 on_page(parts)
@@ -341,7 +359,7 @@ def parse(src: Source, limits: Limits, on_start: Callable[[int, str], object] | 
         timer.daemon = True
         timer.start()
         try:
-            result = _converse(child, channel, src.data, on_start, on_page, damage, src.name)
+            result = _converse(child, channel, src.data, on_start, on_page, damage, limits, src.name)
         finally:
             timer.cancel()
             channel.close()

@@ -110,6 +110,17 @@ class IngestSettings(Section):
     pdf_max_page_content_mb: int = Field(default=32, ge=1,
                                          description="Decompressed drawing instructions per page, MB.")
     pdf_max_page_chars: int = Field(default=200_000, ge=1000, description="Characters of visible text per page.")
+    # what one document may cost the process that ingests it (issue 32): its text and its passages
+    pdf_max_document_chars: int = Field(
+        default=20_000_000, ge=10_000, json_schema_extra=env("CHAPTERVERSE_PDF_MAX_DOCUMENT_CHARS"),
+        description="Characters of visible text a whole PDF may have (about 6,000 dense pages).")
+    max_document_chunks: int = Field(
+        default=30_000, ge=10, json_schema_extra=env("CHAPTERVERSE_MAX_DOCUMENT_CHUNKS"),
+        description="Passages one document may be split into.")
+    max_memory_mb: int = Field(
+        default=3072, ge=512, json_schema_extra=env("CHAPTERVERSE_INGEST_MAX_MEMORY_MB"),
+        description="Address space of the process that runs a bot's ingest job (a child of the bot or "
+        "worker), MB: a document that needs more fails its own job, not the bot.")
     file_base_url: str | None = Field(
         default=None,
         description="Base URL under which ingested files are served; citations link to "
