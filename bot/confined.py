@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import select
 import signal
@@ -87,7 +88,7 @@ def _apply(progress: ProgressLog, state: dict[str, Any]) -> None:
 
 def _stopped(child: subprocess.Popen, settings: Settings, src: Source, last_words: str) -> Exception:
     code = child.returncode
-    if "MemoryError" in last_words or "bad_alloc" in last_words or "out of memory" in last_words.lower():
+    if "MemoryError" in last_words or _NO_MEMORY.search(last_words):
         return InputError(f"{src.origin}: {memory_message(settings)}")
     how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
     return InputError(f"{src.origin}: the ingest process stopped ({how}), most likely over its "
@@ -200,6 +201,22 @@ def _limit(settings: Settings) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+# how running out of address space reads: Python, glibc, the dynamic loader (a library that cannot be
+# mapped), C++ (torch, onnxruntime)
+_NO_MEMORY = re.compile(r"\balloc|out of memory|cannot allocate|failed to map segment|bad_alloc|ENOMEM",
+                        re.IGNORECASE)
+
+
+def _out_of_memory(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what caused it) is the address-space limit speaking."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, MemoryError) or _NO_MEMORY.search(str(exc)):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 def _state(progress: ProgressLog) -> dict[str, Any]:
     return {"step": progress.step, "total": progress.total, "done": progress.done, "ahead": progress.ahead,
             "pages_total": progress.pages_total, "pages_done": progress.pages_done}
@@ -289,7 +306,7 @@ def main() -> None:
         kind = "input" if isinstance(exc, InputError) else "database" if isinstance(exc, DatabaseError) else "model"
         send(["error", kind, str(exc)])
     except Exception as exc:  # noqa: BLE001
-        if "alloc" in str(exc).lower() or "out of memory" in str(exc).lower():
+        if _out_of_memory(exc):
             send(["error", "memory", ""])
         else:
             import traceback  # noqa: PLC0415
