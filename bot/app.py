@@ -39,6 +39,7 @@ from bot.limits import RateLimiter
 from bot.slack import make_client
 from bot.store import Store
 from bot.workers import BacklogFull, WorkerPool
+from ingest.sources import is_url
 from retrieval.store.db import DatabaseError
 from retrieval.settings import Settings
 
@@ -246,7 +247,7 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
         response_url = command.get("response_url")
         if verb in ("ingest", "remove"):
             url = unwrap_url(arg)
-            if verb == "ingest" and not url.startswith(("http://", "https://")):
+            if verb == "ingest" and not is_url(url):
                 ack("Usage: `/chapterverse ingest <https://…/handbook.pdf>` (or share a PDF with me in a mention).")
                 return
             if verb == "remove" and not arg:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ingest.sources import InputError, Source, expand, load, redact_urls
+from ingest.sources import InputError, Source, expand, is_url, load, redact_urls
 from retrieval.cli import (
     JsonOpt,
     emit,
@@ -89,7 +89,7 @@ def ingest(
                         src, parsed = ahead.pop(i).result()
                     else:
                         if progress:
-                            progress.begin("downloading" if arg.startswith(("http://", "https://")) else "opening")
+                            progress.begin("downloading" if is_url(arg) else "opening")
                         src, parsed = load(given, limit, settings.ingest.download_timeout_s), None
                     if progress:
                         progress.document(src.name)

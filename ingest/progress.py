@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 def shown_name(origin: str) -> str:
     """A URL without its query string, fragment or credentials; a path as it is."""
-    if not origin.startswith(("http://", "https://")):
+    if not origin[:8].lower().startswith(("http://", "https://")):
         return origin
     try:
         p = urlsplit(origin)
