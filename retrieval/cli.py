@@ -33,6 +33,7 @@ from retrieval.store.db import DatabaseError  # noqa: E402
 from retrieval.encode.embed import ModelError  # noqa: E402
 from retrieval.logs import quiet_libraries  # noqa: E402
 from retrieval.settings import Settings, get_settings  # noqa: E402
+from retrieval.text.question import text_problem  # noqa: E402
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_CONFIG = 0, 1, 2
 EXIT_STATUSES = (
@@ -240,6 +241,8 @@ def search(
 
     if not query.strip():
         bad_input("the query is empty; say what to look for")
+    if (problem := text_problem(query, "query")) is not None:
+        bad_input(problem)
     settings = load_settings()
     ready(settings)
     check_collections(settings, collection)
@@ -344,6 +347,8 @@ def ask(
 
     if not question.strip():
         bad_input("the question is empty; ask something, e.g. chapterverse ask \"What is the maximum airspeed below 10,000 feet?\"")
+    if (problem := text_problem(question)) is not None:
+        bad_input(problem)
     settings = load_settings()
     check_answerer(settings, answerer)
     try:
