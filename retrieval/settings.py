@@ -418,6 +418,13 @@ class Settings(BaseSettings):
     jobs: JobSettings = JobSettings()
     profile: Profile = Field(default_factory=lambda: preset_profile(DEFAULT_PRESET))
 
+    @field_validator("home", mode="before")
+    @classmethod
+    def _blank_home_is_unset(cls, value: object) -> object:
+        """``CHAPTERVERSE_HOME=`` (set but empty) means unset, as the README says: the default
+        home, never the current directory."""
+        return default_home() if isinstance(value, str) and not value.strip() else value
+
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
                                    env_settings: PydanticBaseSettingsSource,
