@@ -253,6 +253,10 @@ class SlackSettings(Section):
     answer_backlog: int = Field(
         default=20, ge=0, description="Questions a bot process keeps waiting for a free answer worker; when "
         "that many wait, a new question is not queued but gets a 'busy, please try again in a minute' reply.")
+    quick_backlog: int = Field(
+        default=50, ge=1, description="Small tasks (busy and rate-limit replies, shared PDFs, follow-up checks, "
+        "feedback, listing) a bot process keeps waiting for one of its 4 quick workers; beyond that a task is "
+        "dropped and logged instead of queued without bound.")
     user_questions_per_minute: int = Field(
         default=10, ge=1, description="Questions one person may ask the bot in any 60 seconds (per workspace, "
         "per bot process); more get a 'please wait' reply instead of an answer.")
