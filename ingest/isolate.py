@@ -74,7 +74,7 @@ class Limits:
     max_pages: int = 5000
     max_page_content_mb: int = 32
     max_page_chars: int = 200_000
-    max_document_chars: int = 20_000_000
+    max_document_chars: int = 12_000_000
 
 
 @dataclass(frozen=True)

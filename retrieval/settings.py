@@ -112,11 +112,12 @@ class IngestSettings(Section):
     pdf_max_page_chars: int = Field(default=200_000, ge=1000, description="Characters of visible text per page.")
     # what one document may cost the process that ingests it (issue 32): its text and its passages
     pdf_max_document_chars: int = Field(
-        default=20_000_000, ge=10_000, json_schema_extra=env("CHAPTERVERSE_PDF_MAX_DOCUMENT_CHARS"),
-        description="Characters of visible text a whole PDF may have (about 6,000 dense pages).")
+        default=12_000_000, ge=10_000, json_schema_extra=env("CHAPTERVERSE_PDF_MAX_DOCUMENT_CHARS"),
+        description="Characters of visible text a whole PDF may have (about 4,000 dense manual pages).")
     max_document_chunks: int = Field(
-        default=30_000, ge=10, json_schema_extra=env("CHAPTERVERSE_MAX_DOCUMENT_CHUNKS"),
-        description="Passages one document may be split into.")
+        default=10_000, ge=10, json_schema_extra=env("CHAPTERVERSE_MAX_DOCUMENT_CHUNKS"),
+        description="Passages one document may be split into (the 1,321-page TikZ & PGF manual has 4,832); "
+        "what ingesting a document costs in memory grows with them.")
     max_memory_mb: int = Field(
         default=3072, ge=512, json_schema_extra=env("CHAPTERVERSE_INGEST_MAX_MEMORY_MB"),
         description="Address space of the process that runs a bot's ingest job (a child of the bot or "
