@@ -16,6 +16,7 @@ import typer
 from ingest.sources import InputError, Source, expand, is_url, load, redact_urls
 from retrieval.cli import (
     JsonOpt,
+    check_collection_names,
     emit,
     fail,
     load_settings,
@@ -58,6 +59,7 @@ def ingest(
     from ingest.progress import ProgressLog  # noqa: PLC0415
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     coll = collection or settings.ingest.default_collection
@@ -159,6 +161,7 @@ def docs(
     from ingest.store import list_documents  # noqa: PLC0415
     from retrieval.store import db  # noqa: PLC0415
 
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     with db.connection(settings) as conn:
@@ -183,12 +186,15 @@ def remove(
     from ingest.store import AmbiguousName, remove_document  # noqa: PLC0415
     from retrieval.store import db  # noqa: PLC0415
 
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     try:
         with db.connection(settings) as conn:
             removed = remove_document(conn, name, collection)
-    except (AmbiguousName, DatabaseError) as exc:
+    except AmbiguousName as exc:  # the name is right, which one is meant is not: bad input
+        fail(str(exc), code=1)
+    except DatabaseError as exc:
         fail(str(exc))
     if not removed:
         fail(f"no document named {name!r}{f' in {collection!r}' if collection else ''}", code=1)
@@ -329,6 +335,7 @@ def collections_set_preset(
     from retrieval.store import db  # noqa: PLC0415
     from retrieval.store.collections import set_preset  # noqa: PLC0415
 
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     try:

@@ -49,23 +49,31 @@ EXIT_STATUSES = (
 _UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
+def _usage_error(exc: Any) -> typer.Exit:
+    """A usage error as one line on stderr ("error: Invalid value for '--k': …; see `… search --help`"),
+    not click's usage text and box; exit 1 (bad input)."""
+    ctx = getattr(exc, "ctx", None)
+    where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+    message = " ".join(str(exc.format_message()).split()).rstrip(".")
+    typer.echo(f"error: {message}{where}", err=True)
+    return typer.Exit(EXIT_BAD_INPUT)
+
+
 class _Commands(TyperGroup):
-    """Usage errors (missing argument, unknown option, bad value) exit 1, "bad input", not click's 2:
-    exit status 2 means misconfiguration here (``EXIT_STATUSES``)."""
+    """Usage errors (missing argument, unknown option, bad value) are one line and exit 1, "bad
+    input", not click's 2: exit status 2 means misconfiguration here (``EXIT_STATUSES``)."""
 
     def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:
         try:
             return super().make_context(*args, **kwargs)
         except _UsageError as exc:
-            exc.exit_code = EXIT_BAD_INPUT
-            raise
+            raise _usage_error(exc) from None
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
         except _UsageError as exc:
-            exc.exit_code = EXIT_BAD_INPUT
-            raise
+            raise _usage_error(exc) from None
 
 
 app = typer.Typer(
@@ -143,6 +151,18 @@ def bad_input(message: str) -> None:
     fail(message, EXIT_BAD_INPUT)
 
 
+def check_collection_names(names: str | list[str] | None) -> None:
+    """Exit 1 (bad input) for a ``--collection`` that cannot be one: empty (it used to mean the
+    default, silently) or holding a line break or another control character (it broke ``docs``)."""
+    for name in [names] if isinstance(names, str) else names or []:
+        if not name.strip():
+            bad_input("the collection name is empty; name one, or leave --collection out for the default")
+        if any(ord(c) < 32 or ord(c) == 127 for c in name):
+            bad_input(f"collection names cannot hold line breaks or other control characters: {name!r}")
+        if name != name.strip():
+            bad_input(f"collection names cannot start or end with spaces: {name!r}")
+
+
 def check_collections(settings: Settings, wanted: list[str] | None) -> None:
     """Exit 2 when a named collection holds no documents: "no collection 'nosuch'; collections: dev, mine"."""
     if not wanted:
@@ -203,11 +223,34 @@ def require_model(settings: Settings) -> None:
             fail(str(exc))
 
 
+def configuration_error(exc: Exception) -> str:
+    """A settings error as one line: the environment variable, the value and what is wrong with it
+    ("CHAPTERVERSE_SLACK_WORKERS='abc': Input should be a valid integer…"), not pydantic's block."""
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from retrieval.settings import environment_names  # noqa: PLC0415
+
+    if not isinstance(exc, ValidationError):
+        return " ".join(str(exc).split())
+    names = {}
+    for var, key in environment_names().items():
+        names.setdefault(key, var)
+    errors = exc.errors()
+    first = errors[0]
+    loc = tuple(str(x) for x in first.get("loc", ()))
+    var = names.get(loc[:2]) or (f"CHAPTERVERSE_{loc[0].upper()}" if len(loc) == 1 else ".".join(loc))
+    value = first.get("input")
+    shown = f"={value!r}" if isinstance(value, (str, int, float)) and not any(
+        w in var for w in ("KEY", "TOKEN", "SECRET", "URL")) else ""
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{var}{shown}: {' '.join(str(first.get('msg', '')).split())}{more}"
+
+
 def load_settings() -> Settings:
     try:
         return get_settings()
     except Exception as exc:  # noqa: BLE001  (pydantic validation errors)
-        fail(f"bad configuration: {exc}")
+        fail(f"bad configuration: {configuration_error(exc)}")
         raise
 
 
@@ -243,6 +286,7 @@ def search(
         bad_input("the query is empty; say what to look for")
     if (problem := text_problem(query, "query")) is not None:
         bad_input(problem)
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     check_collections(settings, collection)
@@ -287,7 +331,8 @@ def db_status(json_out: JsonOpt = False) -> None:
         rec = index.recorded_model(conn)
         counts = conn.execute("SELECT (SELECT count(*) FROM documents) AS documents, "
                               "(SELECT count(*) FROM chunks) AS chunks").fetchone()
-        version = conn.execute("SELECT max(migration_id) AS v FROM _yoyo_migration").fetchone()["v"]
+        version = db.schema_version([r["migration_id"] for r in conn.execute(
+            "SELECT migration_id FROM _yoyo_migration").fetchall()])
     try:
         emb = get_embedder(settings.search.embedding_model, load=False)
         encoder, passages = emb.query_encoder_status(), emb.passage_encoder_status()
@@ -349,6 +394,7 @@ def ask(
         bad_input("the question is empty; ask something, e.g. chapterverse ask \"What is the maximum airspeed below 10,000 feet?\"")
     if (problem := text_problem(question)) is not None:
         bad_input(problem)
+    check_collection_names(collection)
     settings = load_settings()
     check_answerer(settings, answerer)
     try:
