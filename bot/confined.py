@@ -77,7 +77,7 @@ def memory_message(settings: Settings) -> str:
 def _apply(progress: ProgressLog, state: dict[str, Any]) -> None:
     """Where the child's ingest is, on the job's own progress object (its Slack message)."""
     if state.get("step") != progress.step or state.get("total") != progress.total:
-        progress.begin(str(state.get("step") or ""), state.get("total"))
+        progress.begin(str(state.get("step") or ""), state.get("total"), int(state.get("done_at_start") or 0))
     progress.pages_total = state.get("pages_total")
     progress.ahead = int(state.get("ahead") or 0)
     progress.pages_done = int(state.get("pages_done") or 0)  # may raise JobLost (SlackProgress)
@@ -219,6 +219,7 @@ def _out_of_memory(exc: BaseException | None) -> bool:
 
 def _state(progress: ProgressLog) -> dict[str, Any]:
     return {"step": progress.step, "total": progress.total, "done": progress.done, "ahead": progress.ahead,
+            "done_at_start": progress.done_at_start,
             "pages_total": progress.pages_total, "pages_done": progress.pages_done}
 
 
@@ -244,8 +245,8 @@ class _Forwarding(ProgressLog):
         self._pages_done = n
         self._changed()
 
-    def begin(self, step: str, total: int | None = None) -> None:
-        super().begin(step, total)
+    def begin(self, step: str, total: int | None = None, done: int = 0) -> None:
+        super().begin(step, total, done)
         self._changed()
 
     def advance(self, n: int) -> None:

@@ -82,6 +82,7 @@ def ingest(
         if i < len(givens):
             ahead[i] = reader.submit(_load_and_parse, settings, givens[i], coll)
 
+    arg = ""
     try:
         for i, given in enumerate(givens):
             arg = redact_urls(given)  # a URL's query string (a signed URL's signature) is never printed or stored
@@ -125,6 +126,12 @@ def ingest(
                 message = f"{arg}: unexpected error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 results.append({"origin": arg, "status": "failed", "message": message})
                 typer.echo(f"error: {message}", err=True)
+    except KeyboardInterrupt:
+        # Ctrl-C: the document being ingested is written in one transaction, so nothing of it is stored
+        done = sum(1 for r in results if r.get("status") in ("ingested", "replaced", "reindexed", "unchanged"))
+        kept = f"; the {done} finished before it are stored" if done else ""
+        typer.echo(f"error: interrupted: {arg} was not stored (nothing of it was written){kept}", err=True)
+        raise typer.Exit(130) from None
     finally:
         reader.shutdown(wait=False, cancel_futures=True)
     if json_out:

@@ -173,8 +173,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     to_embed = sum(map(len, todo))
     bar = tqdm(total=to_embed, desc=f"{src.name}: embedding", unit="chunk",
                disable=None if not quiet else True, leave=False)
-    if progress:
-        progress.begin("embedding passages", to_embed)
+    if progress:  # counted over every passage: those embedded while reading (or kept) are done already
+        progress.begin("embedding passages", len(chunks), done=len(chunks) - to_embed)
     try:
         for idx in todo:
             segment = embed_segment(embedder, [texts[i] for i in idx], [chunks[i] for i in idx],

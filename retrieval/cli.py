@@ -40,9 +40,49 @@ EXIT_STATUSES = (
     "Exit status: 0 answered or refused (a refusal is an answer; also when the index cannot be reached, "
     "which the reason says); 1 bad input (an empty question or query, a missing argument, a bad option); "
     "2 misconfiguration (--answerer gemini without GEMINI_API_KEY, --answerer openai without "
-    "CHAPTERVERSE_OPENAI_MODEL, a --collection that does not exist, an "
+    "CHAPTERVERSE_OPENAI_MODEL, a --collection that does not exist, nothing ingested yet, an "
     "embedding model that cannot load or does not match the index). Errors are one line on stderr; "
     "nothing is printed on stdout then, not even with --json.")
+SEARCH_EXIT_STATUSES = (
+    "Exit status: 0 passages found, or none; 1 bad input (an empty query, a missing argument, a bad option "
+    "such as --k 0); 2 misconfiguration (a --collection or --document that does not exist, nothing ingested "
+    "yet, the database cannot be reached, an embedding model that cannot load or does not match the index). "
+    "Errors are one line on stderr; nothing is printed on stdout then, not even with --json.")
+CHECKED = ("(Each quote is checked to be word for word on its page; whether it answers your question is "
+           "not checked: read it.)")
+
+
+def _plain_help_types() -> None:
+    """Help screens name what to type (TEXT, INTEGER, PATH; a repeatable option TEXT…; a flag
+    nothing; the usage line QUESTION), not Typer's Python type labels (``<str>``, ``<list[str]>``,
+    ``<bool>``, ``{question}``)."""
+    from typer import core  # noqa: PLC0415
+
+    words = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "Path": "PATH", "path": "PATH", "file": "FILE",
+             "directory": "DIRECTORY", "bool": None}
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "metavar", None):
+            return self.metavar
+        if getattr(self, "is_flag", False):
+            return None
+        raw = str(self.display_type(ctx)).strip("<>")
+        repeat = raw.startswith("list[") and raw.endswith("]")
+        base = raw[5:-1] if repeat else raw
+        word = words.get(base, base.upper()) if "|" not in base else base
+        return None if word is None else word + ("…" if repeat else "")
+
+    def usage_name(self: Any) -> str:
+        name = str(self.display_name_raw).upper()
+        name = name if self.required else f"[{name}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+    for cls in (core.TyperOption, core.TyperArgument):
+        cls.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    core.TyperArgument._usage_display_name = usage_name  # type: ignore[method-assign]
+
+
+_plain_help_types()
 
 
 # click's UsageError (typer vendors click, so it is found through typer's own BadParameter)
@@ -163,10 +203,12 @@ def check_collection_names(names: str | list[str] | None) -> None:
             bad_input(f"collection names cannot start or end with spaces: {name!r}")
 
 
+NOTHING_INGESTED = "nothing is ingested yet; add PDFs first: chapterverse ingest FILE.pdf (then ask again)"
+
+
 def check_collections(settings: Settings, wanted: list[str] | None) -> None:
-    """Exit 2 when a named collection holds no documents: "no collection 'nosuch'; collections: dev, mine"."""
-    if not wanted:
-        return
+    """Exit 2 when nothing is ingested at all (a fresh home: said at once, before the model loads),
+    or when a named collection holds no documents: "no collection 'nosuch'; collections: dev, mine"."""
     from retrieval.store import db  # noqa: PLC0415
 
     try:
@@ -175,10 +217,41 @@ def check_collections(settings: Settings, wanted: list[str] | None) -> None:
                 "SELECT DISTINCT collection FROM documents ORDER BY collection").fetchall()]
     except DatabaseError as exc:
         fail(str(exc))
+    if not known:
+        fail(NOTHING_INGESTED)
+    if not wanted:
+        return
     missing = [c for c in dict.fromkeys(wanted) if c not in known]
     if missing:
         have = ", ".join(known) if known else "none yet (add documents with `chapterverse ingest`)"
         fail(f"no collection {', '.join(repr(c) for c in missing)}; collections: {have}")
+
+
+def resolve_documents(settings: Settings, wanted: list[str] | None, collections: list[str] | None) -> list[str] | None:
+    """The documents ``--document`` names, by file name ("pgfmanual.pdf"), file name without
+    ".pdf" ("pgfmanual", as output shows it) or title, any case; exit 2 naming the documents there
+    are when one matches none (it used to search nothing and say "no passages found")."""
+    if not wanted:
+        return None
+    from retrieval.store import db  # noqa: PLC0415
+
+    try:
+        with db.connection(settings) as conn:
+            rows = conn.execute("SELECT DISTINCT name, title FROM documents WHERE (%s::text[] IS NULL OR "
+                                "collection = ANY(%s)) ORDER BY name", (collections, collections)).fetchall()
+    except DatabaseError as exc:
+        fail(str(exc))
+    out: list[str] = []
+    for given in wanted:
+        key = " ".join(given.split()).casefold()
+        found = [r["name"] for r in rows if key in (
+            r["name"].casefold(), r["name"].casefold().removesuffix(".pdf"), " ".join((r["title"] or "").split()).casefold())]
+        if not found:
+            names = [r["name"].removesuffix(".pdf") for r in rows]
+            shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+            fail(f"no document {given!r}; documents: {shown or 'none'}")
+        out.extend(n for n in found if n not in out)
+    return out
 
 
 def titles_of(settings: Settings, names: list[str]) -> dict[str, str | None]:
@@ -270,12 +343,13 @@ def ready(settings: Settings) -> None:
 
 
 
-@app.command(epilog=EXIT_STATUSES)
+@app.command(epilog=SEARCH_EXIT_STATUSES)
 def search(
     query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
     k: Annotated[int, typer.Option("--k", min=1, max=100, help="How many passages.")] = 5,
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
-    document: Annotated[list[str] | None, typer.Option(help="Only these documents (by name).")] = None,
+    document: Annotated[list[str] | None, typer.Option(
+        help="Only these documents: a file name (with or without .pdf) or a title, as `chapterverse docs` shows.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Find the passages that best match QUERY."""
@@ -290,6 +364,7 @@ def search(
     settings = load_settings()
     ready(settings)
     check_collections(settings, collection)
+    document = resolve_documents(settings, document, collection)
     require_model(settings)
     try:
         with timed("search"):
@@ -380,7 +455,8 @@ def ask(
     answerer: Annotated[str | None, typer.Option(help="gemini, openai (an OpenAI-compatible server) or extractive (default: CHAPTERVERSE_ANSWERER, else gemini when GEMINI_API_KEY is set, else extractive).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Answer QUESTION with verified, page-linked quotes, or refuse when the documents do not say.
+    """Answer QUESTION with page-linked quotes, each checked word for word against its page, or refuse
+    when the documents do not say.
 
     A refusal is an answer, not an error: it is printed (as JSON with --json) with exit status 0, also
     when the index cannot be reached (the database is down); the reason says so."""
@@ -413,6 +489,8 @@ def ask(
     else:
         shown = [c.document for c in result.citations] + [n.document for n in result.nearest]
         typer.echo(as_text(result, titles_of(settings, shown), collection))
+        if result.citations and not result.refusal:
+            typer.echo(CHECKED)  # what "verified" means: the words are on the page, not that they answer
 
 
 PLUGIN_GROUP = "chapterverse.commands"
