@@ -244,7 +244,8 @@ def render_answer(answer: Answer, *, turn_id: int | None, searched: Searched) ->
     for c in answer.citations:
         blocks.extend(quote_blocks(c, searched.titles))
     n = len(answer.citations)
-    note = f"{n} quote{'s' if n != 1 else ''}, each checked word for word against the PDF page."
+    note = (f"{n} quote{'s' if n != 1 else ''}, each checked to be word for word on its PDF page "
+            "(not checked: whether it answers the question).")
     if answer.answerer:
         note += f" Answerer: {escape(answer.answerer)}."
     if named := named_note(answer):

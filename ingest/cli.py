@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ingest.sources import InputError, Source, expand, load, redact_urls
+from ingest.sources import InputError, Source, expand, is_url, load, redact_urls
 from retrieval.cli import (
     JsonOpt,
+    check_collection_names,
     emit,
     fail,
     load_settings,
@@ -58,6 +59,7 @@ def ingest(
     from ingest.progress import ProgressLog  # noqa: PLC0415
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     coll = collection or settings.ingest.default_collection
@@ -80,6 +82,7 @@ def ingest(
         if i < len(givens):
             ahead[i] = reader.submit(_load_and_parse, settings, givens[i], coll)
 
+    arg = ""
     try:
         for i, given in enumerate(givens):
             arg = redact_urls(given)  # a URL's query string (a signed URL's signature) is never printed or stored
@@ -89,7 +92,7 @@ def ingest(
                         src, parsed = ahead.pop(i).result()
                     else:
                         if progress:
-                            progress.begin("downloading" if arg.startswith(("http://", "https://")) else "opening")
+                            progress.begin("downloading" if is_url(arg) else "opening")
                         src, parsed = load(given, limit, settings.ingest.download_timeout_s), None
                     if progress:
                         progress.document(src.name)
@@ -105,6 +108,8 @@ def ingest(
                         typer.echo(f"{res.name}: {res.status} into {coll!r}: {res.pages} pages, {res.chunks} chunks "
                                    f"in {res.seconds:.1f} s ({rate:.1f} pages/s)"
                                    + (f"; {res.message}" if res.message else ""))
+                        if res.warning:
+                            typer.echo(f"warning: {res.name}: {res.warning}", err=True)
             except InputError as exc:
                 failed += 1
                 results.append({"origin": arg, "status": "failed", "message": str(exc)})
@@ -121,6 +126,12 @@ def ingest(
                 message = f"{arg}: unexpected error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 results.append({"origin": arg, "status": "failed", "message": message})
                 typer.echo(f"error: {message}", err=True)
+    except KeyboardInterrupt:
+        # Ctrl-C: the document being ingested is written in one transaction, so nothing of it is stored
+        done = sum(1 for r in results if r.get("status") in ("ingested", "replaced", "reindexed", "unchanged"))
+        kept = f"; the {done} finished before it are stored" if done else ""
+        typer.echo(f"error: interrupted: {arg} was not stored (nothing of it was written){kept}", err=True)
+        raise typer.Exit(130) from None
     finally:
         reader.shutdown(wait=False, cancel_futures=True)
     if json_out:
@@ -157,6 +168,7 @@ def docs(
     from ingest.store import list_documents  # noqa: PLC0415
     from retrieval.store import db  # noqa: PLC0415
 
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     with db.connection(settings) as conn:
@@ -181,12 +193,15 @@ def remove(
     from ingest.store import AmbiguousName, remove_document  # noqa: PLC0415
     from retrieval.store import db  # noqa: PLC0415
 
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     try:
         with db.connection(settings) as conn:
             removed = remove_document(conn, name, collection)
-    except (AmbiguousName, DatabaseError) as exc:
+    except AmbiguousName as exc:  # the name is right, which one is meant is not: bad input
+        fail(str(exc), code=1)
+    except DatabaseError as exc:
         fail(str(exc))
     if not removed:
         fail(f"no document named {name!r}{f' in {collection!r}' if collection else ''}", code=1)
@@ -327,6 +342,7 @@ def collections_set_preset(
     from retrieval.store import db  # noqa: PLC0415
     from retrieval.store.collections import set_preset  # noqa: PLC0415
 
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     try:

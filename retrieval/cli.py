@@ -33,38 +33,87 @@ from retrieval.store.db import DatabaseError  # noqa: E402
 from retrieval.encode.embed import ModelError  # noqa: E402
 from retrieval.logs import quiet_libraries  # noqa: E402
 from retrieval.settings import Settings, get_settings  # noqa: E402
+from retrieval.text.question import text_problem  # noqa: E402
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_CONFIG = 0, 1, 2
 EXIT_STATUSES = (
     "Exit status: 0 answered or refused (a refusal is an answer; also when the index cannot be reached, "
     "which the reason says); 1 bad input (an empty question or query, a missing argument, a bad option); "
     "2 misconfiguration (--answerer gemini without GEMINI_API_KEY, --answerer openai without "
-    "CHAPTERVERSE_OPENAI_MODEL, a --collection that does not exist, an "
+    "CHAPTERVERSE_OPENAI_MODEL, a --collection that does not exist, nothing ingested yet, an "
     "embedding model that cannot load or does not match the index). Errors are one line on stderr; "
     "nothing is printed on stdout then, not even with --json.")
+SEARCH_EXIT_STATUSES = (
+    "Exit status: 0 passages found, or none; 1 bad input (an empty query, a missing argument, a bad option "
+    "such as --k 0); 2 misconfiguration (a --collection or --document that does not exist, nothing ingested "
+    "yet, the database cannot be reached, an embedding model that cannot load or does not match the index). "
+    "Errors are one line on stderr; nothing is printed on stdout then, not even with --json.")
+CHECKED = ("(Each quote is checked to be word for word on its page; whether it answers your question is "
+           "not checked: read it.)")
+
+
+def _plain_help_types() -> None:
+    """Help screens name what to type (TEXT, INTEGER, PATH; a repeatable option TEXT…; a flag
+    nothing; the usage line QUESTION), not Typer's Python type labels (``<str>``, ``<list[str]>``,
+    ``<bool>``, ``{question}``)."""
+    from typer import core  # noqa: PLC0415
+
+    words = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "Path": "PATH", "path": "PATH", "file": "FILE",
+             "directory": "DIRECTORY", "bool": None}
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "metavar", None):
+            return self.metavar
+        if getattr(self, "is_flag", False):
+            return None
+        raw = str(self.display_type(ctx)).strip("<>")
+        repeat = raw.startswith("list[") and raw.endswith("]")
+        base = raw[5:-1] if repeat else raw
+        word = words.get(base, base.upper()) if "|" not in base else base
+        return None if word is None else word + ("…" if repeat else "")
+
+    def usage_name(self: Any) -> str:
+        name = str(self.display_name_raw).upper()
+        name = name if self.required else f"[{name}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+    for cls in (core.TyperOption, core.TyperArgument):
+        cls.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    core.TyperArgument._usage_display_name = usage_name  # type: ignore[method-assign]
+
+
+_plain_help_types()
 
 
 # click's UsageError (typer vendors click, so it is found through typer's own BadParameter)
 _UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
+def _usage_error(exc: Any) -> typer.Exit:
+    """A usage error as one line on stderr ("error: Invalid value for '--k': …; see `… search --help`"),
+    not click's usage text and box; exit 1 (bad input)."""
+    ctx = getattr(exc, "ctx", None)
+    where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+    message = " ".join(str(exc.format_message()).split()).rstrip(".")
+    typer.echo(f"error: {message}{where}", err=True)
+    return typer.Exit(EXIT_BAD_INPUT)
+
+
 class _Commands(TyperGroup):
-    """Usage errors (missing argument, unknown option, bad value) exit 1, "bad input", not click's 2:
-    exit status 2 means misconfiguration here (``EXIT_STATUSES``)."""
+    """Usage errors (missing argument, unknown option, bad value) are one line and exit 1, "bad
+    input", not click's 2: exit status 2 means misconfiguration here (``EXIT_STATUSES``)."""
 
     def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:
         try:
             return super().make_context(*args, **kwargs)
         except _UsageError as exc:
-            exc.exit_code = EXIT_BAD_INPUT
-            raise
+            raise _usage_error(exc) from None
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
         except _UsageError as exc:
-            exc.exit_code = EXIT_BAD_INPUT
-            raise
+            raise _usage_error(exc) from None
 
 
 app = typer.Typer(
@@ -142,10 +191,24 @@ def bad_input(message: str) -> None:
     fail(message, EXIT_BAD_INPUT)
 
 
+def check_collection_names(names: str | list[str] | None) -> None:
+    """Exit 1 (bad input) for a ``--collection`` that cannot be one: empty (it used to mean the
+    default, silently) or holding a line break or another control character (it broke ``docs``)."""
+    for name in [names] if isinstance(names, str) else names or []:
+        if not name.strip():
+            bad_input("the collection name is empty; name one, or leave --collection out for the default")
+        if any(ord(c) < 32 or ord(c) == 127 for c in name):
+            bad_input(f"collection names cannot hold line breaks or other control characters: {name!r}")
+        if name != name.strip():
+            bad_input(f"collection names cannot start or end with spaces: {name!r}")
+
+
+NOTHING_INGESTED = "nothing is ingested yet; add PDFs first: chapterverse ingest FILE.pdf (then ask again)"
+
+
 def check_collections(settings: Settings, wanted: list[str] | None) -> None:
-    """Exit 2 when a named collection holds no documents: "no collection 'nosuch'; collections: dev, mine"."""
-    if not wanted:
-        return
+    """Exit 2 when nothing is ingested at all (a fresh home: said at once, before the model loads),
+    or when a named collection holds no documents: "no collection 'nosuch'; collections: dev, mine"."""
     from retrieval.store import db  # noqa: PLC0415
 
     try:
@@ -154,10 +217,41 @@ def check_collections(settings: Settings, wanted: list[str] | None) -> None:
                 "SELECT DISTINCT collection FROM documents ORDER BY collection").fetchall()]
     except DatabaseError as exc:
         fail(str(exc))
+    if not known:
+        fail(NOTHING_INGESTED)
+    if not wanted:
+        return
     missing = [c for c in dict.fromkeys(wanted) if c not in known]
     if missing:
         have = ", ".join(known) if known else "none yet (add documents with `chapterverse ingest`)"
         fail(f"no collection {', '.join(repr(c) for c in missing)}; collections: {have}")
+
+
+def resolve_documents(settings: Settings, wanted: list[str] | None, collections: list[str] | None) -> list[str] | None:
+    """The documents ``--document`` names, by file name ("pgfmanual.pdf"), file name without
+    ".pdf" ("pgfmanual", as output shows it) or title, any case; exit 2 naming the documents there
+    are when one matches none (it used to search nothing and say "no passages found")."""
+    if not wanted:
+        return None
+    from retrieval.store import db  # noqa: PLC0415
+
+    try:
+        with db.connection(settings) as conn:
+            rows = conn.execute("SELECT DISTINCT name, title FROM documents WHERE (%s::text[] IS NULL OR "
+                                "collection = ANY(%s)) ORDER BY name", (collections, collections)).fetchall()
+    except DatabaseError as exc:
+        fail(str(exc))
+    out: list[str] = []
+    for given in wanted:
+        key = " ".join(given.split()).casefold()
+        found = [r["name"] for r in rows if key in (
+            r["name"].casefold(), r["name"].casefold().removesuffix(".pdf"), " ".join((r["title"] or "").split()).casefold())]
+        if not found:
+            names = [r["name"].removesuffix(".pdf") for r in rows]
+            shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+            fail(f"no document {given!r}; documents: {shown or 'none'}")
+        out.extend(n for n in found if n not in out)
+    return out
 
 
 def titles_of(settings: Settings, names: list[str]) -> dict[str, str | None]:
@@ -202,11 +296,34 @@ def require_model(settings: Settings) -> None:
             fail(str(exc))
 
 
+def configuration_error(exc: Exception) -> str:
+    """A settings error as one line: the environment variable, the value and what is wrong with it
+    ("CHAPTERVERSE_SLACK_WORKERS='abc': Input should be a valid integer…"), not pydantic's block."""
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from retrieval.settings import environment_names  # noqa: PLC0415
+
+    if not isinstance(exc, ValidationError):
+        return " ".join(str(exc).split())
+    names = {}
+    for var, key in environment_names().items():
+        names.setdefault(key, var)
+    errors = exc.errors()
+    first = errors[0]
+    loc = tuple(str(x) for x in first.get("loc", ()))
+    var = names.get(loc[:2]) or (f"CHAPTERVERSE_{loc[0].upper()}" if len(loc) == 1 else ".".join(loc))
+    value = first.get("input")
+    shown = f"={value!r}" if isinstance(value, (str, int, float)) and not any(
+        w in var for w in ("KEY", "TOKEN", "SECRET", "URL")) else ""
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{var}{shown}: {' '.join(str(first.get('msg', '')).split())}{more}"
+
+
 def load_settings() -> Settings:
     try:
         return get_settings()
     except Exception as exc:  # noqa: BLE001  (pydantic validation errors)
-        fail(f"bad configuration: {exc}")
+        fail(f"bad configuration: {configuration_error(exc)}")
         raise
 
 
@@ -226,12 +343,13 @@ def ready(settings: Settings) -> None:
 
 
 
-@app.command(epilog=EXIT_STATUSES)
+@app.command(epilog=SEARCH_EXIT_STATUSES)
 def search(
     query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
     k: Annotated[int, typer.Option("--k", min=1, max=100, help="How many passages.")] = 5,
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
-    document: Annotated[list[str] | None, typer.Option(help="Only these documents (by name).")] = None,
+    document: Annotated[list[str] | None, typer.Option(
+        help="Only these documents: a file name (with or without .pdf) or a title, as `chapterverse docs` shows.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Find the passages that best match QUERY."""
@@ -240,9 +358,13 @@ def search(
 
     if not query.strip():
         bad_input("the query is empty; say what to look for")
+    if (problem := text_problem(query, "query")) is not None:
+        bad_input(problem)
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     check_collections(settings, collection)
+    document = resolve_documents(settings, document, collection)
     require_model(settings)
     try:
         with timed("search"):
@@ -284,7 +406,8 @@ def db_status(json_out: JsonOpt = False) -> None:
         rec = index.recorded_model(conn)
         counts = conn.execute("SELECT (SELECT count(*) FROM documents) AS documents, "
                               "(SELECT count(*) FROM chunks) AS chunks").fetchone()
-        version = conn.execute("SELECT max(migration_id) AS v FROM _yoyo_migration").fetchone()["v"]
+        version = db.schema_version([r["migration_id"] for r in conn.execute(
+            "SELECT migration_id FROM _yoyo_migration").fetchall()])
     try:
         emb = get_embedder(settings.search.embedding_model, load=False)
         encoder, passages = emb.query_encoder_status(), emb.passage_encoder_status()
@@ -332,7 +455,8 @@ def ask(
     answerer: Annotated[str | None, typer.Option(help="gemini, openai (an OpenAI-compatible server) or extractive (default: CHAPTERVERSE_ANSWERER, else gemini when GEMINI_API_KEY is set, else extractive).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Answer QUESTION with verified, page-linked quotes, or refuse when the documents do not say.
+    """Answer QUESTION with page-linked quotes, each checked word for word against its page, or refuse
+    when the documents do not say.
 
     A refusal is an answer, not an error: it is printed (as JSON with --json) with exit status 0, also
     when the index cannot be reached (the database is down); the reason says so."""
@@ -344,6 +468,9 @@ def ask(
 
     if not question.strip():
         bad_input("the question is empty; ask something, e.g. chapterverse ask \"What is the maximum airspeed below 10,000 feet?\"")
+    if (problem := text_problem(question)) is not None:
+        bad_input(problem)
+    check_collection_names(collection)
     settings = load_settings()
     check_answerer(settings, answerer)
     try:
@@ -362,6 +489,8 @@ def ask(
     else:
         shown = [c.document for c in result.citations] + [n.document for n in result.nearest]
         typer.echo(as_text(result, titles_of(settings, shown), collection))
+        if result.citations and not result.refusal:
+            typer.echo(CHECKED)  # what "verified" means: the words are on the page, not that they answer
 
 
 PLUGIN_GROUP = "chapterverse.commands"

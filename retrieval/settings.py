@@ -110,6 +110,18 @@ class IngestSettings(Section):
     pdf_max_page_content_mb: int = Field(default=32, ge=1,
                                          description="Decompressed drawing instructions per page, MB.")
     pdf_max_page_chars: int = Field(default=200_000, ge=1000, description="Characters of visible text per page.")
+    # what one document may cost the process that ingests it (issue 32): its text and its passages
+    pdf_max_document_chars: int = Field(
+        default=12_000_000, ge=10_000, json_schema_extra=env("CHAPTERVERSE_PDF_MAX_DOCUMENT_CHARS"),
+        description="Characters of visible text a whole PDF may have (about 4,000 dense manual pages).")
+    max_document_chunks: int = Field(
+        default=10_000, ge=10, json_schema_extra=env("CHAPTERVERSE_MAX_DOCUMENT_CHUNKS"),
+        description="Passages one document may be split into (the 1,321-page TikZ & PGF manual has 4,832); "
+        "what ingesting a document costs in memory grows with them.")
+    max_memory_mb: int = Field(
+        default=3072, ge=512, json_schema_extra=env("CHAPTERVERSE_INGEST_MAX_MEMORY_MB"),
+        description="Address space of the process that runs a bot's ingest job (a child of the bot or "
+        "worker), MB: a document that needs more fails its own job, not the bot.")
     file_base_url: str | None = Field(
         default=None,
         description="Base URL under which ingested files are served; citations link to "
@@ -237,6 +249,10 @@ class SlackSettings(Section):
     answer_backlog: int = Field(
         default=20, ge=0, description="Questions a bot process keeps waiting for a free answer worker; when "
         "that many wait, a new question is not queued but gets a 'busy, please try again in a minute' reply.")
+    quick_backlog: int = Field(
+        default=50, ge=1, description="Small tasks (busy and rate-limit replies, shared PDFs, follow-up checks, "
+        "feedback, listing) a bot process keeps waiting for one of its 4 quick workers; beyond that a task is "
+        "dropped and logged instead of queued without bound.")
     user_questions_per_minute: int = Field(
         default=10, ge=1, description="Questions one person may ask the bot in any 60 seconds (per workspace, "
         "per bot process); more get a 'please wait' reply instead of an answer.")
@@ -401,6 +417,13 @@ class Settings(BaseSettings):
     slack: SlackSettings = SlackSettings()
     jobs: JobSettings = JobSettings()
     profile: Profile = Field(default_factory=lambda: preset_profile(DEFAULT_PRESET))
+
+    @field_validator("home", mode="before")
+    @classmethod
+    def _blank_home_is_unset(cls, value: object) -> object:
+        """``CHAPTERVERSE_HOME=`` (set but empty) means unset, as the README says: the default
+        home, never the current directory."""
+        return default_home() if isinstance(value, str) and not value.strip() else value
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

@@ -276,7 +276,7 @@ def test_answer_leads_with_the_best_quote_and_every_quote_is_verified(settings, 
     assert not a.refusal, a.reason
     assert 1 <= len(a.citations) <= 3
     assert len({(c.document, c.page) for c in a.citations}) == len(a.citations)  # distinct pages
-    assert a.answer.startswith("The handbooks say (") and a.answer != a.citations[0].quote
+    assert a.answer.startswith("The documents say (") and a.answer != a.citations[0].quote
     assert any(c.page == 17 and "1,000 feet" in " ".join(c.quote.split()) for c in a.citations)
     _assert_all_quotes_on_their_pages(settings, a)
 

@@ -210,7 +210,7 @@ def test_answers_with_verified_quotes_and_a_lead_from_the_source() -> None:
     assert not ver.failures and ver.citations
     assert "250 knots" in draft.claims[0].quote  # the only sentence that states a speed
     assert all("knots" in c.quote for c in draft.claims)  # untyped sentences are never quoted
-    assert draft.answer.startswith("The handbooks say (regs.pdf, p. 17): ")
+    assert draft.answer.startswith("The documents say (regs.pdf, p. 17): ")
     assert " ".join(draft.claims[0].quote.split()) in draft.answer
 
 
