@@ -42,9 +42,29 @@ def test_readme_generated_tables_are_narrow() -> None:
     assert all(len(line) <= MAX_WIDTH for block in blocks for line in block.group(0).splitlines())
 
 
+def anchors(page: Path) -> set[str]:
+    """GitHub's ids of a Markdown page's headings (outside code blocks)."""
+    ids: set[str] = set()
+    fenced = False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        fenced ^= line.startswith("```")
+        if not fenced and re.match(r"#+ ", line):
+            base = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            slug, n = base, 0
+            while slug in ids:
+                n += 1
+                slug = f"{base}-{n}"
+            ids.add(slug)
+    return ids
+
+
 def test_relative_links_in_readme_and_docs_resolve() -> None:
     for page in [README, *sorted((ROOT / "docs").glob("*.md"))]:
         for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
-            path = target.split("#")[0]
-            if path and not re.match(r"[a-z]+:", path):
-                assert (page.parent / path).exists(), f"{page.relative_to(ROOT)} links to missing {target}"
+            path, _, anchor = target.partition("#")
+            if re.match(r"[a-z]+:", path):
+                continue
+            linked = (page.parent / path) if path else page
+            assert linked.exists(), f"{page.relative_to(ROOT)} links to missing {target}"
+            if anchor and linked.suffix == ".md":
+                assert anchor in anchors(linked), f"{page.relative_to(ROOT)} links to missing {target}"
