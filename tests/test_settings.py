@@ -17,8 +17,9 @@ NOT_OURS = {"GOOGLE_GEMINI_BASE_URL"}  # read by google-genai itself
 
 
 def documented() -> set[str]:
-    """The variables of the README's tables of variables (first column; Configuration and Slack)."""
-    text = README.read_text(encoding="utf-8")
+    """The variables of the tables of variables (first column) in the README and the pages under docs/
+    (docs/configuration.md is generated from the settings; slack.md, providers.md, operations.md explain)."""
+    text = "\n".join(page.read_text(encoding="utf-8") for page in [README, *sorted(README.parent.glob("docs/*.md"))])
     rows = [line.split("|")[1] for line in text.splitlines() if line.startswith("| `")]
     return {name for row in rows for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", row)}
 
