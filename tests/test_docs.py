@@ -33,10 +33,6 @@ def test_readme_is_short_and_narrow() -> None:
     assert ".venv/bin/python -m pytest -q" in text  # .ci/run greps for it
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31 item 5: `chapterverse eval report` still writes both result tables "
-                   "into one file (--readme), and their rows are wider than 160 characters; once it writes the "
-                   "answer-results table to docs/results.md and the model-path table narrower, move the block and "
-                   "remove this mark")
 def test_readme_generated_tables_are_narrow() -> None:
     blocks = GENERATED.finditer(README.read_text(encoding="utf-8"))
     assert all(len(line) <= MAX_WIDTH for block in blocks for line in block.group(0).splitlines())

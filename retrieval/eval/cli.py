@@ -244,13 +244,16 @@ def eval_calibrate(
 @_command("report")
 def eval_report(
     results: Annotated[Path, typer.Option(help="Folder of result files.")] = Path("results"),
-    readme: Annotated[Path, typer.Option(help="README whose answer-results table is rewritten.")] = Path("README.md"),
-    check: Annotated[bool, typer.Option(help="Only check that the README table is current (exit 1 if not).")] = False,
+    readme: Annotated[Path, typer.Option(help="README whose short model-path table is rewritten.")] = Path("README.md"),
+    results_page: Annotated[Path, typer.Option(help="Page whose answer-results and per-set model-path tables are "
+                                               "rewritten.")] = Path("docs/results.md"),
+    check: Annotated[bool, typer.Option(help="Only check that the tables are current (exit 1 if not).")] = False,
 ) -> None:
-    """Rewrite the README's answer-results table from results/answer_eval*.json (FAA and manuals side by side)."""
+    """Rewrite the result tables from results/: the answer-results table (FAA and manuals side by side) and the
+    model path beside the extractive one, per set, in the results page; the model path in brief in the README."""
     from retrieval.eval.report import (  # noqa: PLC0415
-        COMPARISONS, MODEL_END, MODEL_START, load_columns, render, render_comparison, render_paths, update_readme,
-        update_section)
+        COMPARISONS, END, MODEL_END, MODEL_START, SETS_END, SETS_START, START, load_columns, render,
+        render_comparison, render_paths, render_paths_brief, update_section)
     from retrieval.eval.results import REPO  # noqa: PLC0415
 
     try:
@@ -262,19 +265,22 @@ def eval_report(
                 comparison = render_comparison(cols, other, other_first)
                 if comparison:
                     table += f"\n\n{title}:\n\n{comparison}"
-        paths = render_paths(results / "model_path", load_settings().answer.quote_support_check)
+        check_on = load_settings().answer.quote_support_check
+        blocks = [(results_page, START, END, table),
+                  (results_page, SETS_START, SETS_END, render_paths(results / "model_path", check_on)),
+                  (readme, MODEL_START, MODEL_END, render_paths_brief(results / "model_path", check_on))]
         if check:
-            current = readme.read_text()
-            if table not in current or paths not in current:
-                fail(f"{readme}: the answer-results tables are out of date; run `chapterverse eval report`", 1)
-            typer.echo(f"{readme} is current")
+            stale = sorted({str(path) for path, start, end, body in blocks
+                            if f"{start}\n{body}\n{end}" not in path.read_text()})
+            if stale:
+                fail(f"out of date: {', '.join(stale)}; run `chapterverse eval report`", 1)
+            typer.echo(f"{readme} and {results_page} are current")
             return
-        changed = update_readme(readme, table)
-        changed = update_section(readme, MODEL_START, MODEL_END, paths) or changed
+        changed = [update_section(path, start, end, body) for path, start, end, body in blocks]
     except (ValueError, OSError, KeyError) as exc:
         fail(str(exc))
-    typer.echo(table + "\n\n" + paths)
-    typer.echo(f"{'updated' if changed else 'unchanged'}: {readme}")
+    typer.echo("\n\n".join(body for *_, body in blocks))
+    typer.echo(f"{'updated' if any(changed) else 'unchanged'}: {readme}, {results_page}")
 
 
 def register(app: typer.Typer, eval_app: typer.Typer) -> None:
