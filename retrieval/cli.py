@@ -5,20 +5,16 @@ This module holds the app, the shared helpers (settings, exit statuses, one-line
 and the commands of the shared core (``search``, ``ask``, ``db``). Every other command group registers
 itself through the entry-point group ``chapterverse.commands`` (pyproject.toml): ``ingest``/``docs``/
 ``remove``/``eval ingest``/``eval train-reader`` from ``ingest.cli``, ``bot``/``worker``/``digest``
-from ``bot.cli``, the other ``eval`` commands from ``retrieval.eval.cli``. Each entry point is a
+from ``bot.cli``, the other ``eval`` commands from ``chapterverse_lab.cli``. Each entry point is a
 function ``register(app, eval_app)``; the core never imports the intake or the bot."""
 
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated, Any
 
 # PyMuPDF imports its optional layout analyser (pymupdf_layout, an ONNX model: ~4 s) on import if
@@ -29,13 +25,27 @@ os.environ.setdefault("PYMUPDF_SUGGEST_LAYOUT_ANALYZER", "0")
 import typer  # noqa: E402
 from typer.core import TyperGroup  # noqa: E402
 
+from retrieval.clikit import (  # noqa: E402
+    EXIT_BAD_INPUT,
+    TIMINGS_ENV,
+    JsonOpt,
+    bad_input,
+    check_collection_names,
+    emit,
+    fail,
+    load_settings,
+    process_age_s,
+    ready,
+    report_timings,
+    stage_ms,
+    timed,
+)
 from retrieval.store.db import DatabaseError  # noqa: E402
 from retrieval.encode.embed import ModelError  # noqa: E402
 from retrieval.logs import quiet_libraries  # noqa: E402
-from retrieval.settings import Settings, get_settings  # noqa: E402
+from retrieval.settings import Settings  # noqa: E402
 from retrieval.text.question import text_problem  # noqa: E402
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_CONFIG = 0, 1, 2
 EXIT_STATUSES = (
     "Exit status: 0 answered or refused (a refusal is an answer; also when the index cannot be reached, "
     "which the reason says); 1 bad input (an empty question or query, a missing argument, a bad option); "
@@ -122,40 +132,9 @@ app = typer.Typer(
     epilog=EXIT_STATUSES, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 db_app = typer.Typer(help="Database housekeeping.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-eval_app = typer.Typer(help="Evaluations and benchmarks that write results/*.json.", no_args_is_help=True)
+eval_app = typer.Typer(help="Evaluations and benchmarks that write results/*.json (from the lab: pip install -e ./lab).",
+                       no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
-
-
-TIMINGS_ENV = "CHAPTERVERSE_TIMINGS"  # set: print one "timings {json}" line on stderr at exit
-_stage_ms: dict[str, float] = {}
-
-
-def _process_age_s() -> float | None:
-    """Seconds since this process started (Linux /proc; 10 ms resolution), None elsewhere."""
-    try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        return time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
-
-
-@contextmanager
-def timed(stage: str) -> Iterator[None]:
-    t0 = time.perf_counter()
-    try:
-        yield
-    finally:
-        _stage_ms[stage] = _stage_ms.get(stage, 0.0) + (time.perf_counter() - t0) * 1e3
-
-
-def _report_timings() -> None:
-    age = _process_age_s()
-    out = {"total_ms": round(age * 1e3, 1) if age is not None else None,
-           **{k: round(v, 1) for k, v in _stage_ms.items()}}
-    sys.stderr.write(f"timings {json.dumps(out)}\n")
-
 
 def setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
@@ -167,40 +146,9 @@ def setup_logging(verbose: bool) -> None:
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress to stderr.")] = False) -> None:
     setup_logging(verbose)
     if os.environ.get(TIMINGS_ENV):
-        age = _process_age_s()
-        _stage_ms["startup"] = age * 1e3 if age is not None else 0.0  # interpreter + module imports
-        atexit.register(_report_timings)
-
-
-def emit(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, default=str, ensure_ascii=False, indent=2) + "\n")
-
-
-def save_result(out: Path, result: dict) -> None:
-    from retrieval.eval.results import write_result  # noqa: PLC0415  (one writer: adds the git commit it ran at)
-
-    write_result(out, result)
-
-
-def fail(message: str, code: int = 2) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def bad_input(message: str) -> None:
-    fail(message, EXIT_BAD_INPUT)
-
-
-def check_collection_names(names: str | list[str] | None) -> None:
-    """Exit 1 (bad input) for a ``--collection`` that cannot be one: empty (it used to mean the
-    default, silently) or holding a line break or another control character (it broke ``docs``)."""
-    for name in [names] if isinstance(names, str) else names or []:
-        if not name.strip():
-            bad_input("the collection name is empty; name one, or leave --collection out for the default")
-        if any(ord(c) < 32 or ord(c) == 127 for c in name):
-            bad_input(f"collection names cannot hold line breaks or other control characters: {name!r}")
-        if name != name.strip():
-            bad_input(f"collection names cannot start or end with spaces: {name!r}")
+        age = process_age_s()
+        stage_ms["startup"] = age * 1e3 if age is not None else 0.0  # interpreter + module imports
+        atexit.register(report_timings)
 
 
 NOTHING_INGESTED = "nothing is ingested yet; add PDFs first: chapterverse ingest FILE.pdf (then ask again)"
@@ -294,50 +242,6 @@ def require_model(settings: Settings) -> None:
             check_model(settings, get_embedder(settings.search.embedding_model))
         except (ModelError, DatabaseError) as exc:
             fail(str(exc))
-
-
-def configuration_error(exc: Exception) -> str:
-    """A settings error as one line: the environment variable, the value and what is wrong with it
-    ("CHAPTERVERSE_SLACK_WORKERS='abc': Input should be a valid integer…"), not pydantic's block."""
-    from pydantic import ValidationError  # noqa: PLC0415
-
-    from retrieval.settings import environment_names  # noqa: PLC0415
-
-    if not isinstance(exc, ValidationError):
-        return " ".join(str(exc).split())
-    names = {}
-    for var, key in environment_names().items():
-        names.setdefault(key, var)
-    errors = exc.errors()
-    first = errors[0]
-    loc = tuple(str(x) for x in first.get("loc", ()))
-    var = names.get(loc[:2]) or (f"CHAPTERVERSE_{loc[0].upper()}" if len(loc) == 1 else ".".join(loc))
-    value = first.get("input")
-    shown = f"={value!r}" if isinstance(value, (str, int, float)) and not any(
-        w in var for w in ("KEY", "TOKEN", "SECRET", "URL")) else ""
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{var}{shown}: {' '.join(str(first.get('msg', '')).split())}{more}"
-
-
-def load_settings() -> Settings:
-    try:
-        return get_settings()
-    except Exception as exc:  # noqa: BLE001  (pydantic validation errors)
-        fail(f"bad configuration: {configuration_error(exc)}")
-        raise
-
-
-def ready(settings: Settings) -> None:
-    from retrieval.store import db  # noqa: PLC0415
-
-    try:
-        with timed("db_start"):
-            db.ready(settings)
-    except DatabaseError as exc:
-        fail(str(exc))
-
-
-
 
 
 
@@ -483,7 +387,7 @@ def ask(
         require_model(settings)
         with timed("ask"):
             result = run_ask(settings, question, collections=collection, answerer=answerer)
-        _stage_ms["ask.search"] = result.timings_ms.get("search", 0.0)
+        stage_ms["ask.search"] = result.timings_ms.get("search", 0.0)
     if json_out:
         emit(as_json(result))
     else:

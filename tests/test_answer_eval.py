@@ -12,11 +12,11 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from retrieval.eval.answer_eval import judge, load_questions, outcome, quote_holds, summarise
+from chapterverse_lab.answer_eval import judge, load_questions, outcome, quote_holds, summarise
 from retrieval.answer.ask import ask
 from retrieval.models import Answer, Citation
-from retrieval.eval.report import END, START, load_columns, render, update_readme
-from retrieval.eval.results import provenance, write_result
+from chapterverse_lab.report import END, START, load_columns, render, update_readme
+from chapterverse_lab.results import provenance, write_result
 from retrieval.text.textnorm import normalize
 from tests.conftest import run_cli
 from tests.corpus2_fixture import CORPUS2, dev_questions, manuals_corpus  # noqa: F401  (session fixture)
@@ -177,7 +177,7 @@ def test_report_puts_faa_and_manuals_side_by_side_and_rewrites_only_its_table(tm
     assert "| measure | FAA dev (tuning) | R + gnuplot dev (tuning) |" in table
     assert "| answered with the right evidence first | 1/2 (0.50) | 2/2 (1.00) |" in table
     assert "| unverified quotes shown | 0/2 (0.00) | 0/2 (0.00) |" in table
-    from retrieval.eval.report import MODEL_END, MODEL_START, SETS_END, SETS_START  # noqa: PLC0415
+    from chapterverse_lab.report import MODEL_END, MODEL_START, SETS_END, SETS_START  # noqa: PLC0415
 
     readme, page = tmp_path / "README.md", tmp_path / "results.md"
     readme.write_text(f"# T\nbefore\n{MODEL_START}\nstale-brief\n{MODEL_END}\nafter\n")
@@ -196,7 +196,7 @@ def test_report_puts_faa_and_manuals_side_by_side_and_rewrites_only_its_table(tm
 
 
 def test_the_readme_shows_both_answer_paths_pooled_by_where_the_replies_came_from(tmp_path: Path) -> None:
-    from retrieval.eval.report import render_paths, render_paths_brief  # noqa: PLC0415
+    from chapterverse_lab.report import render_paths, render_paths_brief  # noqa: PLC0415
 
     folder = tmp_path / "model_path"
     folder.mkdir()

@@ -15,7 +15,7 @@ from retrieval.settings import Settings
 from retrieval.text.textnorm import normalize
 from tests.conftest import run_cli
 
-LENIENT = 0.475  # the refusal threshold before wrong answers counted in its calibration (retrieval.eval.answer_eval)
+LENIENT = 0.475  # the refusal threshold before wrong answers counted in its calibration (chapterverse_lab.answer_eval)
 
 
 def extractive(settings, threshold: float | None = None, judged: bool = True):

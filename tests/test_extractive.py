@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from retrieval.eval.answer_eval import calibrate
+from chapterverse_lab.answer_eval import calibrate
 from retrieval.answer.answerers.evidence import counts, expected_answer, quantities, satisfies, specific_terms
 from retrieval.answer.answerers.extractive import (
     MAX_QUOTES,

@@ -38,7 +38,7 @@ def test_loads_once_quickly_and_reads() -> None:
 
 def test_listwise_loss_is_softmax_over_a_question_and_none() -> None:
     torch = pytest.importorskip("torch")
-    from retrieval.reader.train import listwise_loss
+    from chapterverse_lab.reader_train import listwise_loss
 
     logits = torch.tensor([3.0, -1.0, -2.0, -4.0, -3.0])
     # question 1: pairs 0-2, the positive first; question 2: pairs 3-4, a near miss (target "none")
@@ -53,7 +53,7 @@ def test_listwise_loss_is_softmax_over_a_question_and_none() -> None:
 def test_held_out_figures_count_answerable_and_near_misses() -> None:
     from types import SimpleNamespace
 
-    from retrieval.reader.train import ranking_figures
+    from chapterverse_lab.reader_train import ranking_figures
 
     pairs = [SimpleNamespace(question_id=q, label=lbl) for q, lbl in
              [("a", 1), ("a", 0), ("b", 0), ("b", 1), ("n", 0), ("n", 0)]]

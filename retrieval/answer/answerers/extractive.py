@@ -35,7 +35,7 @@ Gates before any threshold (``retrieval.answer.answerers.evidence``, ``retrieval
   uses: "Class D" does not answer "Class G".
 
 Then the best eligible sentence must score at least ``threshold`` (calibrated on the dev set with
-``chapterverse eval answers ... --calibrate``; see ``retrieval.eval.answer_eval.calibrate``), or, with
+``chapterverse eval answers ... --calibrate``; see ``chapterverse_lab.answer_eval.calibrate``), or, with
 a second judge (``judge``: the reader of ``retrieval.reader``, scorer 'evidence+reader'), the reader,
 scoring the same eligible sentences under their headings, must rank the same sentence first with
 probability at least ``AGREEMENT_MIN``: two judges built differently that pick the same sentence are

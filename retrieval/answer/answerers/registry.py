@@ -49,7 +49,7 @@ def build_answerer(settings: Settings, name: str, profile: Profile) -> Answerer:
 def build_extractive(settings: Settings, profile: Profile, threshold: float | None = None) -> Answerer:
     """The extractive answerer reading with ``profile`` (the searched collections'), the reader as its
     second judge when the reader's weights load; ``threshold`` overrides its refusal threshold (the
-    calibration in ``retrieval.eval.answer_eval`` builds one with it disabled and passes it to ``ask``)."""
+    calibration in ``chapterverse_lab.answer_eval`` builds one with it disabled and passes it to ``ask``)."""
     from retrieval.answer.answerers.extractive import ExtractiveAnswerer  # noqa: PLC0415
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 

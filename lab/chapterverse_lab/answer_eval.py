@@ -52,7 +52,7 @@ from pydantic import SecretStr
 from retrieval.store import db
 from retrieval.answer.ask import ASK_K, ask
 from retrieval.models import Answer, Citation, Turn
-from retrieval.eval.results import provenance
+from chapterverse_lab.results import provenance
 from retrieval.settings import Settings
 from retrieval.answer.verify import locate, too_short
 
@@ -282,7 +282,7 @@ def calibrate(probe: Sequence[dict[str, Any]], threshold: float | None = None) -
 
 
 def replay_settings(settings: Settings, base_url: str) -> Settings:
-    """``settings`` with both model answerers pointed at the replay server (``retrieval.eval.replay``)."""
+    """``settings`` with both model answerers pointed at the replay server (``chapterverse_lab.replay``)."""
     key = SecretStr("replay")
     answer = settings.answer.model_copy(update={"openai_base_url": f"{base_url}/v1", "openai_model": "replay",
                                                 "openai_api_key": key, "gemini_api_key": key})
@@ -293,11 +293,11 @@ def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, 
              command: str, calibrate_threshold: bool = False, replay: Path | None = None,
              pending: Path | None = None, source: str = "") -> dict[str, Any]:
     """Ask every question and judge the answers. ``replay``: a folder of recorded model replies served to
-    the model answerer by the replay server (``retrieval.eval.replay``); requests with no recording are
+    the model answerer by the replay server (``chapterverse_lab.replay``); requests with no recording are
     written to ``pending`` and counted, never answered."""
     if replay is None:
         return _evaluate(settings, questions_path, answerer, collections, command, calibrate_threshold)
-    from retrieval.eval import replay as rp  # noqa: PLC0415
+    from chapterverse_lab import replay as rp  # noqa: PLC0415
 
     replayer = rp.Replayer(rp.load_replies(replay), pending)
     with rp.serving(replayer) as url, _env("GOOGLE_GEMINI_BASE_URL", url):
