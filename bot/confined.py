@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -110,7 +109,8 @@ def ingest_confined(settings: Settings, src: Source, collection: str, *, actor: 
     with tempfile.TemporaryFile() as errors:
         read_end, write_end = os.pipe()
         try:
-            child = subprocess.Popen([sys.executable, "-m", "bot.confined", str(write_end)], stdin=subprocess.PIPE,
+            child = subprocess.Popen([sys.executable, "-m", "bot.confined", str(write_end), str(os.getpid())],
+                                     stdin=subprocess.PIPE,
                                      stdout=errors, stderr=errors, close_fds=True, pass_fds=(write_end,))
         except BaseException:
             os.close(read_end)
@@ -254,9 +254,24 @@ class _Forwarding(ProgressLog):
         self._changed()
 
 
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL this process when the job runner that started it goes (Linux ``PR_SET_PDEATHSIG``): a
+    bot killed mid-job leaves no orphan to write the document its successor will write again."""
+    try:
+        import ctypes  # noqa: PLC0415
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it went before the call above
+        os._exit(1)
+
+
 def main() -> None:
-    """``python -m bot.confined FD``: the request on stdin, JSON lines on descriptor FD."""
+    """``python -m bot.confined FD PARENT-PID``: the request on stdin, JSON lines on descriptor FD."""
     fd = int(sys.argv[1])
+    if len(sys.argv) > 2:
+        _die_with_parent(int(sys.argv[2]))
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     out = os.fdopen(fd, "w", encoding="utf-8")
@@ -316,7 +331,6 @@ def main() -> None:
             send(["error", "unexpected", f"unexpected error ({type(exc).__name__})"])
     finally:
         done.set()
-        time.sleep(0)
 
 
 if __name__ == "__main__":

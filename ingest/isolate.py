@@ -182,6 +182,8 @@ def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], N
             _warnings(pymupdf, seen)
             raise _Refused(f"corrupt or unreadable PDF ({_first_line(exc)}){_damaged(seen)}") from exc
         report()
+        if doc.is_repaired:  # MuPDF had to rebuild its structure: the messages are damage, not noise
+            send(["repaired"])
         if doc.needs_pass or doc.is_encrypted:
             raise _Refused("encrypted PDF (password protected); decrypt it first")
         total = doc.page_count
@@ -202,6 +204,7 @@ def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], N
                 _warnings(pymupdf, seen)
                 if len(seen) < MAX_WARNINGS:
                     seen.append(f"page {i + 1} unreadable ({_first_line(exc)})")
+                send(["repaired"])
                 report_page(i, ("", (), 0, None))
                 continue
             if size > limits.max_page_content_mb * 1024 * 1024:
@@ -279,9 +282,12 @@ def _parts(msg: list, number: int) -> PageParts | None:
 
 def _converse(child: subprocess.Popen, channel: Any, data: bytes, on_start: Callable[[int, str], object] | None,
               on_page: Callable[[PageParts], object] | None, damage: list[str], limits: Limits,
-              name: str = "") -> tuple[str, list[PageParts]] | str | None:
+              name: str = "", repaired: list[bool] | None = None) -> tuple[str, list[PageParts]] | str | None:
     """The title and every page's parts, the reason the child refused the file, or None (it died,
-    or broke the protocol). MuPDF's messages are logged and added to ``damage``."""
+    or broke the protocol). MuPDF's messages are logged and added to ``damage``; ``repaired`` gets
+    an entry when MuPDF had to repair the file or lost a page (otherwise the messages are noise of a
+    sound file, such as "bogus font ascent/descent values")."""
+    repaired = [] if repaired is None else repaired
     try:
         child.stdin.write(data)
         child.stdin.close()
@@ -315,6 +321,8 @@ def _converse(child: subprocess.Popen, channel: Any, data: bytes, on_start: Call
                 on_page(parts)
         elif kind == "done" and title is not None and len(raw) == total:
             return title, raw
+        elif kind == "repaired" and len(msg) == 1:
+            repaired.append(True)
         elif kind == "warnings" and len(msg) == 2 and isinstance(msg[1], list):
             for warning in msg[1][:MAX_WARNINGS]:
                 if len(damage) < MAX_WARNINGS:
@@ -338,6 +346,7 @@ def parse(src: Source, limits: Limits, on_start: Callable[[int, str], object] | 
     wall_s = 2 * limits.cpu_s + 30
     expired = threading.Event()
     damage: list[str] = []
+    repaired: list[bool] = []
     with tempfile.TemporaryFile() as errors:
         read_end, write_end = os.pipe()  # the protocol's own channel: MuPDF writes on stdout, never here
         try:
@@ -359,7 +368,7 @@ def parse(src: Source, limits: Limits, on_start: Callable[[int, str], object] | 
         timer.daemon = True
         timer.start()
         try:
-            result = _converse(child, channel, src.data, on_start, on_page, damage, limits, src.name)
+            result = _converse(child, channel, src.data, on_start, on_page, damage, limits, src.name, repaired)
         finally:
             timer.cancel()
             channel.close()
@@ -379,12 +388,12 @@ def parse(src: Source, limits: Limits, on_start: Callable[[int, str], object] | 
     pages = pages_from(raw, find_running_lines([r[0] for r in raw]), injection)
     visible = sum(len(p.text.strip()) for p in pages)
     if visible < MIN_TEXT_CHARS_PER_PAGE * len(pages) * 0.1 or visible < MIN_TEXT_CHARS_PER_PAGE:
-        if damage:
+        if damage and repaired:
             raise InputError(f"{src.origin}: damaged PDF: no text could be recovered from its {len(pages)} "
                              f"page(s) ({'; '.join(damage[:3])})")
         raise InputError(f"{src.origin}: no extractable text in {len(pages)} page(s); it looks scanned "
                          "(OCR is not supported yet)")
-    return Parsed(pages, title, tuple(damage))
+    return Parsed(pages, title, tuple(damage) if repaired else ())
 
 
 if __name__ == "__main__":

@@ -109,3 +109,11 @@ def test_a_file_mupdf_cannot_open_names_the_damage(tmp_path: Path) -> None:
         parse(Source("half.pdf", "half.pdf", data[:len(data) // 2], None), Limits())
     assert "stopped without an answer" not in str(caught.value)
     assert "corrupt or unreadable PDF" in str(caught.value) or "damaged PDF" in str(caught.value)
+
+
+def test_a_sound_pdf_whose_fonts_make_mupdf_talk_is_not_called_damaged() -> None:
+    """MuPDF warns about sound files too ("bogus font (Gpospec5) ascent/descent values" for 14 CFR
+    Part 91): those are logged, and only a file MuPDF had to repair, or that lost a page, is damaged."""
+    pdf = ROOT / "tests" / "corpus" / "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf"
+    parsed = parse(Source(pdf.name, pdf.name, pdf.read_bytes(), None), Limits())
+    assert parsed.damage == () and parsed.damage_note() == ""

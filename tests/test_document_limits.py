@@ -204,3 +204,23 @@ def test_an_ingest_over_its_memory_limit_fails_its_job_with_the_limit_named(jobs
     assert "nothing was stored" in told and "\n" not in row["message"]
     with psycopg.connect(j.settings.db.url.get_secret_value(), autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM documents WHERE collection = %s", (collection,)).fetchone()[0] == 0
+
+
+def test_embedding_while_reading_gives_up_when_it_falls_too_far_behind(embedder, monkeypatch) -> None:
+    """The read-ahead queue is bounded: pages handed to the guessing thread faster than it takes them
+    wait there up to ``MAX_QUEUED_CHARS``; beyond that it stops (the pipeline embeds once every page
+    is in) instead of holding every page twice."""
+    from ingest import ahead as ahead_mod  # noqa: PLC0415
+    from ingest.passages import TokenCounts  # noqa: PLC0415
+
+    monkeypatch.setattr(ahead_mod, "MAX_QUEUED_CHARS", 50_000)
+    guess = ahead_mod.EmbedAhead(embedder, TokenCounts(embedder.count_tokens), 200, 40)
+    page = ("The aircraft shall maintain a minimum altitude above the highest obstacle. " * 40, (), 0, None)
+    guess.start(600, "A long manual")
+    for _ in range(600):  # about 1.8 MB of text, handed over at once
+        guess.page(page)
+    assert guess.given_up
+    t0 = time.monotonic()
+    guess.stop()
+    assert time.monotonic() - t0 < 60
+    assert guess._queued <= 50_000 + len(page[0])  # what was queued never passed the bound by more than a page
