@@ -184,6 +184,11 @@ def test_model_text_is_held_to_its_quotes(text: str, quote: str, problems: list[
      ["a negation"]),
     ("No, it is never needed.", "a light is required when flying at night", "What does a light need?",
      ["a negation"]),
+    ("Not over a congested area.", "(a) Over any congested area of a city, town, or settlement;",
+     "Over what places is aerobatic flight prohibited?", []),
+    ("It is not required.", "a light is required when flying at night", "Is a light not required at night?",
+     ["a negation"]),
+    ("It is prohibited at night.", "a light is required when flying at night", "", ["a negation"]),
     ("Call Air Traffic Control first.", "the pilot must first call the tower on the frequency", "",
      ["name “air”", "name “traffic”", "name “control”"]),
 ])
