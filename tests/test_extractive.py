@@ -10,26 +10,22 @@ import numpy as np
 import pytest
 
 from chapterverse_lab.answer_eval import calibrate
-from retrieval.answer.answerers.evidence import counts, expected_answer, quantities, satisfies, specific_terms
-from retrieval.answer.answerers.extractive import (
+from retrieval.answer.answerers.extractive.evidence import counts, expected_answer, quantities, satisfies, specific_terms
+from retrieval.answer.answerers.extractive import ExtractiveAnswerer
+from retrieval.answer.answerers.extractive.quotable import Candidate, candidates, introduces, title_case, with_neighbours
+from retrieval.answer.answerers.extractive.scoring import (
     MAX_QUOTES,
     QUOTE_MARGIN,
     RANK_PENALTY,
-    Candidate,
-    ExtractiveAnswerer,
     Scored,
     agreement,
-    candidates,
     choose_quotes,
     evidence_score,
-    introduces,
     passage_rank,
-    title_case,
     unfamiliar_words,
-    with_neighbours,
 )
 from retrieval.answer.answerers import Draft
-from retrieval.answer.answerers.keyterms import PhraseStats
+from retrieval.answer.answerers.extractive.keyterms import PhraseStats
 from retrieval.models import Turn
 from retrieval.answer.verify import Claim, PageText, verify_claims
 
@@ -308,7 +304,7 @@ def test_calibration_refuses_wrong_answers_and_keeps_right_ones() -> None:
 
 
 def test_headings_and_contents_entries_are_not_quoted_but_table_rows_are() -> None:
-    from retrieval.answer.answerers.extractive import sentences  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive.quotable import sentences  # noqa: PLC0415
 
     text = ("IV. TAKEOFFS, LANDINGS, AND GO-AROUNDS\nNote: The examiner must select two takeoff and two landing "
             "tasks.\nEligibility Requirements for a Private Pilot Certificate..........66\n"
@@ -330,7 +326,7 @@ FUEL_PAGE = ("VISUAL FLIGHT RULES\n\n§ 91.151\nFuel requirements for flight in\
 
 
 def test_a_sentence_that_stops_short_continues_into_the_next_lines() -> None:
-    from retrieval.answer.answerers.extractive import sentences  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive.quotable import sentences  # noqa: PLC0415
 
     spans = [" ".join(FUEL_PAGE[s:e].split()) for s, e in sentences(FUEL_PAGE)]
     rule = next(x for x in spans if x.startswith("(a) No person"))
@@ -339,7 +335,7 @@ def test_a_sentence_that_stops_short_continues_into_the_next_lines() -> None:
 
 
 def test_a_table_value_stays_with_its_row_label() -> None:
-    from retrieval.answer.answerers.extractive import sentences  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive.quotable import sentences  # noqa: PLC0415
 
     table = ("Class G:\n1,200 feet or\nless above\nthe surface\nFor aircraft other\nthan helicopters:\nDay, except as\n"
              "provided in\n§ 91.155(b).\n1 statute mile ......\nClear of clouds.\nNight, except as\nprovided in\n"
@@ -360,13 +356,13 @@ def test_a_table_value_stays_with_its_row_label() -> None:
     ("4.5 seconds is the default delay between two frames of the animation, unless changed.", "", False),
 ])
 def test_headings_and_contents_entries_are_not_quotes(text: str, heading: str, title: bool) -> None:
-    from retrieval.answer.answerers.extractive import is_title  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive.quotable import is_title  # noqa: PLC0415
 
     assert is_title(text, heading) is title
 
 
 def test_designators_are_matched_as_phrases() -> None:
-    from retrieval.answer.answerers.extractive import designators  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive.scoring import designators  # noqa: PLC0415
 
     assert designators("What is the minimum visibility in Class G airspace by day?") == ["class g"]
     assert designators("Which rules of Part 61 apply to Figure 3?") == ["part 61", "figure 3"]
@@ -434,7 +430,7 @@ def test_default_profile_reads_software_units(text: str, kinds: set[str]) -> Non
 
 
 def test_no_candidate_starts_inside_a_word_hyphenated_across_lines() -> None:
-    from retrieval.answer.answerers.extractive import candidates  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive.quotable import candidates  # noqa: PLC0415
 
     text = ("(b) No person may begin a flight in a rotorcraft unless there is enough fuel for heli-\n\n"
             "copters, fly after that for 30 minutes at normal cruising speed.\n\n"
@@ -532,7 +528,7 @@ def test_a_title_case_heading_is_never_glued_into_a_quote() -> None:
 
 
 def test_software_manual_sentences_may_open_in_lower_case_but_not_after_abbreviations() -> None:
-    from retrieval.answer.answerers.extractive import sentences  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive.quotable import sentences  # noqa: PLC0415
     from retrieval.profile import DEFAULT_PROFILE  # noqa: PLC0415
 
     text = ("The refresh command is similar to replot, with two major differences. refresh reformats and "

@@ -346,12 +346,13 @@ def _evaluate(settings: Settings, questions_path: Path, answerer: str | None, co
     }
     if "extractive" in answerer_ran:
         from retrieval.answer.answerers import extractive  # noqa: PLC0415
+        from retrieval.answer.answerers.extractive import scoring  # noqa: PLC0415
 
         scorers = sorted({r["sentence_scorer"] for r in rows if r.get("sentence_scorer")})
         out["config"]["extractive"] = {
             "sentence_scorer": scorers, "threshold": extractive.DEFAULT_THRESHOLD,
-            "quote_margin": extractive.QUOTE_MARGIN, "max_quotes": extractive.MAX_QUOTES,
-            "lex_weight": extractive.LEX_WEIGHT, "rank_penalty": extractive.RANK_PENALTY}
+            "quote_margin": scoring.QUOTE_MARGIN, "max_quotes": scoring.MAX_QUOTES,
+            "lex_weight": scoring.LEX_WEIGHT, "rank_penalty": scoring.RANK_PENALTY}
         if any(s.startswith("evidence+") for s in scorers):
             from retrieval import reader  # noqa: PLC0415
 

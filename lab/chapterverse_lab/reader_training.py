@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from ingest.chunk import _section_titles
 from ingest.pdf import Page, extract
-from retrieval.answer.answerers.extractive import is_title, sentences
+from retrieval.answer.answerers.extractive.quotable import is_title, sentences
 from retrieval.answer.answerers.lexical import content_terms
 from retrieval.text.textnorm import normalize
 from retrieval.answer.verify import without_cell_joiners

@@ -28,7 +28,7 @@ from contextlib import ExitStack
 
 from retrieval.answer.answerers import Answerer, AnswererError
 from retrieval.answer.answerers.followup import standalone_without_model
-from retrieval.answer.answerers.keyterms import PhraseStats
+from retrieval.answer.answerers.extractive.keyterms import PhraseStats
 from retrieval.answer.answerers.registry import EXTRACTIVE, build_answerer, build_extractive, choose_answerer, sentence_reader
 from retrieval.answer.answerers.support import unsupported
 from retrieval.answer.context import SourcePage, model_pages, page_url, shown_pages

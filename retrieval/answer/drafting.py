@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from retrieval.answer.answerers import Answerer, AnswererError, Draft
-from retrieval.answer.answerers.keyterms import PhraseStats
+from retrieval.answer.answerers.extractive.keyterms import PhraseStats
 from retrieval.answer.answerers.registry import EXTRACTIVE
 from retrieval.answer.answerers.support import unsupported
 from retrieval.answer.verify import PageText, Support, Verification, support_doubts, verify_claims

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from retrieval.answer.answerers.evidence import specific_terms
+from retrieval.answer.answerers.extractive.evidence import specific_terms
 from retrieval.profile import DEFAULT_PROFILE, Profile
 from retrieval.text.textnorm import normalize
 
