@@ -7,16 +7,19 @@ from collections.abc import Sequence
 
 from retrieval.answer.verify import PageText
 from retrieval.models import Answer, NearestPassage
+from retrieval.text.contents import is_contents_text
 
 NEAREST = 5  # passages listed with a refusal
 NO_SUPPORT = "The documents do not support an answer to this question."
 
 
 def nearest_of(shown: Sequence[PageText]) -> list[NearestPassage]:
+    """The first ``NEAREST`` pages shown, one passage each; contents pages (dot leaders and page
+    numbers, ``retrieval.text.contents``) are navigation, not something to read instead."""
     seen: set[tuple[str, int]] = set()
     out: list[NearestPassage] = []
     for p in shown:
-        if (p.document, p.page) in seen:
+        if (p.document, p.page) in seen or is_contents_text(p.text):
             continue
         seen.add((p.document, p.page))
         snippet = " ".join(p.text.split())

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 from retrieval.answer.verify import Claim, PageText, Strictness, too_short, verify_claim
 from retrieval.profile import DEFAULT_PROFILE, Profile
+from retrieval.text.contents import is_contents_entry
 from retrieval.text.tables import is_table_row
 from retrieval.text.textnorm import normalize
 
 MAX_SENTENCE_WORDS = 80
 QUOTE_WORDS = 50  # a chosen sentence is quoted with its paragraph neighbours up to this many words
-_TOC_ENTRY = re.compile(r"(?:\.{4,}|(?:\. ){4,}|…{2,})\s*(?:[0-9]+(?:-[0-9]+)?|[ivxlc]+|[0-9]+-[ivxlc]+)\s*$", re.IGNORECASE)
 _SENT = re.compile(r"(?<=[.;?!])[\"')\]]?\s+(?=[\"'(\[§A-Z0-9])")
 _SENT_LOWER = re.compile(r"(?<=[.?!])[\"')\]]?\s+(?=[a-z])")  # "… two major differences. refresh reformats …"
 _LAST_WORD = re.compile(r"(\S+)[\"')\]]?\s*\Z")
@@ -52,7 +52,7 @@ def not_prose(line: str) -> bool:
     number) or a heading in capitals ("TAKEOFFS, LANDINGS, AND GO-AROUNDS"). Headings reach the
     answerer as the passage heading already; quoted, they would pass for an answer. (Dot leaders
     followed by words are a table row, "Flashing red ...... Taxi clear of runway", and stay.)"""
-    if _TOC_ENTRY.search(line):
+    if is_contents_entry(line):
         return True
     letters = [c for c in line if c.isalpha()]
     words = [w for w in line.split() if any(c.isalpha() for c in w)]
