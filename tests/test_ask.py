@@ -344,3 +344,25 @@ def test_cli_eval_answers_scores_questions_and_follow_ups_in_their_thread(settin
     res = run_cli("eval", "answers", str(bad), "--out", str(tmp_path / "x.json"), "--collection", dev_corpus)
     assert res.returncode != 0 and "history" in res.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_passages_addressed_to_ai_readers_do_not_take_the_answerers_places(settings, dev_corpus) -> None:
+    """Flagged passages are set aside; the search is asked for as many more, so the answerer still reads
+    ASK_K trusted passages (a document full of injected notes cannot crowd out its own plain pages)."""
+    from retrieval.answer.ask import ASK_K  # noqa: PLC0415
+    from retrieval.search.search import search  # noqa: PLC0415
+
+    asked: list[int] = []
+
+    def with_decoys(s, q, k, collections):
+        asked.append(k)
+        real = search(s, q, k=k, collections=collections)
+        decoys = [p.model_copy(update={"untrusted": True, "chunk_id": -1 - i}) for i, p in enumerate(real.results[:3])]
+        return real.model_copy(update={"results": decoys + real.results[:k - len(decoys)]})
+
+    q = "What is the maximum indicated airspeed below 10,000 feet MSL?"
+    a = ask(settings, q, collections=[dev_corpus], answerer="extractive", search_fn=with_decoys)
+    assert asked == [ASK_K, ASK_K + 3]
+    assert len(a.untrusted) == 3 and any("addressed to AI assistants" in w for w in a.warnings)
+    plain = ask(settings, q, collections=[dev_corpus], answerer="extractive")
+    assert [(p.document, p.page) for p in a.shown_pages] == [(p.document, p.page) for p in plain.shown_pages]

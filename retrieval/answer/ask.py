@@ -155,8 +155,11 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
         with clock.stage("search"):
             if search_fn is None:
                 from retrieval.search.search import search as search_fn  # noqa: PLC0415
-            found = search_fn(settings, standalone, k=k if name == EXTRACTIVE else max(k, MODEL_K),
-                              collections=collections)
+            wanted = k if name == EXTRACTIVE else max(k, MODEL_K)
+            found = search_fn(settings, standalone, k=wanted, collections=collections)
+            flagged = sum(1 for p in found.results if p.untrusted)
+            if flagged:  # text addressed to AI readers is set aside below: it must not take the answerer's places
+                found = search_fn(settings, standalone, k=wanted + flagged, collections=collections)
         result.reranker = found.reranker
         result.named_documents = list(found.named_documents)
         result.models["reranker"] = found.reranker
@@ -169,8 +172,8 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
     except ModelError as exc:
         return refusal(result, f"The search model is unavailable: {exc}")
 
-    trusted = set_aside_untrusted(settings, found.results, result)
-    first_k = [p for p in trusted if any(p is r for r in found.results[:k])]  # what the extractive answerer reads
+    trusted = set_aside_untrusted(settings, found.results, result)[:wanted]
+    first_k = trusted[:k]  # what the extractive answerer reads
     extract_view = shown_pages(first_k, pages, settings.ingest.file_base_url)
     shown = extract_view if name == EXTRACTIVE else model_pages(
         trusted, pages, settings.ingest.file_base_url, profile.injection, settings.answer.model_context_chars)
