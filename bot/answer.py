@@ -31,6 +31,7 @@ from bot.store import Claim, Store, TurnRecord
 from retrieval.store.db import DatabaseError, IndexUnavailable
 from retrieval.models import Answer, Turn
 from retrieval.settings import Settings
+from retrieval.text.question import without_control
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,9 @@ class Question:
 
 
 def strip_mentions(text: str, bot_user_id: str) -> str:
-    return " ".join(re.sub(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?>", " ", text).split())
+    """The question without the bot's mention, runs of white space, NUL and other control characters
+    (a NUL cannot be stored in Postgres text: it used to fail the claim and read as an outage)."""
+    return " ".join(without_control(re.sub(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?>", " ", text)).split())
 
 
 def default_ask() -> AskFn:

@@ -39,6 +39,7 @@ from bot.limits import RateLimiter
 from bot.slack import make_client
 from bot.store import Store
 from bot.workers import BacklogFull, WorkerPool
+from ingest.sources import is_url
 from retrieval.store.db import DatabaseError
 from retrieval.settings import Settings
 
@@ -125,6 +126,17 @@ def digest_refusal(settings: Settings, team: str, user_id: str) -> str | None:
     return None
 
 
+def quickly(pool: WorkerPool, fn: Callable[..., Any], *args: Any) -> bool:
+    """``pool.submit(fn, *args)``; when its backlog is full (a burst of events), the task is dropped
+    and logged, never queued without bound. False when dropped."""
+    try:
+        pool.submit(fn, *args)
+    except BacklogFull as exc:
+        log.warning("%s; dropped %s", exc, getattr(fn, "__name__", "a task"))
+        return False
+    return True
+
+
 def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) -> App:
     """``auth``: extra ``App`` arguments for multi-workspace mode (installation store, OAuth
     settings); without them the app uses the single bot token's client."""
@@ -148,11 +160,11 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
         """A message addressed to the bot: a shared PDF to ingest, a question, or an empty hello."""
         pdfs = [f for f in files if is_pdf(f)]
         if pdfs:
-            bot.quick.submit(share_files, q, pdfs)
+            quickly(bot.quick, share_files, q, pdfs)
         elif files and not q.text:
-            bot.quick.submit(reply_problem, q, "I can only read PDF files. Share a PDF, or ask me a question.")
+            quickly(bot.quick, reply_problem, q, "I can only read PDF files. Share a PDF, or ask me a question.")
         elif not q.text:
-            bot.quick.submit(reply_help, q)
+            quickly(bot.quick, reply_help, q)
         else:
             answer_later(q)
 
@@ -161,13 +173,13 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
         short reply saying so, at once (never a question waiting for ever)."""
         if not limiter.allow(q.team, q.user, q.key):
             log.info("rate limit: %s asked more than %d questions in a minute", q.user, limiter.per_window)
-            bot.quick.submit(turn_away, q, RATE_LIMITED.format(limiter.per_window))
+            quickly(bot.quick, turn_away, q, RATE_LIMITED.format(limiter.per_window))
             return
         try:
             bot.answers.submit(bot.answering.handle, q)
         except BacklogFull:
             log.warning("answer backlog full (%d waiting); turning away %s", bot.answers.backlog or 0, q.key)
-            bot.quick.submit(turn_away, q, BUSY)
+            quickly(bot.quick, turn_away, q, BUSY)
 
     def turn_away(q: Question, text: str) -> None:
         try:
@@ -193,7 +205,7 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
             return  # the app_mention event for the same message handles it
         if not q.is_followup or not q.text:
             return  # top-level channel chatter is not for us
-        bot.quick.submit(maybe_followup, q, str(context.bot_user_id))
+        quickly(bot.quick, maybe_followup, q, str(context.bot_user_id))
 
     def maybe_followup(q: Question, me: str) -> None:
         if in_bot_thread(q, me):
@@ -246,7 +258,7 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
         response_url = command.get("response_url")
         if verb in ("ingest", "remove"):
             url = unwrap_url(arg)
-            if verb == "ingest" and not url.startswith(("http://", "https://")):
+            if verb == "ingest" and not is_url(url):
                 ack("Usage: `/chapterverse ingest <https://…/handbook.pdf>` (or share a PDF with me in a mention).")
                 return
             if verb == "remove" and not arg:
@@ -270,7 +282,7 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
                 "(only you see this).")
         elif verb == "list":
             ack()
-            bot.quick.submit(bot.jobs.list_documents, who, report)
+            quickly(bot.quick, bot.jobs.list_documents, who, report)
         elif verb == "digest":
             why = digest_refusal(bot.settings, who.team, who.user)
             if why:
@@ -282,7 +294,7 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
                 ack(f"{exc}. Usage: `/chapterverse digest [7d]`.")
                 return
             ack()
-            bot.quick.submit(send_digest, who, start, report)
+            quickly(bot.quick, send_digest, who, start, report)
         elif verb == "help":
             ack(render.HELP)
         else:
@@ -299,7 +311,7 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
     def on_feedback(ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext) -> None:
         ack()
         rating = 1 if action["action_id"] == render.FEEDBACK_UP else -1
-        bot.quick.submit(record_feedback, body, action, str(context.team_id or body["team"]["id"]), rating)
+        quickly(bot.quick, record_feedback, body, action, str(context.team_id or body["team"]["id"]), rating)
 
     def record_feedback(body: dict[str, Any], action: dict[str, Any], team: str, rating: int) -> None:
         user = str(body["user"]["id"])

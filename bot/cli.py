@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from retrieval.cli import JsonOpt, bad_input, emit, fail, load_settings, ready
+from retrieval.clikit import JsonOpt, bad_input, emit, fail, load_settings, ready
 from retrieval.store.db import DatabaseError
 
 

@@ -293,8 +293,7 @@ class Jobs:
         """``job.source`` is what people are shown (no query string); every report is redacted too,
         since download errors quote the URL they were given. Pages read and the time left are shown
         in place while it runs (``bot.progress``); a progress DM gets the final word too."""
-        from ingest.pipeline import ingest_source  # noqa: PLC0415  (PyMuPDF, torch)
-        from retrieval.encode.embed import get_embedder  # noqa: PLC0415
+        from bot.confined import ingest_confined  # noqa: PLC0415  (PyMuPDF)
 
         collection = job.spec.collection
 
@@ -316,11 +315,13 @@ class Jobs:
         try:
             src = load()
             progress(f"reading {src.name} ({len(src.data) / 1e6:.1f} MB)")
-            embedder = get_embedder(self.settings.search.embedding_model)
             with SlackProgress(job, src.name, self.settings.slack.progress_interval_s, show,
                                clock=self._clock) as live:
-                res = ingest_source(self.settings, embedder, src, collection, quiet=True, on_progress=progress,
-                                    progress=live, actor=_actor(job))
+                # in a child process under CHAPTERVERSE_INGEST_MAX_MEMORY_MB (bot.confined): a hostile
+                # file fails its own job; the document is written and the job recorded done in one
+                # transaction there, only while the job is still this claim's and inside its deadline
+                res = ingest_confined(self.settings, src, collection, actor=_actor(job), job=job,
+                                      deadline_s=self.queue.deadline_s, on_progress=progress, progress=live)
         except (JobLost, IndexUnavailable):
             raise  # IndexUnavailable: _ingest_through_outages tries again
         except (InputError, DatabaseError, ModelError) as exc:
@@ -337,7 +338,10 @@ class Jobs:
         else:
             text = (f":white_check_mark: Job #{job.id}: `{res.name}` {res.status} into `{collection}`: "
                     f"{res.pages} pages, {res.chunks} chunks in {res.seconds:.0f} s. Ask away!")
-        self._finish(job, ok=True, message=res.status, pages=res.pages, chunks=res.chunks)
+            if res.warning:
+                text += f"\n:warning: {res.warning}."
+        if res.status == "unchanged":  # nothing was written; a written document recorded its job's end with it
+            self._finish(job, ok=True, message=res.status, pages=res.pages, chunks=res.chunks)
         final(text)
 
     def _remove(self, job: Job, report: Reporter) -> None:

@@ -248,7 +248,7 @@ def run(settings: Settings) -> None:
     clients = Clients(settings, token=bot_token, installations=installations)
     queue = JobQueue(store, settings.jobs.queue_limit)
     answers = WorkerPool("answer", settings.slack.workers, backlog=settings.slack.answer_backlog)
-    quick = WorkerPool("quick", 4)
+    quick = quick_pool(settings)
     slack_io = ThreadPoolExecutor(max_workers=8, thread_name_prefix="slack-io")
     runner: JobRunner | None = None
     jobs = Jobs(settings, clients, store, queue, wake=lambda: runner.wake() if runner else None)
@@ -285,6 +285,15 @@ def run(settings: Settings) -> None:
         # ("terminate called without an active exception"): let a model load in progress finish.
         warming.join(WARM_UP_JOIN_S)
         log.info("stopped")
+
+
+QUICK_WORKERS = 4
+
+
+def quick_pool(settings: Settings) -> WorkerPool:
+    """The pool of small tasks (busy replies, shared files, follow-up checks): bounded, like the
+    answers' (CHAPTERVERSE_SLACK_QUICK_BACKLOG); ``bot.app.quickly`` drops and logs what does not fit."""
+    return WorkerPool("quick", QUICK_WORKERS, backlog=settings.slack.quick_backlog)
 
 
 def main(verbose: bool = False) -> int:

@@ -196,6 +196,16 @@ class JobQueue:
             job.lost.set()
         return done
 
+    def finish_within(self, conn, job: Job, *, message: str, pages: int | None = None,  # noqa: ANN001
+                      chunks: int | None = None) -> None:
+        """Record the job done inside the caller's transaction (the document's write,
+        ``ingest.store.write_document(before_commit=...)``), only if it is still this claim's and
+        inside its deadline (by the clock now, not the transaction's start); otherwise raise
+        ``JobLost``, which rolls the write back. The job row stays locked until the commit, so a
+        heartbeat that would fail it for its deadline waits, then finds it done: a document that
+        commits is never reported as "nothing was changed", and one reported so never commits."""
+        record_done(conn, self._mine(job), self.deadline_s, message, pages, chunks, job)
+
     def recover(self, stale_s: float = STALE_S, *, starting: bool = False) -> tuple[int, int]:
         """Jobs whose worker is gone: requeued while attempts remain, else failed; jobs running past
         the deadline: failed. (requeued, failed).
@@ -235,3 +245,19 @@ class JobQueue:
             return len(requeued), len(failed) + len(expired)
 
         return self.store.run(run)
+
+
+def record_done(conn, mine: dict[str, object], deadline_s: float, message: str,  # noqa: ANN001
+                pages: int | None, chunks: int | None, job: Job | None = None) -> None:
+    """``JobQueue.finish_within`` for a claim given as ``JobQueue._mine`` values (also usable in a
+    process that has no ``JobQueue``: the child that runs a bot's ingest job, ``bot.confined``)."""
+    row = conn.execute(
+        "UPDATE bot_jobs SET status = 'done', message = %(message)s, pages = %(pages)s, chunks = %(chunks)s, "  # noqa: S608
+        "finished_at = now(), payload = payload - 'url' #- '{report,response_url}' "
+        f"WHERE {JobQueue._MINE} AND started_at >= clock_timestamp() - make_interval(secs => %(deadline)s) "
+        "RETURNING id", {**mine, "message": message, "pages": pages, "chunks": chunks,
+                         "deadline": deadline_s}).fetchone()
+    if row is None:
+        if job is not None:
+            job.lost.set()
+        raise JobLost(int(mine["id"]))  # type: ignore[call-overload]

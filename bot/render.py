@@ -244,14 +244,25 @@ def render_answer(answer: Answer, *, turn_id: int | None, searched: Searched) ->
     for c in answer.citations:
         blocks.extend(quote_blocks(c, searched.titles))
     n = len(answer.citations)
-    note = f"{n} quote{'s' if n != 1 else ''}, each checked word for word against the PDF page."
-    if answer.answerer:
-        note += f" Answerer: {escape(answer.answerer)}."
+    note = (f"{n} quote{'s' if n != 1 else ''}, each checked to be word for word on its PDF page "
+            "(not checked: whether it answers the question).")
+    if who := answered_by(answer):
+        note += " " + escape(who)
     if named := named_note(answer):
         note += " " + escape(named)
     blocks.extend(untrusted_blocks(answer, searched.titles))
     blocks.append(context(note))
     return paginate(blocks, answer.answer or "Answer", tail)
+
+
+def answered_by(answer: Answer) -> str:
+    """Who made the answer, in words a reader can use: a model's name, or that no model was used."""
+    if answer.answerer == "extractive":
+        return "The quotes were picked from the documents without a language model."
+    if answer.answerer:
+        model = answer.models.get("answerer") or answer.answerer
+        return f"Answer written by {model} from these quotes."
+    return ""
 
 
 def render_refusal(answer: Answer, *, searched: Searched, tail: Sequence[Block] = ()) -> list[SlackMessage]:

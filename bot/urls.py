@@ -6,7 +6,9 @@ private, link-local (cloud metadata), CGNAT, multicast or reserved address is re
 IPv6 address that carries such an IPv4 address inside it (IPv4-mapped ``::ffff:a.b.c.d``, NAT64
 ``64:ff9b::/96`` and ``64:ff9b:1::/48``, 6to4 ``2002::/16``, Teredo ``2001::/32``, IPv4-compatible
 ``::a.b.c.d``): those reach the IPv4 address through a translator or tunnel, and Python's
-``is_global`` calls several of them global. A port other than 80 or 443 is refused too. Setting
+``is_global`` calls several of them global. IPv4-translated addresses (``::ffff:0:a.b.c.d``,
+``::ffff:0:0:0/96``, RFC 2765) are refused whatever they carry: Python calls them global, and they
+only ever reach an IPv4 host through a translator. A port other than 80 or 443 is refused too. Setting
 ``CHAPTERVERSE_SLACK_ALLOW_PRIVATE_URLS`` lifts both rules. Slack's own file downloads are not
 checked here.
 
@@ -27,6 +29,7 @@ _LOCAL_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loop
 WEB_PORTS = (80, 443)
 
 _MAPPED = ip_network("::ffff:0:0/96")
+_TRANSLATED = ip_network("::ffff:0:0:0/96")  # RFC 2765 IPv4-translated addresses (SIIT): never a public host
 _COMPATIBLE = ip_network("::/96")  # deprecated IPv4-compatible addresses (::a.b.c.d)
 _NAT64 = ip_network("64:ff9b::/96")  # RFC 6052 well-known prefix
 _NAT64_LOCAL = ip_network("64:ff9b:1::/48")  # RFC 8215 local-use prefix
@@ -72,6 +75,8 @@ def embedded_ipv4(ip: IPv6Address) -> tuple[str, list[IPv4Address]] | None:
     addresses through a translator or tunnel; None for an ordinary IPv6 address."""
     if ip in _MAPPED:
         return "IPv4-mapped", [_v4(ip.packed[12:])]
+    if ip in _TRANSLATED:
+        return "IPv4-translated", [_v4(ip.packed[12:])]
     if ip in _NAT64:
         return "NAT64", [_v4(ip.packed[12:])]
     if ip in _NAT64_LOCAL:
@@ -106,8 +111,8 @@ def non_public(ip: IPv4Address | IPv6Address) -> str | None:
                     return f"{v4} inside {_a(form)} address"
             if form in ("IPv4-mapped", "NAT64"):  # the prefix only says "through the translator"
                 return None
-            if form in ("Teredo", "IPv4-compatible"):  # not globally reachable by definition (RFC 6890)
-                return f"{_a(form)} address"
+            if form in ("Teredo", "IPv4-compatible", "IPv4-translated"):  # refused by policy: not globally
+                return f"{_a(form)} address"  # reachable (RFC 6890), or only through a translator (RFC 2765)
     if not _global(ip):
         return str(ip)
     return None

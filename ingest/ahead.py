@@ -40,6 +40,11 @@ from retrieval.text.injection import DEFAULT_RULES
 log = logging.getLogger(__name__)
 
 
+# Characters of pages read and not yet taken by the guessing thread: the reading (a child process)
+# can run far ahead of the embedding, and each page waits here; beyond this the guessing stops.
+MAX_QUEUED_CHARS = 8_000_000
+
+
 class _Stopped(Exception):
     """Raised inside an embedding to drop it (the ingest failed or was cancelled)."""
 
@@ -50,8 +55,12 @@ class EmbedAhead:
 
     def __init__(self, embedder: Embedder, count: TokenCounts, budget: int, overlap: int,
                  known: Container[Key] = (), progress: ProgressLog | None = None,
-                 injection: tuple[str, ...] = DEFAULT_RULES) -> None:
+                 injection: tuple[str, ...] = DEFAULT_RULES, max_chunks: int | None = None) -> None:
         self._injection = injection
+        self._max_chunks = max_chunks  # past this many chunks the pipeline refuses the document: stop guessing
+        self._queued = 0  # characters of the pages handed over and not yet taken (``MAX_QUEUED_CHARS``)
+        self._queued_lock = threading.Lock()
+        self.given_up = False
         self._embedder = embedder
         self._count = count
         self._budget, self._overlap = budget, overlap
@@ -72,8 +81,20 @@ class EmbedAhead:
             self._thread.start()
 
     def page(self, parts: PageParts) -> None:
-        if self._thread is not None:
-            self._pages.put(parts)
+        """Hand over one page; when the guessing falls ``MAX_QUEUED_CHARS`` behind the reading, it
+        stops (its queue is dropped) and the pipeline embeds once every page is in."""
+        if self._thread is None or self.given_up:
+            return
+        with self._queued_lock:
+            self._queued += len(parts[0])
+            behind = self._queued > MAX_QUEUED_CHARS
+        if behind:
+            self.given_up = True
+            log.info("embedding while reading stopped: it fell %d characters behind the reading", self._queued)
+            self._stopping.set()
+            self._pages.put(None)
+            return
+        self._pages.put(parts)
 
     def stop(self, abort: bool = False) -> dict[int, Segment]:
         """Stop once the segment being embedded is done (``abort``: drop it after the batch being
@@ -101,10 +122,13 @@ class EmbedAhead:
         bounded = 0
         current = 0  # the segment whose chunks are being collected
         pending: list[tuple[Chunk, str, Key]] = []
+        made = 0
         while (parts := self._pages.get()) is not None:
+            self._taken(parts)
             read.append(parts)
             running.add(parts[0])
             while not self._pages.empty() and (parts := self._pages.get()) is not None:  # take all come so far
+                self._taken(parts)
                 read.append(parts)
                 running.add(parts[0])
             if parts is None or self._stopping.is_set():
@@ -115,6 +139,9 @@ class EmbedAhead:
                 page = page_from(number, read[number - 1], running, self._injection)
                 read[number - 1] = None
                 for chunk in chunker.add(page):
+                    made += 1
+                    if self._max_chunks is not None and made > self._max_chunks:
+                        return  # the pipeline refuses the document (CHAPTERVERSE_MAX_DOCUMENT_CHUNKS)
                     if segment_of(chunk) != current:
                         self._embed(current, pending)
                         current, pending = segment_of(chunk), []
@@ -123,6 +150,10 @@ class EmbedAhead:
                     if key not in self._known:
                         pending.append((chunk, text, key))
             bounded = len(read)
+
+    def _taken(self, parts: PageParts) -> None:
+        with self._queued_lock:
+            self._queued -= len(parts[0])
 
     def _embed(self, number: int, pending: list[tuple[Chunk, str, Key]]) -> None:
         if self._stopping.is_set():

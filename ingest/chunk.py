@@ -61,16 +61,37 @@ def _trim(text: str, s: int, e: int) -> tuple[int, int]:
 
 
 def _word_windows(text: str, s: int, e: int, budget: int, count: TokenCounter) -> list[tuple[int, int]]:
+    """A sentence longer than ``budget`` cut into the longest runs of whole words that fit (each at
+    least one word). The end of each window is found by galloping, then bisecting, over the words
+    (a window's count only grows with its words): O(log n) counts per window, not one per word, and
+    those counts are not remembered (``uncached``): a page that is one endless sentence (issue 32)
+    cost a count, and a cached string, per word of every window."""
+    counted = getattr(count, "uncached", count)
     words = [(m.start(), m.end()) for m in re.finditer(r"\S+", text[s:e])]
+
+    def fits(i: int, j: int) -> bool:  # words i..j (inclusive) in one window
+        return counted(text[s + words[i][0]:s + words[j][1]]) <= budget
+
     out: list[tuple[int, int]] = []
     i = 0
     while i < len(words):
-        j = i + 1
-        # grow the window while it fits (linear growth is fine: sentences this long are rare)
-        while j < len(words) and count(text[s + words[i][0]:s + words[j][1]]) <= budget:
-            j += 1
-        out.append((s + words[i][0], s + words[j - 1][1]))
-        i = j
+        lo, step = i, 1  # words i..lo fit (one word always goes in, as before)
+        hi = len(words)  # the first j known not to fit (or the end)
+        while lo + step < len(words):
+            if fits(i, lo + step):
+                lo += step
+                step *= 2
+            else:
+                hi = lo + step
+                break
+        while hi - lo > 1:  # the last j that fits, between lo (fits) and hi (does not, or the end)
+            mid = (lo + hi) // 2
+            if fits(i, mid):
+                lo = mid
+            else:
+                hi = mid
+        out.append((s + words[i][0], s + words[lo][1]))
+        i = lo + 1
     return out
 
 

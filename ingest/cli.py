@@ -8,20 +8,12 @@ import resource
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ingest.sources import InputError, Source, expand, load, redact_urls
-from retrieval.cli import (
-    JsonOpt,
-    emit,
-    fail,
-    load_settings,
-    ready,
-    save_result,
-)
+from ingest.sources import InputError, Source, expand, is_url, load, redact_urls
+from retrieval.clikit import JsonOpt, check_collection_names, emit, fail, load_settings, ready
 from retrieval.settings import Settings, SettingsError, preset_description, preset_names, preset_profile
 from retrieval.store.db import DatabaseError
 from retrieval.encode.embed import ModelError
@@ -58,6 +50,7 @@ def ingest(
     from ingest.progress import ProgressLog  # noqa: PLC0415
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     coll = collection or settings.ingest.default_collection
@@ -80,6 +73,7 @@ def ingest(
         if i < len(givens):
             ahead[i] = reader.submit(_load_and_parse, settings, givens[i], coll)
 
+    arg = ""
     try:
         for i, given in enumerate(givens):
             arg = redact_urls(given)  # a URL's query string (a signed URL's signature) is never printed or stored
@@ -89,7 +83,7 @@ def ingest(
                         src, parsed = ahead.pop(i).result()
                     else:
                         if progress:
-                            progress.begin("downloading" if arg.startswith(("http://", "https://")) else "opening")
+                            progress.begin("downloading" if is_url(arg) else "opening")
                         src, parsed = load(given, limit, settings.ingest.download_timeout_s), None
                     if progress:
                         progress.document(src.name)
@@ -105,6 +99,8 @@ def ingest(
                         typer.echo(f"{res.name}: {res.status} into {coll!r}: {res.pages} pages, {res.chunks} chunks "
                                    f"in {res.seconds:.1f} s ({rate:.1f} pages/s)"
                                    + (f"; {res.message}" if res.message else ""))
+                        if res.warning:
+                            typer.echo(f"warning: {res.name}: {res.warning}", err=True)
             except InputError as exc:
                 failed += 1
                 results.append({"origin": arg, "status": "failed", "message": str(exc)})
@@ -121,6 +117,12 @@ def ingest(
                 message = f"{arg}: unexpected error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 results.append({"origin": arg, "status": "failed", "message": message})
                 typer.echo(f"error: {message}", err=True)
+    except KeyboardInterrupt:
+        # Ctrl-C: the document being ingested is written in one transaction, so nothing of it is stored
+        done = sum(1 for r in results if r.get("status") in ("ingested", "replaced", "reindexed", "unchanged"))
+        kept = f"; the {done} finished before it are stored" if done else ""
+        typer.echo(f"error: interrupted: {arg} was not stored (nothing of it was written){kept}", err=True)
+        raise typer.Exit(130) from None
     finally:
         reader.shutdown(wait=False, cancel_futures=True)
     if json_out:
@@ -157,6 +159,7 @@ def docs(
     from ingest.store import list_documents  # noqa: PLC0415
     from retrieval.store import db  # noqa: PLC0415
 
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     with db.connection(settings) as conn:
@@ -181,96 +184,19 @@ def remove(
     from ingest.store import AmbiguousName, remove_document  # noqa: PLC0415
     from retrieval.store import db  # noqa: PLC0415
 
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     try:
         with db.connection(settings) as conn:
             removed = remove_document(conn, name, collection)
-    except (AmbiguousName, DatabaseError) as exc:
+    except AmbiguousName as exc:  # the name is right, which one is meant is not: bad input
+        fail(str(exc), code=1)
+    except DatabaseError as exc:
         fail(str(exc))
     if not removed:
         fail(f"no document named {name!r}{f' in {collection!r}' if collection else ''}", code=1)
     typer.echo(f"removed {name} from {', '.join(repr(c) for c in removed)}")
-
-
-def eval_ingest(
-    pdfs: Annotated[list[Path], typer.Argument(help="PDFs to ingest (each in a fresh process).")],
-    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/ingest_dev.json"),
-) -> None:
-    """Measure ingestion per document: wall and CPU seconds, pages per second and per CPU-second,
-    the Postgres server's CPU, peak memory and the load average."""
-    from ingest.bench import run as run_bench  # noqa: PLC0415
-
-    settings = load_settings()
-    ready(settings)
-    command = "chapterverse eval ingest " + " ".join(str(p) for p in pdfs) + f" --out {out}"
-    result = run_bench(settings, [p for arg in pdfs for p in (sorted(arg.glob("*.pdf")) if arg.is_dir() else [arg])],
-                       command)
-    save_result(out, result)
-    for r in result["documents"]:
-        typer.echo(f"{r['document']}: {r['pages']} pages, {r['chunks']} chunks, {r['seconds']} s "
-                   f"({r['pages_per_s']} pages/s), {r['cpu_seconds']} CPU-s ({r['pages_per_cpu_s']} pages/CPU-s; "
-                   f"Postgres {r['server_cpu_seconds']} CPU-s), peak {r['peak_rss_mb']} MB, "
-                   f"load {r['load_avg_1m'][0]}→{r['load_avg_1m'][1]}")
-    t = result["total"]
-    typer.echo(f"total: {t['pages']} pages in {t['seconds']} s ({t['pages_per_s']} pages/s), "
-               f"{t['pages_per_cpu_s']} pages/CPU-s ({t['pages_per_cpu_s_with_server']} with Postgres' CPU)")
-    typer.echo(f"wrote {out}")
-
-
-def eval_train_reader(
-    pdf_dir: Annotated[Path, typer.Argument(help="The training PDFs (retrieval/eval/reader_data/fetch.sh DIR fetches them).")],
-    out: Annotated[Path, typer.Option(help="Directory for reader.onnx, tokenizer.json and card.json.")] = Path("retrieval/reader/model"),
-    report: Annotated[Path, typer.Option(help="Where to write the training report and the data split.")] = Path("results/reader_training.json"),
-    seed: Annotated[int, typer.Option(help="Seed of the pair sampling, the split and torch.")] = 13,
-    epochs: Annotated[int, typer.Option(min=1)] = 1,
-    batch_size: Annotated[int, typer.Option(min=1)] = 32,
-    lr: Annotated[float, typer.Option(help="Peak learning rate (linear warm-up over 10%, then linear decay).")] = 4e-5,
-    max_length: Annotated[int, typer.Option(help="Word pieces per (question, sentence) pair.")] = 128,
-    valid_share: Annotated[float, typer.Option(help="Share of training questions held out to check the export.")] = 0.05,
-    loss: Annotated[str, typer.Option(help="pointwise (binary cross-entropy per pair) or listwise (per question, "
-                                      "softmax over its sentences and a 'none' logit of 0).")] = "pointwise",
-    negatives: Annotated[int, typer.Option(min=1, help="Hard negatives per question from the answer's page, and "
-                                           "as many from the pages BM25 ranks next.")] = 3,
-    freeze_embeddings: Annotated[bool, typer.Option(help="Keep the word-piece table frozen (half the step time).")] = True,
-    pairs_cache: Annotated[Path | None, typer.Option(help="Keep the built pairs in this directory and reuse them "
-                                                     "when questions, documents, seed and negatives are the same.")] = None,
-    compare_with: Annotated[Path | None, typer.Option(help="Another reader's directory (e.g. the shipped one) to "
-                                                      "score on the same held-out pairs.")] = None,
-) -> None:
-    """Train the reader (question, sentence → states the answer) from the training questions, on the CPU."""
-    from ingest.reader_training import cached_pairs, load_questions  # noqa: PLC0415
-    from retrieval.eval.reader_data import QUESTIONS, sources_table  # noqa: PLC0415
-    from retrieval.reader.train import train  # noqa: PLC0415
-
-    files = sorted(QUESTIONS.glob("*.jsonl"))
-    try:
-        questions = load_questions(files)
-        table = sources_table(pdf_dir)
-        pairs, per_document = cached_pairs(questions, pdf_dir, table, seed=seed, negatives_per_source=negatives,
-                                           cache_dir=pairs_cache)
-    except (ValueError, OSError) as exc:
-        fail(str(exc))
-    settings = load_settings()
-    from retrieval.encode.embed import resolve_model_path  # noqa: PLC0415
-
-    try:
-        result = train(pairs, resolve_model_path(settings.search.embedding_model), out, seed=seed, epochs=epochs,
-                       batch_size=batch_size, lr=lr, max_length=max_length, valid_share=valid_share,
-                       freeze_embeddings=freeze_embeddings, loss=loss, negatives_per_source=negatives,
-                       compare_with=compare_with)
-    except ValueError as exc:
-        fail(str(exc))
-    command = (f"chapterverse eval train-reader {pdf_dir} --out {out} --report {report} --seed {seed} --epochs {epochs} "
-               f"--batch-size {batch_size} --lr {lr} --max-length {max_length} --valid-share {valid_share} "
-               f"--loss {loss} --negatives {negatives} --{'' if freeze_embeddings else 'no-'}freeze-embeddings"
-               + (f" --compare-with {compare_with}" if compare_with else ""))
-    save_result(report, {"command": command, "documents": table, "per_document": per_document,
-                           "questions": {"answerable": sum(q.answerable for q in questions),
-                                         "unanswerable": sum(not q.answerable for q in questions),
-                                         "files": [str(f) for f in files]},
-                           "training": result})
-    typer.echo(f"reader written to {out}; report in {report}")
 
 
 collections_app = typer.Typer(help="Collections and the preset each records (its language and text search).",
@@ -327,6 +253,7 @@ def collections_set_preset(
     from retrieval.store import db  # noqa: PLC0415
     from retrieval.store.collections import set_preset  # noqa: PLC0415
 
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     try:
@@ -342,5 +269,3 @@ def register(app: typer.Typer, eval_app: typer.Typer) -> None:
     app.command()(docs)
     app.command()(remove)
     app.add_typer(collections_app, name="collections")
-    eval_app.command("ingest")(eval_ingest)
-    eval_app.command("train-reader")(eval_train_reader)

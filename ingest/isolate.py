@@ -3,8 +3,8 @@
 MuPDF is C: a crafted file can make it allocate gigabytes (a decompression bomb), spin for minutes
 (a page tree of 100,000 pages, a 50 MB text layer) or crash. Here the parsing runs in a process of
 its own (``python -m ingest.isolate``: a fresh interpreter, none of the caller's threads, sockets or
-models; the PDF on its stdin, JSON lines back on its stdout, never pickle, since what the parser
-sends is as untrusted as the file), under
+models; the PDF on its stdin, JSON lines back on a pipe of their own, never pickle, since what the
+parser sends is as untrusted as the file), under
 
 * an address-space limit (``RLIMIT_AS``, CHAPTERVERSE_PDF_MAX_MEMORY_MB) and a CPU-time limit
   (``RLIMIT_CPU``, CHAPTERVERSE_PDF_MAX_CPU_S), set by the child on itself before it reads the file
@@ -12,21 +12,33 @@ sends is as untrusted as the file), under
 * a page limit (CHAPTERVERSE_PDF_MAX_PAGES), checked before any page is read;
 * per page, a limit on the decompressed content streams (CHAPTERVERSE_PDF_MAX_PAGE_CONTENT_MB),
   checked before the page's text is laid out, and on the characters of visible text
-  (CHAPTERVERSE_PDF_MAX_PAGE_CHARS).
+  (CHAPTERVERSE_PDF_MAX_PAGE_CHARS);
+* per document, a limit on the characters of visible text of all its pages
+  (CHAPTERVERSE_PDF_MAX_DOCUMENT_CHARS), checked by the child as it reads and again here as the pages
+  come: the pages are kept in this process, and a small file whose pages all draw one big content
+  stream (issue 32: 100 KB, 500 pages of 180,000 characters) stays inside every per-page limit.
 
 The child sends each page's parts (text, headings, hidden characters, label) as soon as it has read
 the page; the running headers and footers, and so each page's body, are found here once every page
 has come (``ingest.pdf.pages_from``), and the caller may start on the pages before that
 (``ingest.ahead``).
 
+The JSON lines go over a dedicated pipe (its descriptor number is passed on the command line), not
+stdout: MuPDF prints its warnings and errors ("MuPDF error: format error: non-page object in page
+tree") on stdout, and a stray line there used to end the conversation as a crash. In the child,
+stdout is stderr; MuPDF's own messages are collected (``TOOLS.mupdf_warnings``), sent as a
+``warnings`` message and logged here. A damaged file MuPDF repairs (a truncated download, a broken
+xref table) is ingested with what MuPDF recovers, and ``Parsed.damage`` says what was repaired.
+
 Whatever happens in the child, the caller gets the pages or an ``InputError`` that says which limit
-the file broke, or that the parser crashed; an ``InputError`` fails an ingest job without a retry.
-The child costs about 0.3 s of start-up per document.
+the file broke, what damage it has, or that the parser crashed; an ``InputError`` fails an ingest job
+without a retry. The child costs about 0.3 s of start-up per document.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import resource
@@ -49,6 +61,9 @@ from retrieval.text.injection import DEFAULT_RULES
 # wall-clock limits are unchanged (the CPU limit counts CPU seconds, whatever the priority).
 PARSE_NICE = 10
 MIN_TEXT_CHARS_PER_PAGE = 20  # below this on average, the PDF has no usable text layer
+log = logging.getLogger(__name__)
+MAX_WARNINGS = 20  # MuPDF messages kept per document (a badly damaged file repeats them per object)
+_NARRATION = ("trying to repair broken xref", "repairing PDF document")  # MuPDF saying what it does, not the damage
 _ALLOC_FAILED = re.compile(r"\b(?:m|c|re)alloc\b.*\bfailed|out of memory", re.IGNORECASE)  # MuPDF's words
 
 
@@ -59,12 +74,23 @@ class Limits:
     max_pages: int = 5000
     max_page_content_mb: int = 32
     max_page_chars: int = 200_000
+    max_document_chars: int = 12_000_000
 
 
 @dataclass(frozen=True)
 class Parsed:
     pages: list[Page]
     title: str
+    damage: tuple[str, ...] = ()  # what MuPDF repaired or skipped (its messages), empty for a sound file
+
+    def damage_note(self) -> str:
+        """One line for the ingest's output when the file was damaged ("" when it was not)."""
+        if not self.damage:
+            return ""
+        empty = [p.number for p in self.pages if not p.text.strip()]
+        shown = "; ".join(self.damage[:3]) + ("; …" if len(self.damage) > 3 else "")
+        lost = f"; {len(empty):,} of {len(self.pages):,} pages have no text" if empty else ""
+        return f"damaged PDF, repaired by the parser ({shown}){lost}"
 
 
 class _Refused(Exception):
@@ -74,6 +100,11 @@ class _Refused(Exception):
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _too_long(page: int, limits: Limits) -> str:
+    return (f"its text passes {limits.max_document_chars:,} characters at page {page:,}; the limit is "
+            f"{limits.max_document_chars:,} (CHAPTERVERSE_PDF_MAX_DOCUMENT_CHARS)")
 
 
 def _memory(limits: Limits) -> str:
@@ -96,28 +127,86 @@ def _content_bytes(doc: Any, page: Any) -> int:
     return sum(len(doc.xref_stream(xref) or b"") for xref in page.get_contents())
 
 
+def _warnings(pymupdf: Any, seen: list[str]) -> list[str]:
+    """MuPDF's messages since the last call that were not seen before (``seen`` is updated)."""
+    new: list[str] = []
+    for line in str(pymupdf.TOOLS.mupdf_warnings(reset=True) or "").splitlines():
+        line = " ".join(line.split())
+        if line and line not in seen and not line.startswith("... repeated") and line not in _NARRATION \
+                and len(seen) < MAX_WARNINGS:
+            seen.append(line)
+            new.append(line)
+    return new
+
+
+def _damaged(seen: list[str]) -> str:
+    return f" ({'; '.join(seen[:3])})" if seen else ""
+
+
+def _damage_only(exc: BaseException) -> bool:
+    """An error of MuPDF's about the file's structure (a page lost to damage), not a limit."""
+    if isinstance(exc, (MemoryError, _Refused)):
+        return False
+    message = _first_line(exc)
+    return not _ALLOC_FAILED.search(message) and "bomb" not in message.lower()
+
+
 def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], None]) -> None:
     """Parse, report progress, send the pages or the reason there are none (runs in the child)."""
+    seen: list[str] = []
+    chars = [0]  # characters of text sent so far
     try:
         from ingest.mupdf import pymupdf  # noqa: PLC0415
 
         from ingest.pdf import document_title, page_parts  # noqa: PLC0415
 
+        pymupdf.TOOLS.mupdf_display_errors(False)  # collected below and sent as ``warnings`` instead
+        pymupdf.TOOLS.mupdf_display_warnings(False)
+
+        def report() -> None:
+            new = _warnings(pymupdf, seen)
+            if new:
+                send(["warnings", new])
+
+        def report_page(i: int, parts: PageParts) -> None:
+            text, heads, hidden, label = parts
+            chars[0] += len(text)
+            if chars[0] > limits.max_document_chars:
+                raise _Refused(_too_long(i + 1, limits))
+            report()
+            send(["page", i + 1, text, [[h.offset, h.text, h.larger] for h in heads], hidden, label])
+
         try:
             doc = pymupdf.open(stream=data, filetype="pdf")
         except Exception as exc:  # noqa: BLE001  (MuPDF raises several types for damaged files)
-            raise _Refused(f"corrupt or unreadable PDF ({_first_line(exc)})") from exc
+            _warnings(pymupdf, seen)
+            raise _Refused(f"corrupt or unreadable PDF ({_first_line(exc)}){_damaged(seen)}") from exc
+        report()
+        if doc.is_repaired:  # MuPDF had to rebuild its structure: the messages are damage, not noise
+            send(["repaired"])
         if doc.needs_pass or doc.is_encrypted:
             raise _Refused("encrypted PDF (password protected); decrypt it first")
         total = doc.page_count
         if total == 0:
-            raise _Refused("corrupt or unreadable PDF (no pages)")
+            _warnings(pymupdf, seen)
+            raise _Refused(f"damaged PDF: no pages could be recovered{_damaged(seen)}" if seen or doc.is_repaired
+                           else "corrupt or unreadable PDF (no pages)")
         if total > limits.max_pages:
             raise _Refused(f"{total:,} pages; the limit is {limits.max_pages:,} (CHAPTERVERSE_PDF_MAX_PAGES)")
         send(["pages", total, document_title(doc, name)])
         for i in range(total):
-            page = doc[i]
-            size = _content_bytes(doc, page)
+            try:
+                page = doc[i]
+                size = _content_bytes(doc, page)
+            except Exception as exc:  # noqa: BLE001  (a page a damaged file lost: skipped, and said)
+                if not _damage_only(exc):
+                    raise
+                _warnings(pymupdf, seen)
+                if len(seen) < MAX_WARNINGS:
+                    seen.append(f"page {i + 1} unreadable ({_first_line(exc)})")
+                send(["repaired"])
+                report_page(i, ("", (), 0, None))
+                continue
             if size > limits.max_page_content_mb * 1024 * 1024:
                 raise _Refused(f"page {i + 1} has {size / 1e6:.0f} MB of drawing instructions; the limit is "
                                f"{limits.max_page_content_mb} MB (CHAPTERVERSE_PDF_MAX_PAGE_CONTENT_MB)")
@@ -125,8 +214,8 @@ def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], N
             if len(parts[0]) > limits.max_page_chars:
                 raise _Refused(f"page {i + 1} has {len(parts[0]):,} characters of text; the limit is "
                                f"{limits.max_page_chars:,} (CHAPTERVERSE_PDF_MAX_PAGE_CHARS)")
-            text, heads, hidden, label = parts
-            send(["page", i + 1, text, [[h.offset, h.text, h.larger] for h in heads], hidden, label])
+            report_page(i, parts)
+        report()
         send(["done"])
     except _Refused as exc:
         send(["refused", str(exc)])
@@ -139,15 +228,18 @@ def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], N
         elif "bomb" in message.lower():
             send(["refused", f"a decompression bomb: a stream inflates far beyond its size ({message})"])
         else:
-            send(["refused", f"corrupt or unreadable PDF ({message})"])
+            send(["refused", f"corrupt or unreadable PDF ({message}){_damaged(seen)}"])
 
 
 def main() -> None:
-    """``python -m ingest.isolate LIMITS-JSON NAME``: the PDF on stdin, JSON lines on stdout."""
-    limits, name = Limits(**json.loads(sys.argv[1])), sys.argv[2]
+    """``python -m ingest.isolate LIMITS-JSON NAME FD``: the PDF on stdin, JSON lines on descriptor FD
+    (a pipe of their own); stdout goes to stderr, where nothing can break the protocol."""
+    limits, name, fd = Limits(**json.loads(sys.argv[1])), sys.argv[2], int(sys.argv[3])
+    os.dup2(2, 1)  # whatever MuPDF (C) or a library prints on stdout lands on stderr
+    sys.stdout = sys.stderr
     _apply(limits)
     data = sys.stdin.buffer.read()
-    out = sys.stdout
+    out = os.fdopen(fd, "w", encoding="utf-8")
 
     def send(msg: list) -> None:
         out.write(json.dumps(msg) + "\n")
@@ -159,14 +251,22 @@ def main() -> None:
 # ---------------------------------------------------------------------------------------------
 # the parent
 
-def _death(exitcode: int | None, limits: Limits) -> str:
+def _death(exitcode: int | None, limits: Limits, last_words: str = "") -> str:
     if exitcode == -signal.SIGXCPU:
         return f"parsing it took more than {limits.cpu_s} CPU seconds (CHAPTERVERSE_PDF_MAX_CPU_S)"
     if exitcode == -signal.SIGKILL:
         return f"the PDF parser was stopped (over its memory or {limits.cpu_s} CPU-second limit)"
     if exitcode is not None and exitcode < 0:
         return f"the PDF parser crashed on it ({signal.Signals(-exitcode).name})"
-    return f"the PDF parser stopped without an answer (exit status {exitcode})"
+    said = f": {last_words}" if last_words else ""
+    return f"the PDF parser stopped without an answer (exit status {exitcode}{said})"
+
+
+def _last_line(stream: Any) -> str:
+    """The last non-empty line the child wrote on stderr (at most 200 characters), or ""."""
+    stream.seek(0)
+    lines = [line.strip() for line in stream.read()[-8192:].decode("utf-8", "replace").splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
 
 
 def _parts(msg: list, number: int) -> PageParts | None:
@@ -180,19 +280,23 @@ def _parts(msg: list, number: int) -> PageParts | None:
         return None
 
 
-def _converse(child: subprocess.Popen, data: bytes, on_start: Callable[[int, str], object] | None,
-              on_page: Callable[[PageParts], object] | None) -> tuple[str, list[PageParts]] | str | None:
+def _converse(child: subprocess.Popen, channel: Any, data: bytes, on_start: Callable[[int, str], object] | None,
+              on_page: Callable[[PageParts], object] | None, damage: list[str], limits: Limits,
+              name: str = "", repaired: list[bool] | None = None) -> tuple[str, list[PageParts]] | str | None:
     """The title and every page's parts, the reason the child refused the file, or None (it died,
-    or broke the protocol)."""
+    or broke the protocol). MuPDF's messages are logged and added to ``damage``; ``repaired`` gets
+    an entry when MuPDF had to repair the file or lost a page (otherwise the messages are noise of a
+    sound file, such as "bogus font ascent/descent values")."""
+    repaired = [] if repaired is None else repaired
     try:
         child.stdin.write(data)
         child.stdin.close()
     except BrokenPipeError:
         return None  # it died reading: its exit status says how
     title: str | None = None
-    total = 0
+    total = chars = 0
     raw: list[PageParts] = []
-    for line in child.stdout:
+    for line in channel:
         try:
             msg = json.loads(line)
         except ValueError:
@@ -208,11 +312,22 @@ def _converse(child: subprocess.Popen, data: bytes, on_start: Callable[[int, str
             parts = _parts(msg, len(raw) + 1)
             if parts is None:
                 return None
+            chars += len(parts[0])
+            if chars > limits.max_document_chars:  # the child's word is not taken for it
+                child.kill()
+                return _too_long(len(raw) + 1, limits)
             raw.append(parts)
             if on_page:
                 on_page(parts)
         elif kind == "done" and title is not None and len(raw) == total:
             return title, raw
+        elif kind == "repaired" and len(msg) == 1:
+            repaired.append(True)
+        elif kind == "warnings" and len(msg) == 2 and isinstance(msg[1], list):
+            for warning in msg[1][:MAX_WARNINGS]:
+                if len(damage) < MAX_WARNINGS:
+                    damage.append(str(warning)[:300])
+                    log.info("MuPDF: %s: %s", name, damage[-1])  # shown with --verbose
         elif kind == "refused" and len(msg) == 2:
             return str(msg[1])
         else:
@@ -230,9 +345,20 @@ def parse(src: Source, limits: Limits, on_start: Callable[[int, str], object] | 
     headers and footers are known: ``ingest.pdf.page_parts``); the body bounds come once all are in."""
     wall_s = 2 * limits.cpu_s + 30
     expired = threading.Event()
+    damage: list[str] = []
+    repaired: list[bool] = []
     with tempfile.TemporaryFile() as errors:
-        child = subprocess.Popen([sys.executable, "-m", "ingest.isolate", json.dumps(asdict(limits)), src.name],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, close_fds=True)
+        read_end, write_end = os.pipe()  # the protocol's own channel: MuPDF writes on stdout, never here
+        try:
+            child = subprocess.Popen([sys.executable, "-m", "ingest.isolate", json.dumps(asdict(limits)), src.name,
+                                      str(write_end)], stdin=subprocess.PIPE, stdout=errors, stderr=errors,
+                                     close_fds=True, pass_fds=(write_end,))
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)  # the child holds its copy: end of file here when it exits
+        channel = os.fdopen(read_end, "rb")
 
         def stop() -> None:  # a child blocked without using CPU (or one too slow) is stopped too
             expired.set()
@@ -242,18 +368,19 @@ def parse(src: Source, limits: Limits, on_start: Callable[[int, str], object] | 
         timer.daemon = True
         timer.start()
         try:
-            result = _converse(child, src.data, on_start, on_page)
+            result = _converse(child, channel, src.data, on_start, on_page, damage, limits, src.name, repaired)
         finally:
             timer.cancel()
-            child.stdout.close()
+            channel.close()
             try:
                 child.wait(10)
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
+        last_words = _last_line(errors) if result is None else ""
     if result is None:
         why = (f"parsing it took longer than {wall_s} s; stopped" if expired.is_set()
-               else _death(child.returncode, limits))
+               else _death(child.returncode, limits, last_words))
         raise InputError(f"{src.origin}: {why}")
     if isinstance(result, str):
         raise InputError(f"{src.origin}: {result}")
@@ -261,9 +388,12 @@ def parse(src: Source, limits: Limits, on_start: Callable[[int, str], object] | 
     pages = pages_from(raw, find_running_lines([r[0] for r in raw]), injection)
     visible = sum(len(p.text.strip()) for p in pages)
     if visible < MIN_TEXT_CHARS_PER_PAGE * len(pages) * 0.1 or visible < MIN_TEXT_CHARS_PER_PAGE:
+        if damage and repaired:
+            raise InputError(f"{src.origin}: damaged PDF: no text could be recovered from its {len(pages)} "
+                             f"page(s) ({'; '.join(damage[:3])})")
         raise InputError(f"{src.origin}: no extractable text in {len(pages)} page(s); it looks scanned "
                          "(OCR is not supported yet)")
-    return Parsed(pages, title)
+    return Parsed(pages, title, tuple(damage) if repaired else ())
 
 
 if __name__ == "__main__":

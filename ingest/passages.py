@@ -41,6 +41,10 @@ class TokenCounts:
         self._count = count
         self._known: dict[str, int] = {}
 
+    def uncached(self, text: str) -> int:
+        """``count`` without remembering: for the many trial windows of an overlong sentence."""
+        return self._count(text)
+
     def __call__(self, text: str) -> int:
         n = self._known.get(text)
         if n is None:

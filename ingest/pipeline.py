@@ -18,7 +18,7 @@ from ingest.isolate import Limits, Parsed, parse
 from ingest.passages import Segment, TokenCounts, Vectors, embed_segment, indexed_text, key_of, plan
 from ingest.pdf import PageParts
 from ingest.progress import ProgressLog
-from ingest.sources import Source
+from ingest.sources import InputError, Source
 from retrieval.store import db, index
 from retrieval.encode.embed import Embedder
 from retrieval.text.identifiers import identifier_terms
@@ -47,6 +47,7 @@ class IngestResult:
     message: str = ""
     reused: int = 0  # chunks whose vectors were kept from the edition replaced
     ahead: int = 0  # chunks whose vectors were made while the pages were being read (``ingest.ahead``)
+    warning: str = ""  # what the reader should know about what was stored: a damaged PDF, repaired
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -55,7 +56,8 @@ class IngestResult:
 def limits(settings: Settings) -> Limits:
     return Limits(memory_mb=settings.ingest.pdf_max_memory_mb, cpu_s=settings.ingest.pdf_max_cpu_s,
                   max_pages=settings.ingest.pdf_max_pages, max_page_content_mb=settings.ingest.pdf_max_page_content_mb,
-                  max_page_chars=settings.ingest.pdf_max_page_chars)
+                  max_page_chars=settings.ingest.pdf_max_page_chars,
+                  max_document_chars=settings.ingest.pdf_max_document_chars)
 
 
 def read_pdf(settings: Settings, src: Source, quiet: bool, progress: ProgressLog | None = None,
@@ -107,15 +109,22 @@ def parse_ahead(settings: Settings, src: Source, collection: str) -> Parsed | No
     return parse(src, limits(settings), injection=ingest_profile(settings, collection).injection)
 
 
+def _status(same: store.Existing | None, replaced: bool) -> str:
+    return "reindexed" if same is not None else "replaced" if replaced else "ingested"
+
+
 def ingest_source(settings: Settings, embedder: Embedder, src: Source, collection: str,
                   quiet: bool = False, on_progress: Callable[[str], None] | None = None,
                   progress: ProgressLog | None = None, actor: store.Actor | None = None,
-                  parsed: Parsed | None = None) -> IngestResult:
+                  parsed: Parsed | None = None,
+                  before_commit: Callable[[psycopg.Connection, str, int, int], None] | None = None) -> IngestResult:
     """Ingest one PDF. Raises InputError (bad input, nothing stored) or db errors. ``progress``: where
     the work is, for the lines a ``ProgressLog`` writes off a terminal. ``actor``: who asked (recorded
     with the document; default the command line's user). ``parsed``: its pages, already read by
     ``parse_ahead``; without them the pages are read here, and chunked and embedded as they come
-    (``ingest.ahead``), for the same result as if they had all been read first."""
+    (``ingest.ahead``), for the same result as if they had all been read first. ``before_commit(conn,
+    status, pages, chunks)``: run inside the document's transaction, last (``store.write_document``);
+    raising there stores nothing."""
     t0 = time.perf_counter()
     with db.connection(settings) as conn:
         index.ensure_model(conn, embedder.name, embedder.dim)
@@ -131,7 +140,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     if parsed is None:
         injection = ingest_profile(settings, collection).injection  # the rule sets of the collection's preset
         ahead = EmbedAhead(embedder, count, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens,
-                           known=reuse, progress=progress, injection=injection)
+                           known=reuse, progress=progress, injection=injection,
+                           max_chunks=settings.ingest.max_document_chunks)
         try:
             parsed = read_pdf(settings, src, quiet, progress, ahead, injection)
         except BaseException:
@@ -144,6 +154,9 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     if progress:
         progress.begin("splitting into passages")
     chunks = chunk_pages(pages, count, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens)
+    if len(chunks) > settings.ingest.max_document_chunks:
+        raise InputError(f"{src.origin}: {len(chunks):,} passages; the limit is {settings.ingest.max_document_chunks:,} "
+                         "(CHAPTERVERSE_MAX_DOCUMENT_CHUNKS)")
     texts = [indexed_text(c, title, embedder, count) for c in chunks]
     keys = [key_of(c, t) for t, c in zip(texts, chunks, strict=True)]
     fresh: dict[int, Vectors] = {}  # by chunk index: the vectors made now or while the pages were read
@@ -160,8 +173,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     to_embed = sum(map(len, todo))
     bar = tqdm(total=to_embed, desc=f"{src.name}: embedding", unit="chunk",
                disable=None if not quiet else True, leave=False)
-    if progress:
-        progress.begin("embedding passages", to_embed)
+    if progress:  # counted over every passage: those embedded while reading (or kept) are done already
+        progress.begin("embedding passages", len(chunks), done=len(chunks) - to_embed)
     try:
         for idx in todo:
             segment = embed_segment(embedder, [texts[i] for i in idx], [chunks[i] for i in idx],
@@ -183,9 +196,12 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
             conn, collection=collection, name=src.name, sha256=src.sha256, source=src.origin, url=src.url,
             size=len(src.data), pages=pages, chunks=chunks, search_texts=texts, vectors=vectors,
             pipeline_version=PIPELINE_VERSION, title=title, terms=[identifier_terms(t) for t in texts],
-            sentence_vectors=sentence_vectors, actor=actor, preset=settings.preset)
-    status = "reindexed" if same is not None else "replaced" if replaced else "ingested"
+            sentence_vectors=sentence_vectors, actor=actor, preset=settings.preset,
+            before_commit=None if before_commit is None else lambda c, old: before_commit(
+                c, _status(same, old), len(pages), len(chunks)))
+    status = _status(same, replaced)
     reused = len(chunks) - len(fresh)
     return IngestResult(src.name, src.origin, collection, status, len(pages), len(chunks),
                         time.perf_counter() - t0, reused=reused, ahead=kept,
-                        message=f"{reused:,} of {len(chunks):,} passages unchanged, not embedded again" if reused else "")
+                        message=f"{reused:,} of {len(chunks):,} passages unchanged, not embedded again" if reused else "",
+                        warning=parsed.damage_note())

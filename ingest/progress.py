@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 def shown_name(origin: str) -> str:
     """A URL without its query string, fragment or credentials; a path as it is."""
-    if not origin.startswith(("http://", "https://")):
+    if not origin[:8].lower().startswith(("http://", "https://")):
         return origin
     try:
         p = urlsplit(origin)
@@ -64,6 +64,7 @@ class ProgressLog:
         self.done = 0
         self.total: int | None = None
         self.step_started = self.started
+        self.done_at_start = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ingest-progress", daemon=True)
 
@@ -79,8 +80,11 @@ class ProgressLog:
             yield i
             self.pages_done += 1
 
-    def begin(self, step: str, total: int | None = None) -> None:
-        self.done, self.step_started = 0, self.clock()
+    def begin(self, step: str, total: int | None = None, done: int = 0) -> None:
+        """A new step of ``total`` units, ``done`` of them done already (passages embedded while the
+        pages were read: the count goes on from there, never back to 0)."""
+        self.done, self.step_started = done, self.clock()
+        self.done_at_start = done
         self.total = total
         self.step = step
 
@@ -99,8 +103,8 @@ class ProgressLog:
             if self.total:
                 pct = 100 * self.done / self.total
                 step += f" {self.done:,}/{self.total:,} ({pct:.0f}%"
-                if 0 < self.done < self.total:
-                    rate = self.done / max(now - self.step_started, 1e-6)
+                if self.done_at_start < self.done < self.total:
+                    rate = (self.done - self.done_at_start) / max(now - self.step_started, 1e-6)
                     step += f", {_left((self.total - self.done) / rate)} left for this step"
                 step += ")"
             parts.append(step)

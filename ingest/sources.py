@@ -48,7 +48,8 @@ def expand(args: list[str]) -> Iterator[str]:
 
 
 def is_url(arg: str) -> bool:
-    return arg.startswith(("http://", "https://"))
+    """An http(s) URL, the scheme in any case (``HTTP://host/x.pdf`` is a URL, not a path)."""
+    return arg[:8].lower().startswith(("http://", "https://"))
 
 
 def _check_bytes(name: str, data: bytes, limit: int) -> None:

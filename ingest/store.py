@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,7 +114,8 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
                    search_texts: Sequence[str], vectors: np.ndarray, pipeline_version: str,
                    title: str | None = None, terms: Sequence[Sequence[str]] | None = None,
                    sentence_vectors: Sequence[np.ndarray] | None = None,
-                   actor: Actor | None = None, preset: str = DEFAULT_PRESET) -> tuple[int, bool]:
+                   actor: Actor | None = None, preset: str = DEFAULT_PRESET,
+                   before_commit: Callable[[psycopg.Connection, bool], None] | None = None) -> tuple[int, bool]:
     """Insert the document, replacing an older version of the same name atomically.
 
     Returns (document id, replaced). Nothing is visible to readers until the commit, and a failure
@@ -124,7 +125,10 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
     the change (``actor``, default: the command line's user) is recorded with the document and in
     ``document_audit``, in the same transaction. ``preset``: recorded as the collection's when this
     document creates it; the preset the collection records gives the Postgres text-search
-    configuration the chunks' tsvectors are built with.
+    configuration the chunks' tsvectors are built with. ``before_commit(conn, replaced)`` runs last,
+    inside the transaction: what it writes commits with the document, and when it raises nothing is
+    written (a bot job records its end there, checking that the job is still its worker's and inside
+    its deadline: ``bot.queue.JobQueue.finish_within``).
     """
     actor = actor or Actor.local()
     terms = terms if terms is not None else [[] for _ in chunks]
@@ -172,6 +176,8 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
         if flagged:
             conn.execute("UPDATE chunks SET untrusted = true WHERE collection = %s AND document_id = %s "
                          "AND ordinal = ANY(%s)", (collection, doc_id, flagged))
+        if before_commit is not None:
+            before_commit(conn, old is not None)
     return doc_id, old is not None
 
 

@@ -5,20 +5,16 @@ This module holds the app, the shared helpers (settings, exit statuses, one-line
 and the commands of the shared core (``search``, ``ask``, ``db``). Every other command group registers
 itself through the entry-point group ``chapterverse.commands`` (pyproject.toml): ``ingest``/``docs``/
 ``remove``/``eval ingest``/``eval train-reader`` from ``ingest.cli``, ``bot``/``worker``/``digest``
-from ``bot.cli``, the other ``eval`` commands from ``retrieval.eval.cli``. Each entry point is a
+from ``bot.cli``, the other ``eval`` commands from ``chapterverse_lab.cli``. Each entry point is a
 function ``register(app, eval_app)``; the core never imports the intake or the bot."""
 
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated, Any
 
 # PyMuPDF imports its optional layout analyser (pymupdf_layout, an ONNX model: ~4 s) on import if
@@ -29,42 +25,105 @@ os.environ.setdefault("PYMUPDF_SUGGEST_LAYOUT_ANALYZER", "0")
 import typer  # noqa: E402
 from typer.core import TyperGroup  # noqa: E402
 
+from retrieval.clikit import (  # noqa: E402
+    EXIT_BAD_INPUT,
+    TIMINGS_ENV,
+    JsonOpt,
+    bad_input,
+    check_collection_names,
+    emit,
+    fail,
+    load_settings,
+    process_age_s,
+    ready,
+    report_timings,
+    stage_ms,
+    timed,
+)
 from retrieval.store.db import DatabaseError  # noqa: E402
 from retrieval.encode.embed import ModelError  # noqa: E402
 from retrieval.logs import quiet_libraries  # noqa: E402
-from retrieval.settings import Settings, get_settings  # noqa: E402
+from retrieval.settings import Settings  # noqa: E402
+from retrieval.text.question import text_problem  # noqa: E402
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_CONFIG = 0, 1, 2
 EXIT_STATUSES = (
     "Exit status: 0 answered or refused (a refusal is an answer; also when the index cannot be reached, "
     "which the reason says); 1 bad input (an empty question or query, a missing argument, a bad option); "
     "2 misconfiguration (--answerer gemini without GEMINI_API_KEY, --answerer openai without "
-    "CHAPTERVERSE_OPENAI_MODEL, a --collection that does not exist, an "
+    "CHAPTERVERSE_OPENAI_MODEL, a --collection that does not exist, nothing ingested yet, an "
     "embedding model that cannot load or does not match the index). Errors are one line on stderr; "
     "nothing is printed on stdout then, not even with --json.")
+SEARCH_EXIT_STATUSES = (
+    "Exit status: 0 passages found, or none; 1 bad input (an empty query, a missing argument, a bad option "
+    "such as --k 0); 2 misconfiguration (a --collection or --document that does not exist, nothing ingested "
+    "yet, the database cannot be reached, an embedding model that cannot load or does not match the index). "
+    "Errors are one line on stderr; nothing is printed on stdout then, not even with --json.")
+CHECKED = ("(Each quote is checked to be word for word on its page; whether it answers your question is "
+           "not checked: read it.)")
+
+
+def _plain_help_types() -> None:
+    """Help screens name what to type (TEXT, INTEGER, PATH; a repeatable option TEXT…; a flag
+    nothing; the usage line QUESTION), not Typer's Python type labels (``<str>``, ``<list[str]>``,
+    ``<bool>``, ``{question}``)."""
+    from typer import core  # noqa: PLC0415
+
+    words = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "Path": "PATH", "path": "PATH", "file": "FILE",
+             "directory": "DIRECTORY", "bool": None}
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "metavar", None):
+            return self.metavar
+        if getattr(self, "is_flag", False):
+            return None
+        raw = str(self.display_type(ctx)).strip("<>")
+        repeat = raw.startswith("list[") and raw.endswith("]")
+        base = raw[5:-1] if repeat else raw
+        word = words.get(base, base.upper()) if "|" not in base else base
+        return None if word is None else word + ("…" if repeat else "")
+
+    def usage_name(self: Any) -> str:
+        name = str(self.display_name_raw).upper()
+        name = name if self.required else f"[{name}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+    for cls in (core.TyperOption, core.TyperArgument):
+        cls.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    core.TyperArgument._usage_display_name = usage_name  # type: ignore[method-assign]
+
+
+_plain_help_types()
 
 
 # click's UsageError (typer vendors click, so it is found through typer's own BadParameter)
 _UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
+def _usage_error(exc: Any) -> typer.Exit:
+    """A usage error as one line on stderr ("error: Invalid value for '--k': …; see `… search --help`"),
+    not click's usage text and box; exit 1 (bad input)."""
+    ctx = getattr(exc, "ctx", None)
+    where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+    message = " ".join(str(exc.format_message()).split()).rstrip(".")
+    typer.echo(f"error: {message}{where}", err=True)
+    return typer.Exit(EXIT_BAD_INPUT)
+
+
 class _Commands(TyperGroup):
-    """Usage errors (missing argument, unknown option, bad value) exit 1, "bad input", not click's 2:
-    exit status 2 means misconfiguration here (``EXIT_STATUSES``)."""
+    """Usage errors (missing argument, unknown option, bad value) are one line and exit 1, "bad
+    input", not click's 2: exit status 2 means misconfiguration here (``EXIT_STATUSES``)."""
 
     def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:
         try:
             return super().make_context(*args, **kwargs)
         except _UsageError as exc:
-            exc.exit_code = EXIT_BAD_INPUT
-            raise
+            raise _usage_error(exc) from None
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
         except _UsageError as exc:
-            exc.exit_code = EXIT_BAD_INPUT
-            raise
+            raise _usage_error(exc) from None
 
 
 app = typer.Typer(
@@ -73,40 +132,9 @@ app = typer.Typer(
     epilog=EXIT_STATUSES, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 db_app = typer.Typer(help="Database housekeeping.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-eval_app = typer.Typer(help="Evaluations and benchmarks that write results/*.json.", no_args_is_help=True)
+eval_app = typer.Typer(help="Evaluations and benchmarks that write results/*.json (from the lab: pip install -e ./lab).",
+                       no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
-
-
-TIMINGS_ENV = "CHAPTERVERSE_TIMINGS"  # set: print one "timings {json}" line on stderr at exit
-_stage_ms: dict[str, float] = {}
-
-
-def _process_age_s() -> float | None:
-    """Seconds since this process started (Linux /proc; 10 ms resolution), None elsewhere."""
-    try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        return time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
-
-
-@contextmanager
-def timed(stage: str) -> Iterator[None]:
-    t0 = time.perf_counter()
-    try:
-        yield
-    finally:
-        _stage_ms[stage] = _stage_ms.get(stage, 0.0) + (time.perf_counter() - t0) * 1e3
-
-
-def _report_timings() -> None:
-    age = _process_age_s()
-    out = {"total_ms": round(age * 1e3, 1) if age is not None else None,
-           **{k: round(v, 1) for k, v in _stage_ms.items()}}
-    sys.stderr.write(f"timings {json.dumps(out)}\n")
-
 
 def setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
@@ -118,34 +146,17 @@ def setup_logging(verbose: bool) -> None:
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress to stderr.")] = False) -> None:
     setup_logging(verbose)
     if os.environ.get(TIMINGS_ENV):
-        age = _process_age_s()
-        _stage_ms["startup"] = age * 1e3 if age is not None else 0.0  # interpreter + module imports
-        atexit.register(_report_timings)
+        age = process_age_s()
+        stage_ms["startup"] = age * 1e3 if age is not None else 0.0  # interpreter + module imports
+        atexit.register(report_timings)
 
 
-def emit(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, default=str, ensure_ascii=False, indent=2) + "\n")
-
-
-def save_result(out: Path, result: dict) -> None:
-    from retrieval.eval.results import write_result  # noqa: PLC0415  (one writer: adds the git commit it ran at)
-
-    write_result(out, result)
-
-
-def fail(message: str, code: int = 2) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def bad_input(message: str) -> None:
-    fail(message, EXIT_BAD_INPUT)
+NOTHING_INGESTED = "nothing is ingested yet; add PDFs first: chapterverse ingest FILE.pdf (then ask again)"
 
 
 def check_collections(settings: Settings, wanted: list[str] | None) -> None:
-    """Exit 2 when a named collection holds no documents: "no collection 'nosuch'; collections: dev, mine"."""
-    if not wanted:
-        return
+    """Exit 2 when nothing is ingested at all (a fresh home: said at once, before the model loads),
+    or when a named collection holds no documents: "no collection 'nosuch'; collections: dev, mine"."""
     from retrieval.store import db  # noqa: PLC0415
 
     try:
@@ -154,10 +165,41 @@ def check_collections(settings: Settings, wanted: list[str] | None) -> None:
                 "SELECT DISTINCT collection FROM documents ORDER BY collection").fetchall()]
     except DatabaseError as exc:
         fail(str(exc))
+    if not known:
+        fail(NOTHING_INGESTED)
+    if not wanted:
+        return
     missing = [c for c in dict.fromkeys(wanted) if c not in known]
     if missing:
         have = ", ".join(known) if known else "none yet (add documents with `chapterverse ingest`)"
         fail(f"no collection {', '.join(repr(c) for c in missing)}; collections: {have}")
+
+
+def resolve_documents(settings: Settings, wanted: list[str] | None, collections: list[str] | None) -> list[str] | None:
+    """The documents ``--document`` names, by file name ("pgfmanual.pdf"), file name without
+    ".pdf" ("pgfmanual", as output shows it) or title, any case; exit 2 naming the documents there
+    are when one matches none (it used to search nothing and say "no passages found")."""
+    if not wanted:
+        return None
+    from retrieval.store import db  # noqa: PLC0415
+
+    try:
+        with db.connection(settings) as conn:
+            rows = conn.execute("SELECT DISTINCT name, title FROM documents WHERE (%s::text[] IS NULL OR "
+                                "collection = ANY(%s)) ORDER BY name", (collections, collections)).fetchall()
+    except DatabaseError as exc:
+        fail(str(exc))
+    out: list[str] = []
+    for given in wanted:
+        key = " ".join(given.split()).casefold()
+        found = [r["name"] for r in rows if key in (
+            r["name"].casefold(), r["name"].casefold().removesuffix(".pdf"), " ".join((r["title"] or "").split()).casefold())]
+        if not found:
+            names = [r["name"].removesuffix(".pdf") for r in rows]
+            shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+            fail(f"no document {given!r}; documents: {shown or 'none'}")
+        out.extend(n for n in found if n not in out)
+    return out
 
 
 def titles_of(settings: Settings, names: list[str]) -> dict[str, str | None]:
@@ -202,36 +244,16 @@ def require_model(settings: Settings) -> None:
             fail(str(exc))
 
 
-def load_settings() -> Settings:
-    try:
-        return get_settings()
-    except Exception as exc:  # noqa: BLE001  (pydantic validation errors)
-        fail(f"bad configuration: {exc}")
-        raise
-
-
-def ready(settings: Settings) -> None:
-    from retrieval.store import db  # noqa: PLC0415
-
-    try:
-        with timed("db_start"):
-            db.ready(settings)
-    except DatabaseError as exc:
-        fail(str(exc))
 
 
 
-
-
-
-
-
-@app.command(epilog=EXIT_STATUSES)
+@app.command(epilog=SEARCH_EXIT_STATUSES)
 def search(
     query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
     k: Annotated[int, typer.Option("--k", min=1, max=100, help="How many passages.")] = 5,
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
-    document: Annotated[list[str] | None, typer.Option(help="Only these documents (by name).")] = None,
+    document: Annotated[list[str] | None, typer.Option(
+        help="Only these documents: a file name (with or without .pdf) or a title, as `chapterverse docs` shows.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Find the passages that best match QUERY."""
@@ -240,9 +262,13 @@ def search(
 
     if not query.strip():
         bad_input("the query is empty; say what to look for")
+    if (problem := text_problem(query, "query")) is not None:
+        bad_input(problem)
+    check_collection_names(collection)
     settings = load_settings()
     ready(settings)
     check_collections(settings, collection)
+    document = resolve_documents(settings, document, collection)
     require_model(settings)
     try:
         with timed("search"):
@@ -284,7 +310,8 @@ def db_status(json_out: JsonOpt = False) -> None:
         rec = index.recorded_model(conn)
         counts = conn.execute("SELECT (SELECT count(*) FROM documents) AS documents, "
                               "(SELECT count(*) FROM chunks) AS chunks").fetchone()
-        version = conn.execute("SELECT max(migration_id) AS v FROM _yoyo_migration").fetchone()["v"]
+        version = db.schema_version([r["migration_id"] for r in conn.execute(
+            "SELECT migration_id FROM _yoyo_migration").fetchall()])
     try:
         emb = get_embedder(settings.search.embedding_model, load=False)
         encoder, passages = emb.query_encoder_status(), emb.passage_encoder_status()
@@ -332,7 +359,8 @@ def ask(
     answerer: Annotated[str | None, typer.Option(help="gemini, openai (an OpenAI-compatible server) or extractive (default: CHAPTERVERSE_ANSWERER, else gemini when GEMINI_API_KEY is set, else extractive).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Answer QUESTION with verified, page-linked quotes, or refuse when the documents do not say.
+    """Answer QUESTION with page-linked quotes, each checked word for word against its page, or refuse
+    when the documents do not say.
 
     A refusal is an answer, not an error: it is printed (as JSON with --json) with exit status 0, also
     when the index cannot be reached (the database is down); the reason says so."""
@@ -340,10 +368,13 @@ def ask(
     with timed("imports"):
         from retrieval.answer.answer_view import as_json, as_text  # noqa: PLC0415
         from retrieval.answer.ask import ask as run_ask  # noqa: PLC0415
-        from retrieval.answer.ask import index_unavailable  # noqa: PLC0415
+        from retrieval.answer.refusals import index_unavailable  # noqa: PLC0415
 
     if not question.strip():
         bad_input("the question is empty; ask something, e.g. chapterverse ask \"What is the maximum airspeed below 10,000 feet?\"")
+    if (problem := text_problem(question)) is not None:
+        bad_input(problem)
+    check_collection_names(collection)
     settings = load_settings()
     check_answerer(settings, answerer)
     try:
@@ -356,12 +387,14 @@ def ask(
         require_model(settings)
         with timed("ask"):
             result = run_ask(settings, question, collections=collection, answerer=answerer)
-        _stage_ms["ask.search"] = result.timings_ms.get("search", 0.0)
+        stage_ms["ask.search"] = result.timings_ms.get("search", 0.0)
     if json_out:
         emit(as_json(result))
     else:
         shown = [c.document for c in result.citations] + [n.document for n in result.nearest]
         typer.echo(as_text(result, titles_of(settings, shown), collection))
+        if result.citations and not result.refusal:
+            typer.echo(CHECKED)  # what "verified" means: the words are on the page, not that they answer
 
 
 PLUGIN_GROUP = "chapterverse.commands"

@@ -110,6 +110,18 @@ class IngestSettings(Section):
     pdf_max_page_content_mb: int = Field(default=32, ge=1,
                                          description="Decompressed drawing instructions per page, MB.")
     pdf_max_page_chars: int = Field(default=200_000, ge=1000, description="Characters of visible text per page.")
+    # what one document may cost the process that ingests it (issue 32): its text and its passages
+    pdf_max_document_chars: int = Field(
+        default=12_000_000, ge=10_000, json_schema_extra=env("CHAPTERVERSE_PDF_MAX_DOCUMENT_CHARS"),
+        description="Characters of visible text a whole PDF may have (about 4,000 dense manual pages).")
+    max_document_chunks: int = Field(
+        default=10_000, ge=10, json_schema_extra=env("CHAPTERVERSE_MAX_DOCUMENT_CHUNKS"),
+        description="Passages one document may be split into (the 1,321-page TikZ & PGF manual has 4,832); "
+        "what ingesting a document costs in memory grows with them.")
+    max_memory_mb: int = Field(
+        default=3072, ge=512, json_schema_extra=env("CHAPTERVERSE_INGEST_MAX_MEMORY_MB"),
+        description="Address space of the process that runs a bot's ingest job (a child of the bot or "
+        "worker), MB: a document that needs more fails its own job, not the bot.")
     file_base_url: str | None = Field(
         default=None,
         description="Base URL under which ingested files are served; citations link to "
@@ -141,18 +153,6 @@ class AnswerSettings(Section):
         default=None, description="The answerer `ask` and the bot use when none is named: 'gemini', 'openai' (an "
         "OpenAI-compatible server: Ollama, vLLM, llama.cpp, LM Studio, OpenAI) or 'extractive'. Unset: gemini "
         "when GEMINI_API_KEY is set, else extractive.")
-    scorer: Literal["evidence+reader", "evidence+acceptor", "evidence", "reader"] = Field(
-        default="evidence+reader", json_schema_extra=env("CHAPTERVERSE_ANSWER_SCORER"),
-        description="How the extractive answerer picks and accepts its first quote: 'evidence+reader' "
-        "(default: the hand-weighted cosine + term-coverage score picks; below its threshold the quote is "
-        "still given when the cross-encoder trained here, retrieval/reader, ranks the same sentence first "
-        "with high probability), 'evidence+acceptor' (the same score picks; a logistic model of the first "
-        "sentence and its rivals, fitted on the reader's training questions, accepts at probability >= 0.5 "
-        "instead of the threshold, and the reader's agreement still accepts: far fewer wrong answers on the "
-        "unseen sets, a few more refusals, see results/reader_pipeline/), 'evidence' (that score and threshold "
-        "alone) or 'reader' (the cross-encoder picks and accepts; it did not beat 'evidence' on the dev sets, "
-        "see the README). Without the reader's weights, the same without the reader's say.",
-    )
     quote_support_check: bool = Field(
         default=False, description="On the model path (Gemini, OpenAI-compatible), drop a verified quote that the "
         "reader rates as stating nothing towards the question, when another verified quote remains (never a second "
@@ -249,6 +249,10 @@ class SlackSettings(Section):
     answer_backlog: int = Field(
         default=20, ge=0, description="Questions a bot process keeps waiting for a free answer worker; when "
         "that many wait, a new question is not queued but gets a 'busy, please try again in a minute' reply.")
+    quick_backlog: int = Field(
+        default=50, ge=1, description="Small tasks (busy and rate-limit replies, shared PDFs, follow-up checks, "
+        "feedback, listing) a bot process keeps waiting for one of its 4 quick workers; beyond that a task is "
+        "dropped and logged instead of queued without bound.")
     user_questions_per_minute: int = Field(
         default=10, ge=1, description="Questions one person may ask the bot in any 60 seconds (per workspace, "
         "per bot process); more get a 'please wait' reply instead of an answer.")
@@ -413,6 +417,13 @@ class Settings(BaseSettings):
     slack: SlackSettings = SlackSettings()
     jobs: JobSettings = JobSettings()
     profile: Profile = Field(default_factory=lambda: preset_profile(DEFAULT_PRESET))
+
+    @field_validator("home", mode="before")
+    @classmethod
+    def _blank_home_is_unset(cls, value: object) -> object:
+        """``CHAPTERVERSE_HOME=`` (set but empty) means unset, as the README says: the default
+        home, never the current directory."""
+        return default_home() if isinstance(value, str) and not value.strip() else value
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

@@ -137,3 +137,18 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "retrieval.cli", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, input=input)
+
+
+# --- the fast tier --------------------------------------------------------------------------------
+# `pytest -m "not slow"` leaves out what takes minutes: a corpus ingest (the session fixtures below),
+# a bot process (modules that start tests.test_bot_support.BotProcess) and whole question sets (tests
+# marked slow themselves). CI runs everything.
+SLOW_FIXTURES = frozenset({"dev_corpus", "manuals_corpus"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = getattr(item, "module", None)
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or (
+                module is not None and "BotProcess" in vars(module)):
+            item.add_marker(pytest.mark.slow)

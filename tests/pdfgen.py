@@ -237,3 +237,29 @@ def huge_text_page_pdf(path: Path, megabytes: int = 50) -> Path:
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
         _stream(content), FONT]))
     return path
+
+
+def shared_stream_pdf(path: Path, n_pages: int = 500, chars: int = 180_000) -> Path:
+    """Issue 32's memory probe: ``n_pages`` pages that all draw one content stream of about ``chars``
+    characters of visible 2-point text (inside every per-page parse limit), Flate-compressed: about
+    100 KB on disk, 90 million characters of text once read."""
+    words = [b"carburetor", b"magneto", b"aileron", b"rudder", b"throttle", b"mixture", b"flaps", b"trim",
+             b"altimeter", b"compass", b"propeller", b"cowling", b"stall", b"runway", b"taxi", b"beacon"]
+    lines = []
+    per_line, lines_n = 540, max(1, chars // 540)
+    for i in range(lines_n):
+        text = bytearray()
+        j = i
+        while len(text) < per_line:
+            text += words[j % len(words)] + b" "
+            j += 7
+        lines.append(b"(" + bytes(text[:per_line]) + b") Tj T*")
+    content = b"BT /F1 2 Tf 2.4 TL 4 788 Td\n" + b"\n".join(lines) + b"\nET"
+    first = 5  # objects 1-4: catalog, pages, the shared content stream, font
+    kids = b" ".join(b"%d 0 R" % (first + i) for i in range(n_pages))
+    page = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R "
+            b"/Resources << /Font << /F1 4 0 R >> >> >>")
+    path.write_bytes(_raw_pdf([b"<< /Type /Catalog /Pages 2 0 R >>",
+                               b"<< /Type /Pages /Count %d /Kids [%s] >>" % (n_pages, kids),
+                               _stream(content), FONT, *([page] * n_pages)]))
+    return path

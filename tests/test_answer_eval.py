@@ -12,11 +12,11 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from retrieval.eval.answer_eval import judge, load_questions, outcome, quote_holds, summarise
+from chapterverse_lab.answer_eval import judge, load_questions, outcome, quote_holds, summarise
 from retrieval.answer.ask import ask
 from retrieval.models import Answer, Citation
-from retrieval.eval.report import END, START, load_columns, render, update_readme
-from retrieval.eval.results import provenance, write_result
+from chapterverse_lab.report import END, START, load_columns, render, update_readme
+from chapterverse_lab.results import provenance, write_result
 from retrieval.text.textnorm import normalize
 from tests.conftest import run_cli
 from tests.corpus2_fixture import CORPUS2, dev_questions, manuals_corpus  # noqa: F401  (session fixture)
@@ -177,20 +177,39 @@ def test_report_puts_faa_and_manuals_side_by_side_and_rewrites_only_its_table(tm
     assert "| measure | FAA dev (tuning) | R + gnuplot dev (tuning) |" in table
     assert "| answered with the right evidence first | 1/2 (0.50) | 2/2 (1.00) |" in table
     assert "| unverified quotes shown | 0/2 (0.00) | 0/2 (0.00) |" in table
-    readme = tmp_path / "README.md"
-    from retrieval.eval.report import MODEL_END, MODEL_START  # noqa: PLC0415
+    from chapterverse_lab.report import MODEL_END, MODEL_START, SETS_END, SETS_START  # noqa: PLC0415
 
-    readme.write_text(f"# T\nbefore\n{MODEL_START}\nstale-model-table\n{MODEL_END}\n{START}\nstale\n{END}\nafter\n")
-    res = run_cli("eval", "report", "--results", str(results), "--readme", str(readme), "--check")
-    assert res.returncode == 1 and "out of date" in res.stderr
-    res = run_cli("eval", "report", "--results", str(results), "--readme", str(readme))
+    readme, page = tmp_path / "README.md", tmp_path / "results.md"
+    readme.write_text(f"# T\nbefore\n{MODEL_START}\nstale-brief\n{MODEL_END}\nafter\n")
+    page.write_text(f"# R\n{SETS_START}\nstale-sets\n{SETS_END}\n{START}\nstale\n{END}\nafter\n")
+    both = ("--results", str(results), "--readme", str(readme), "--results-page", str(page))
+    res = run_cli("eval", "report", *both, "--check")
+    assert res.returncode == 1 and "out of date" in res.stderr and str(page) in res.stderr
+    res = run_cli("eval", "report", *both)
     assert res.returncode == 0, res.stderr
-    text = readme.read_text()
-    assert text.startswith("# T\nbefore\n") and text.endswith(f"{END}\nafter\n") and "stale" not in text
-    assert "stale-model-table" not in text and "No model-path evaluations" in text
+    text, brief = page.read_text(), readme.read_text()
+    assert text.startswith("# R\n") and text.endswith(f"{END}\nafter\n") and "stale" not in text
+    assert brief.startswith("# T\nbefore\n") and "stale" not in brief and "No model-path evaluations" in brief
     assert table in text
-    assert not update_readme(readme, table)  # regenerating changes nothing
-    assert run_cli("eval", "report", "--results", str(results), "--readme", str(readme), "--check").returncode == 0
+    assert not update_readme(page, table)  # regenerating changes nothing
+    assert run_cli("eval", "report", *both, "--check").returncode == 0
+
+
+def test_the_readme_shows_both_answer_paths_pooled_by_where_the_replies_came_from(tmp_path: Path) -> None:
+    from chapterverse_lab.report import render_paths, render_paths_brief  # noqa: PLC0415
+
+    folder = tmp_path / "model_path"
+    folder.mkdir()
+    for key in ("faa_dev", "manuals_dev", "unseen9", "unseen10", "unseen11", "unseen12"):
+        for suffix, right in (("extractive", 1), ("check_off", 2), ("check_on", 2)):
+            data = _result("tests/corpus/dev_questions.json", right, "2026-12-05T00:00")
+            data["config"]["model_replies"] = {"source": "stand-in model"}
+            (folder / f"{key}_{suffix}.json").write_text(json.dumps(data))
+    brief = render_paths_brief(folder, check_on=False)
+    assert "| extractive (no model) | unseen 9–12 (run once) | 4/8 (0.50) |" in brief
+    assert "| model, stand-in replies | unseen 9–12 (run once) | 8/8 (1.00) |" in brief
+    assert all(len(line) <= 160 for line in brief.splitlines())
+    assert "stand-in model" in render_paths(folder, check_on=False)
 
 
 # --- the question sets ---------------------------------------------------------------------------

@@ -15,7 +15,19 @@ from retrieval.settings import Settings
 from retrieval.text.textnorm import normalize
 from tests.conftest import run_cli
 
-LENIENT = 0.475  # the refusal threshold before wrong answers counted in its calibration (retrieval.eval.answer_eval)
+LENIENT = 0.475  # the refusal threshold before wrong answers counted in its calibration (chapterverse_lab.answer_eval)
+
+
+def extractive(settings, threshold: float | None = None, judged: bool = True):
+    """An extractive answerer built for a test (as calibration builds its own): ``threshold`` instead of the
+    calibrated one; ``judged=False``: the evidence score alone, without the reader as second judge."""
+    from retrieval.answer.answerers.extractive import ExtractiveAnswerer  # noqa: PLC0415
+    from retrieval.answer.answerers.registry import sentence_reader  # noqa: PLC0415
+    from retrieval.encode.embed import get_embedder  # noqa: PLC0415
+
+    e = get_embedder(settings.search.embedding_model)
+    return ExtractiveAnswerer(e.embed_queries, model=e.name, threshold=threshold, word_pieces=e.word_pieces,
+                              judge=sentence_reader(settings) if judged else None)
 
 
 def _assert_all_quotes_on_their_pages(settings: Settings, answer) -> None:
@@ -114,7 +126,7 @@ def test_follow_up_answered_in_context(settings, dev_corpus) -> None:
     history = [Turn(question=first.question, answer=first.answer)]
     # The default threshold (1.1253) may refuse this one (evidence 1.10); the follow-up's context is what is tested.
     a = ask(settings, "and near a Class C or Class D airport?", history=history, collections=[dev_corpus],
-            answerer="extractive", extractive_threshold=LENIENT)
+            answerer=extractive(settings, LENIENT))
     assert a.standalone_question and "airspeed" in a.standalone_question
     assert not a.refusal, a.reason
     assert any(c.page == 17 and c.document.startswith("14-CFR") and "at or below 2,500 feet" in " ".join(c.quote.split())
@@ -172,6 +184,11 @@ def test_model_text_is_held_to_its_quotes(text: str, quote: str, problems: list[
      ["a negation"]),
     ("No, it is never needed.", "a light is required when flying at night", "What does a light need?",
      ["a negation"]),
+    ("Not over a congested area.", "(a) Over any congested area of a city, town, or settlement;",
+     "Over what places is aerobatic flight prohibited?", []),
+    ("It is not required.", "a light is required when flying at night", "Is a light not required at night?",
+     ["a negation"]),
+    ("It is prohibited at night.", "a light is required when flying at night", "", ["a negation"]),
     ("Call Air Traffic Control first.", "the pilot must first call the tower on the frequency", "",
      ["name “air”", "name “traffic”", "name “control”"]),
 ])
@@ -252,8 +269,7 @@ def test_answer_leads_with_the_best_quote_and_every_quote_is_verified(settings, 
     # A paraphrase shares few words with its answer, so its evidence score is low (0.65): the evidence
     # scorer alone refuses it and points to the page instead; the default also asks the trained reader,
     # which ranks the same sentence first with high probability, so the quote is shown.
-    alone = settings.but(answer={"scorer": "evidence"})
-    refused = ask(alone, q, collections=[dev_corpus], answerer="extractive")
+    refused = ask(settings, q, collections=[dev_corpus], answerer=extractive(settings, judged=False))
     assert refused.refusal and "clearly enough" in refused.reason and "score" not in refused.reason and not refused.citations
     assert any(n.page == 17 for n in refused.nearest)
     judged = ask(settings, q, collections=[dev_corpus], answerer="extractive")
@@ -261,11 +277,11 @@ def test_answer_leads_with_the_best_quote_and_every_quote_is_verified(settings, 
     assert judged.evidence_score < 1.0 and judged.reader_agreement >= 0.85
     assert "1,000 feet" in " ".join(judged.citations[0].quote.split())
     assert judged.models["sentence_scorer"].startswith("evidence+")
-    a = ask(alone, q, collections=[dev_corpus], answerer="extractive", extractive_threshold=LENIENT)
+    a = ask(settings, q, collections=[dev_corpus], answerer=extractive(settings, LENIENT, judged=False))
     assert not a.refusal, a.reason
     assert 1 <= len(a.citations) <= 3
     assert len({(c.document, c.page) for c in a.citations}) == len(a.citations)  # distinct pages
-    assert a.answer.startswith("The handbooks say (") and a.answer != a.citations[0].quote
+    assert a.answer.startswith("The documents say (") and a.answer != a.citations[0].quote
     assert any(c.page == 17 and "1,000 feet" in " ".join(c.quote.split()) for c in a.citations)
     _assert_all_quotes_on_their_pages(settings, a)
 
@@ -328,3 +344,25 @@ def test_cli_eval_answers_scores_questions_and_follow_ups_in_their_thread(settin
     res = run_cli("eval", "answers", str(bad), "--out", str(tmp_path / "x.json"), "--collection", dev_corpus)
     assert res.returncode != 0 and "history" in res.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_passages_addressed_to_ai_readers_do_not_take_the_answerers_places(settings, dev_corpus) -> None:
+    """Flagged passages are set aside; the search is asked for as many more, so the answerer still reads
+    ASK_K trusted passages (a document full of injected notes cannot crowd out its own plain pages)."""
+    from retrieval.answer.ask import ASK_K  # noqa: PLC0415
+    from retrieval.search.search import search  # noqa: PLC0415
+
+    asked: list[int] = []
+
+    def with_decoys(s, q, k, collections):
+        asked.append(k)
+        real = search(s, q, k=k, collections=collections)
+        decoys = [p.model_copy(update={"untrusted": True, "chunk_id": -1 - i}) for i, p in enumerate(real.results[:3])]
+        return real.model_copy(update={"results": decoys + real.results[:k - len(decoys)]})
+
+    q = "What is the maximum indicated airspeed below 10,000 feet MSL?"
+    a = ask(settings, q, collections=[dev_corpus], answerer="extractive", search_fn=with_decoys)
+    assert asked == [ASK_K, ASK_K + 3]
+    assert len(a.untrusted) == 3 and any("addressed to AI assistants" in w for w in a.warnings)
+    plain = ask(settings, q, collections=[dev_corpus], answerer="extractive")
+    assert [(p.document, p.page) for p in a.shown_pages] == [(p.document, p.page) for p in plain.shown_pages]

@@ -433,3 +433,44 @@ def test_a_hostile_pdf_fails_its_job_once_and_the_bot_keeps_answering(fake: Fake
     ts, _ = fake.mention(ch, ADMIN, ANSWERABLE)  # the same bot process answers on
     assert "250 knots" in text_of(wait_reply(fake, ch, ts))
     assert bot.proc.poll() is None
+
+
+def test_a_question_with_a_nul_is_answered_not_taken_for_a_database_outage(fake: FakeSlack, bot: BotProcess) -> None:
+    """Issue 32, item 4: a NUL cannot be stored in Postgres text; it used to fail the question's claim,
+    and the bot said "I can't reach my database right now"."""
+    ch = channel()
+    ts, _ = fake.mention(ch, ADMIN, ANSWERABLE.replace(" ", " \x00", 1))
+    text = text_of(wait_reply(fake, ch, ts))
+    assert "can't reach my database" not in text, text
+    assert "250 knots" in text, text
+
+
+def test_the_bot_answers_during_and_after_a_shared_stream_pdf_fails_its_job(fake: FakeSlack, bot: BotProcess,
+                                                                          settings, tmp_path) -> None:
+    """Issue 32, item 1: the 100 KB PDF of 500 pages sharing one 180,000-character stream fails its
+    job with the limit named, in the job's own process; the bot answers while it runs and after."""
+    import psutil  # noqa: PLC0415
+
+    from tests.pdfgen import shared_stream_pdf  # noqa: PLC0415
+
+    docs = channel()
+    name = f"shared-{uuid.uuid4().hex[:6]}.pdf"
+    fid = fake.add_file(name, shared_stream_pdf(tmp_path / name, 500).read_bytes(), user=ADMIN)
+    rss_before = psutil.Process(bot.proc.pid).memory_info().rss
+    ts, _ = fake.mention(docs, ADMIN, "please add this", files=[fid])
+    ch = channel()
+    q_ts, _ = fake.mention(ch, ADMIN, ANSWERABLE)  # while the job runs
+    assert "250 knots" in text_of(wait_reply(fake, ch, q_ts))
+
+    def status() -> str | None:
+        text = " ".join(m["text"] for m in fake.bot_messages(docs, ts))
+        return text if ("ingested" in text or "failed" in text) else None
+
+    text = wait_for(status, 180, "the shared-stream file's ingest result")
+    assert "failed" in text and "CHAPTERVERSE_PDF_MAX_DOCUMENT_CHARS" in text, text
+    assert not db_rows(settings, "SELECT id FROM documents WHERE name = %s", name)
+    assert psutil.Process(bot.proc.pid).memory_info().rss - rss_before < 200e6  # the document's cost was not the bot's
+    ch = channel()
+    ts, _ = fake.mention(ch, ADMIN, ANSWERABLE)
+    assert "250 knots" in text_of(wait_reply(fake, ch, ts))
+    assert bot.proc.poll() is None

@@ -179,3 +179,18 @@ def test_private_addresses_are_refused_unless_allowed() -> None:
     assert refusal(strict, "https://93.184.215.14/a.pdf") is None
     assert refusal(strict, "https://sneaky.example/a.pdf") is None  # a name: its addresses are checked on connect
     assert "not a URL I can read" in (refusal(strict, "http://x.example:99999/a.pdf") or "")
+
+
+def _context_text(msgs) -> str:
+    return " ".join(e["text"] for m in msgs for b in m.blocks if b["type"] == "context" for e in b["elements"])
+
+
+def test_the_context_line_says_who_made_the_answer_in_words_a_reader_can_use() -> None:
+    quote = cite("Flight visibility 3 statute miles")
+    extractive = Answer(question="q", refusal=False, answer="x", citations=[quote], answerer="extractive")
+    text = _context_text(render_answer(extractive, turn_id=None, searched=Searched(["dev"])))
+    assert "without a language model" in text and "Answerer:" not in text and "extractive" not in text
+    model = Answer(question="q", refusal=False, answer="x", citations=[quote], answerer="gemini",
+                   models={"answerer": "gemini-2.5-flash-lite"})
+    text = _context_text(render_answer(model, turn_id=None, searched=Searched(["dev"])))
+    assert "Answer written by gemini-2.5-flash-lite" in text and "word for word" in text

@@ -7,7 +7,8 @@ import json
 
 from retrieval.answer.answerers.prompt import answer_prompt, passage_ids, sections
 from retrieval.answer.context import WITHHELD, model_pages
-from retrieval.answer.verify import PageText, SourcePage
+from retrieval.answer.context import SourcePage
+from retrieval.answer.verify import PageText
 from retrieval.models import Passage
 
 TABLE_PAGE = ("Limitations\n\nAirspeed limitations\nSpeed | Meaning | Value\nVNE | Never-exceed speed | 149 KIAS\n"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from retrieval.eval.answer_eval import outcome
+from chapterverse_lab.answer_eval import outcome
 from retrieval.answer.ask import ask
 from retrieval.search.search import search
 from tests.conftest import run_cli

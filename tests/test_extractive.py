@@ -9,27 +9,23 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from retrieval.eval.answer_eval import calibrate
-from retrieval.answer.answerers.evidence import counts, expected_answer, quantities, satisfies, specific_terms
-from retrieval.answer.answerers.extractive import (
+from chapterverse_lab.answer_eval import calibrate
+from retrieval.answer.answerers.extractive.evidence import counts, expected_answer, quantities, satisfies, specific_terms
+from retrieval.answer.answerers.extractive import ExtractiveAnswerer
+from retrieval.answer.answerers.extractive.quotable import Candidate, candidates, introduces, title_case, with_neighbours
+from retrieval.answer.answerers.extractive.scoring import (
     MAX_QUOTES,
     QUOTE_MARGIN,
     RANK_PENALTY,
-    Candidate,
-    ExtractiveAnswerer,
     Scored,
     agreement,
-    candidates,
     choose_quotes,
     evidence_score,
-    introduces,
     passage_rank,
-    title_case,
     unfamiliar_words,
-    with_neighbours,
 )
 from retrieval.answer.answerers import Draft
-from retrieval.answer.answerers.keyterms import PhraseStats
+from retrieval.answer.answerers.extractive.keyterms import PhraseStats
 from retrieval.models import Turn
 from retrieval.answer.verify import Claim, PageText, verify_claims
 
@@ -137,10 +133,10 @@ def test_specific_terms_are_names_and_designators_not_bare_numbers() -> None:
 
 
 def test_evidence_score_weighs_heading_lexical_and_rank() -> None:
-    base = evidence_score(0.6, 0.6, 0.5, 1)
-    assert evidence_score(0.6, 0.8, 0.5, 1) > base
-    assert evidence_score(0.6, 0.6, 0.7, 1) > base
-    assert evidence_score(0.6, 0.6, 0.5, 4) == pytest.approx(base - 3 * RANK_PENALTY)
+    base = evidence_score(0.6, 0.5, 1)
+    assert evidence_score(0.8, 0.5, 1) > base
+    assert evidence_score(0.6, 0.7, 1) > base
+    assert evidence_score(0.6, 0.5, 4) == pytest.approx(base - 3 * RANK_PENALTY)
     assert passage_rank("P7") == 7 and passage_rank("") == 1
 
 
@@ -149,8 +145,8 @@ def _page(doc: str, page: int, text: str, rank: int = 1) -> PageText:
 
 
 def _scored(i: int, score: float, typed: bool = True) -> Scored:
-    # cos = cos_heading = score, lex = 0, rank 1: evidence_score == score * 1.0
-    return Scored(Candidate(i, 0, 10, "x" * 10), score, score, 0.0, 1, typed)
+    # cos = score, lex = 0, rank 1: evidence_score == score
+    return Scored(Candidate(i, 0, 10, "x" * 10), score, 0.0, 1, typed)
 
 
 def test_choose_quotes_takes_strong_sentences_from_distinct_pages() -> None:
@@ -210,7 +206,7 @@ def test_answers_with_verified_quotes_and_a_lead_from_the_source() -> None:
     assert not ver.failures and ver.citations
     assert "250 knots" in draft.claims[0].quote  # the only sentence that states a speed
     assert all("knots" in c.quote for c in draft.claims)  # untyped sentences are never quoted
-    assert draft.answer.startswith("The handbooks say (regs.pdf, p. 17): ")
+    assert draft.answer.startswith("The documents say (regs.pdf, p. 17): ")
     assert " ".join(draft.claims[0].quote.split()) in draft.answer
 
 
@@ -230,7 +226,7 @@ def test_refuses_when_a_specific_term_is_absent_from_the_collection() -> None:
 
 def test_refuses_below_the_threshold_and_answers_above_it() -> None:
     q = "What is the maximum indicated airspeed below 10,000 feet MSL?"
-    score = _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0), q, PAGES).score
+    score = _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0), q, PAGES).evidence_score
     assert score is not None
     assert _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=score + 0.01), q, PAGES).refusal
     assert not _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=score - 0.01), q, PAGES).refusal
@@ -252,14 +248,14 @@ class _Judge:
 def test_a_judge_that_ranks_the_same_sentence_first_lets_it_answer_below_the_threshold() -> None:
     q = "What is the maximum indicated airspeed below 10,000 feet MSL?"
     heads = {"P1": "§ 91.117 Aircraft speed.", "P2": "Introduction"}
-    score = _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0), q, PAGES, heads).score
+    score = _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0), q, PAGES, heads).evidence_score
     high = score + 0.5  # the evidence scorer alone refuses
     assert _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=high), q, PAGES, heads).refusal
 
     agrees = _Judge("250 knots", 0.97)
     draft = _answer(ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, judge=agrees), q, PAGES, heads)
     assert not draft.refusal and "250 knots" in draft.claims[0].quote
-    assert draft.agreement == pytest.approx(0.97) and draft.score == pytest.approx(score)
+    assert draft.agreement == pytest.approx(0.97) and draft.evidence_score == pytest.approx(score)
     assert any(t.startswith("§ 91.117 Aircraft speed.: ") for t in agrees.seen[0])  # it reads sentences under their heading
 
     unsure = ExtractiveAnswerer(_bow_embed, model="bow", threshold=high, judge=_Judge("250 knots", 0.6))
@@ -274,8 +270,6 @@ def test_a_judge_that_ranks_the_same_sentence_first_lets_it_answer_below_the_thr
     over = ExtractiveAnswerer(_bow_embed, model="bow", threshold=score - 0.01, judge=_Judge("airport", 0.99))
     assert not _answer(over, q, PAGES, heads).refusal
     assert over.scorer == "evidence+stub-judge"
-    with pytest.raises(ValueError, match="no second judge"):
-        ExtractiveAnswerer(_bow_embed, model="bow", reader=agrees, judge=agrees)
 
 
 def test_a_judge_that_prefers_another_eligible_sentence_does_not_agree() -> None:
@@ -310,7 +304,7 @@ def test_calibration_refuses_wrong_answers_and_keeps_right_ones() -> None:
 
 
 def test_headings_and_contents_entries_are_not_quoted_but_table_rows_are() -> None:
-    from retrieval.answer.answerers.extractive import sentences  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive.quotable import sentences  # noqa: PLC0415
 
     text = ("IV. TAKEOFFS, LANDINGS, AND GO-AROUNDS\nNote: The examiner must select two takeoff and two landing "
             "tasks.\nEligibility Requirements for a Private Pilot Certificate..........66\n"
@@ -332,7 +326,7 @@ FUEL_PAGE = ("VISUAL FLIGHT RULES\n\n§ 91.151\nFuel requirements for flight in\
 
 
 def test_a_sentence_that_stops_short_continues_into_the_next_lines() -> None:
-    from retrieval.answer.answerers.extractive import sentences  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive.quotable import sentences  # noqa: PLC0415
 
     spans = [" ".join(FUEL_PAGE[s:e].split()) for s, e in sentences(FUEL_PAGE)]
     rule = next(x for x in spans if x.startswith("(a) No person"))
@@ -341,7 +335,7 @@ def test_a_sentence_that_stops_short_continues_into_the_next_lines() -> None:
 
 
 def test_a_table_value_stays_with_its_row_label() -> None:
-    from retrieval.answer.answerers.extractive import sentences  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive.quotable import sentences  # noqa: PLC0415
 
     table = ("Class G:\n1,200 feet or\nless above\nthe surface\nFor aircraft other\nthan helicopters:\nDay, except as\n"
              "provided in\n§ 91.155(b).\n1 statute mile ......\nClear of clouds.\nNight, except as\nprovided in\n"
@@ -362,13 +356,13 @@ def test_a_table_value_stays_with_its_row_label() -> None:
     ("4.5 seconds is the default delay between two frames of the animation, unless changed.", "", False),
 ])
 def test_headings_and_contents_entries_are_not_quotes(text: str, heading: str, title: bool) -> None:
-    from retrieval.answer.answerers.extractive import is_title  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive.quotable import is_title  # noqa: PLC0415
 
     assert is_title(text, heading) is title
 
 
 def test_designators_are_matched_as_phrases() -> None:
-    from retrieval.answer.answerers.extractive import designators  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive.scoring import designators  # noqa: PLC0415
 
     assert designators("What is the minimum visibility in Class G airspace by day?") == ["class g"]
     assert designators("Which rules of Part 61 apply to Figure 3?") == ["part 61", "figure 3"]
@@ -436,7 +430,7 @@ def test_default_profile_reads_software_units(text: str, kinds: set[str]) -> Non
 
 
 def test_no_candidate_starts_inside_a_word_hyphenated_across_lines() -> None:
-    from retrieval.answer.answerers.extractive import candidates  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive.quotable import candidates  # noqa: PLC0415
 
     text = ("(b) No person may begin a flight in a rotorcraft unless there is enough fuel for heli-\n\n"
             "copters, fly after that for 30 minutes at normal cruising speed.\n\n"
@@ -534,7 +528,7 @@ def test_a_title_case_heading_is_never_glued_into_a_quote() -> None:
 
 
 def test_software_manual_sentences_may_open_in_lower_case_but_not_after_abbreviations() -> None:
-    from retrieval.answer.answerers.extractive import sentences  # noqa: PLC0415
+    from retrieval.answer.answerers.extractive.quotable import sentences  # noqa: PLC0415
     from retrieval.profile import DEFAULT_PROFILE  # noqa: PLC0415
 
     text = ("The refresh command is similar to replot, with two major differences. refresh reformats and "

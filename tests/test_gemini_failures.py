@@ -14,7 +14,8 @@ import pytest
 from pydantic import SecretStr
 
 from retrieval.answer.answerers import gemini as gemini_mod
-from retrieval.answer.ask import NO_SUPPORT, ask
+from retrieval.answer.ask import ask
+from retrieval.answer.refusals import NO_SUPPORT
 from retrieval.models import Answer, Turn
 from tests import fake_gemini as fg
 from tests.test_ask import _assert_all_quotes_on_their_pages

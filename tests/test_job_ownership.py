@@ -109,3 +109,75 @@ def test_the_runner_stops_a_job_at_its_deadline_and_says_so(settings, clean) -> 
     assert row["status"] == "failed" and "job deadline" in row["message"]
     time.sleep(0.5)
     assert queue.claim() is None
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 32, item 6: the ownership and deadline check is inside the document's transaction
+
+def _ingest_for(settings, embedder, job, queue: JobQueue, pdf, collection: str, during_commit=None):  # noqa: ANN001, ANN201
+    from ingest.pipeline import ingest_source  # noqa: PLC0415
+    from ingest.sources import read_path  # noqa: PLC0415
+
+    def before_commit(conn, status: str, pages: int, chunks: int) -> None:  # noqa: ANN001
+        queue.finish_within(conn, job, message=status, pages=pages, chunks=chunks)
+        if during_commit is not None:
+            during_commit()
+
+    return ingest_source(settings, embedder, read_path(str(pdf), 10**8), collection, quiet=True,
+                         before_commit=before_commit)
+
+
+def _documents(settings, collection: str) -> int:
+    return rows(settings, "SELECT count(*) AS n FROM documents WHERE collection = %s", collection)[0]["n"]
+
+
+def test_a_deadline_that_fires_during_the_write_never_marks_a_committed_document_unchanged(
+        settings, embedder, clean, tmp_path) -> None:
+    from tests.pdfgen import long_pdf  # noqa: PLC0415
+
+    queue = JobQueue(Store(settings), limit=5, deadline_s=600)
+    ws, collection = f"T{uuid.uuid4().hex[:8]}", f"race-{uuid.uuid4().hex[:8]}"
+    job_id, _ = queue.enqueue(ws, "U1", "race.pdf", spec())
+    job = queue.claim()
+    assert job is not None
+    expiring = JobQueue(Store(settings), limit=5, deadline_s=0.001)  # whose heartbeat finds the deadline passed
+    told: list[str] = []
+
+    def deadline_fires_now() -> None:
+        """Inside the write's transaction, after its check: the heartbeat fails the job for its
+        deadline, from another thread and connection (it waits for the row the write holds)."""
+        beat = threading.Thread(target=lambda: told.append(expiring.heartbeat(job)))
+        beat.start()
+        beat.join(1.0)
+        assert beat.is_alive(), "the heartbeat did not wait for the write's transaction"
+        threads.append(beat)
+
+    threads: list[threading.Thread] = []
+    res = _ingest_for(settings, embedder, job, queue, long_pdf(tmp_path / "race.pdf", 2), collection,
+                      deadline_fires_now)
+    threads[0].join(30)
+    assert res.status == "ingested" and _documents(settings, collection) == 1
+    row = job_row(settings, ws, job_id)
+    assert row["status"] == "done" and row["message"] == "ingested", row  # never "nothing was changed"
+    assert told == ["lost"]  # the heartbeat found it done: no "stopped ... nothing was changed" report
+
+
+def test_a_deadline_that_fired_before_the_write_commits_stores_nothing(settings, embedder, clean, tmp_path) -> None:
+    from tests.pdfgen import long_pdf  # noqa: PLC0415
+
+    queue = JobQueue(Store(settings), limit=5, deadline_s=600)
+    ws, collection = f"T{uuid.uuid4().hex[:8]}", f"race-{uuid.uuid4().hex[:8]}"
+    job_id, _ = queue.enqueue(ws, "U1", "race.pdf", spec())
+    job = queue.claim()
+    assert job is not None
+    # the job's last ownership check before the write passed; then its deadline passes
+    assert not job.lost.is_set()
+    rows(settings, "UPDATE bot_jobs SET started_at = now() - interval '20 minutes' WHERE workspace = %s AND id = %s "
+         "RETURNING id", ws, job_id)
+    with pytest.raises(JobLost):
+        _ingest_for(settings, embedder, job, queue, long_pdf(tmp_path / "late.pdf", 2), collection)
+    assert _documents(settings, collection) == 0 and job.lost.is_set()  # rolled back with the document
+    assert JobQueue(Store(settings), limit=5, deadline_s=600).heartbeat(job) == "expired"
+    row = job_row(settings, ws, job_id)
+    assert row["status"] == "failed" and "nothing was changed" in row["message"]
+    assert _documents(settings, collection) == 0  # which is true

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from retrieval.answer.answerers.keyterms import (
+from retrieval.answer.answerers.extractive.keyterms import (
     KeyTerm,
     PhraseStats,
     key_terms,

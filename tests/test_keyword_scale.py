@@ -139,7 +139,7 @@ def test_scattered_chunk_ids_and_collections_score_as_packed_ones(settings, dev_
 
 
 def test_eval_scale_keyword_only_times_both_rankings_and_finds_them_equal(settings, dev_corpus, tmp_path):
-    from retrieval.eval.scale import run  # noqa: PLC0415
+    from chapterverse_lab.scale import run  # noqa: PLC0415
 
     questions = json.loads((HERE / "corpus" / "dev_questions.json").read_text())[:4]
     path = tmp_path / "questions.json"

@@ -1,5 +1,6 @@
 """The architecture, enforced: the shared core (``retrieval/``) imports neither the Slack bot nor
-the PDF intake, and the intake never imports the bot. Read from the source (every import statement,
+the PDF intake, the intake never imports the bot, and no part of the product imports the lab
+(``chapterverse_lab``: evaluation, benchmarks, training; a separate distribution in ``lab/``). Read from the source (every import statement,
 top level or inside a function), so a lazy import cannot hide a dependency."""
 
 from __future__ import annotations
@@ -10,17 +11,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FORBIDDEN = {"retrieval": {"bot", "ingest"}, "ingest": {"bot"}}
+FORBIDDEN = {"retrieval": {"bot", "ingest", "chapterverse_lab"}, "ingest": {"bot", "chapterverse_lab"},
+             "bot": {"chapterverse_lab"}}
 ALLOWED: set[Path] = set()  # no exceptions: the CLI collects the intake's and the bot's commands by entry point
-# Inside the core, by stage: evaluation is never imported by search or answer code; storage and the
-# text toolkit sit below everything; search does not reach into answering.
+# Inside the core, by stage: storage and the text toolkit sit below everything; search does not reach
+# into answering.
 STAGES_FORBIDDEN = {
-    "retrieval/text": {"retrieval.store", "retrieval.encode", "retrieval.search", "retrieval.answer", "retrieval.eval"},
-    "retrieval/store": {"retrieval.encode", "retrieval.search", "retrieval.answer", "retrieval.eval"},
-    "retrieval/encode": {"retrieval.search", "retrieval.answer", "retrieval.eval"},
-    "retrieval/search": {"retrieval.answer", "retrieval.eval"},
-    "retrieval/answer": {"retrieval.eval"},
+    "retrieval/text": {"retrieval.store", "retrieval.encode", "retrieval.search", "retrieval.answer"},
+    "retrieval/store": {"retrieval.encode", "retrieval.search", "retrieval.answer"},
+    "retrieval/encode": {"retrieval.search", "retrieval.answer"},
+    "retrieval/search": {"retrieval.answer"},
 }
+# Command-line modules of the groups; none imports another's (shared helpers are in retrieval.clikit).
+CLI_MODULES = {"retrieval/cli.py": "retrieval.cli", "ingest/cli.py": "ingest.cli", "bot/cli.py": "bot.cli",
+               "lab/chapterverse_lab/cli.py": "chapterverse_lab.cli"}
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -92,3 +96,20 @@ def test_help_lists_every_command_including_the_registered_ones() -> None:
     evals = subprocess.run([sys.executable, "-m", "retrieval.cli", "eval", "--help"], capture_output=True, text=True,
                            timeout=120, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
     assert "train-reader" in evals.stdout and "answers" in evals.stdout
+
+
+def test_no_command_group_imports_another_groups_command_line() -> None:
+    found = []
+    for rel, own in CLI_MODULES.items():
+        others = set(CLI_MODULES.values()) - {own}
+        found += [f"{rel} imports {name}" for name in sorted(imported_modules(ROOT / rel))
+                  if any(name == o or name.startswith(o + ".") for o in others)]
+    assert found == []
+
+
+def test_the_installed_product_carries_no_lab() -> None:
+    """The product's wheel is built from bot/, ingest/ and retrieval/: no evaluation, benchmark or
+    training module and no training data there."""
+    lab_like = [p.relative_to(ROOT) for pkg in ("bot", "ingest", "retrieval") for p in (ROOT / pkg).rglob("*")
+                if p.suffix in (".py", ".jsonl") and any(w in p.name for w in ("bench", "train", "eval", "calibrat"))]
+    assert lab_like == []

@@ -1,7 +1,7 @@
 """Issue 30: the model path on recorded replies, through the real ``openai`` and ``google-genai`` clients.
 
 The replies in ``tests/replies/`` were written by a stand-in model from the request text alone
-(``docs/stand-in.md``) and are served by the replay server (``retrieval.eval.replay``) on 127.0.0.1;
+(``docs/stand-in.md``) and are served by the replay server (``chapterverse_lab.replay``) on 127.0.0.1;
 nothing here reaches a network. Where a test needs a reply the stand-in would not give (a quote
 copied wrongly, an answer stating a number its quote does not), it alters one recorded reply and
 says so; the repair that follows is again the stand-in's recorded reply.
@@ -50,7 +50,7 @@ def replay_at(request) -> Iterator[Callable[[Path], Any]]:
     """Start replay servers on demand: ``replay_at(folder)`` → (replayer, base URL); all stop at the end."""
     from contextlib import ExitStack  # noqa: PLC0415
 
-    from retrieval.eval import replay as rp  # noqa: PLC0415
+    from chapterverse_lab import replay as rp  # noqa: PLC0415
 
     with ExitStack() as stack:
         def start(folder: Path) -> tuple[Any, str]:
@@ -62,7 +62,7 @@ def replay_at(request) -> Iterator[Callable[[Path], Any]]:
 def ask_model(settings, url: str, question: str, collection: str, answerer: str = "openai", history=(),
               monkeypatch=None):
     from retrieval.answer.ask import ask  # noqa: PLC0415
-    from retrieval.eval.answer_eval import replay_settings  # noqa: PLC0415
+    from chapterverse_lab.answer_eval import replay_settings  # noqa: PLC0415
 
     if monkeypatch is not None:
         monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", url)
@@ -129,7 +129,7 @@ def test_text_addressed_to_ai_assistants_is_never_sent_or_quoted(settings, repla
     collection = f"skylark-{uuid.uuid4().hex[:6]}"
     assert run_cli("ingest", str(pdf), "--collection", collection).returncode == 0
     seen: list[str] = []
-    from retrieval.eval import replay as rp  # noqa: PLC0415
+    from chapterverse_lab import replay as rp  # noqa: PLC0415
 
     class Watching(rp.Replayer):
         def reply(self, system: str, prompt: str):  # what the model would have been sent

@@ -17,7 +17,8 @@ from pydantic import SecretStr
 
 from retrieval.answer.answerers import openai_compat, structured
 from retrieval.answer.answerers.structured import ModelAnswer
-from retrieval.answer.ask import NO_SUPPORT, ask
+from retrieval.answer.ask import ask
+from retrieval.answer.refusals import NO_SUPPORT
 from retrieval.models import Answer, Turn
 from tests import fake_openai as fo
 from tests.fake_gemini import Reply

@@ -36,42 +36,9 @@ def test_loads_once_quickly_and_reads() -> None:
     assert r.score(q2, [unrelated])[0] < 0.5
 
 
-class FixedReader:
-    """A stand-in reader that believes whatever sentence contains one marker phrase."""
-
-    name = "fixed"
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def score(self, question: str, texts: Sequence[str]) -> np.ndarray:
-        return np.array([0.9 if self.marker in t else 0.1 for t in texts], dtype=np.float32)
-
-
-def _embed(texts: Sequence[str]) -> np.ndarray:
-    v = np.ones((len(texts), 4), dtype=np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-
-PAGE = PageText(document="manual.pdf", page=7, page_label="7", passage_id="P1", text=(
-    "The shell keeps a list of the commands you typed earlier in this session. "
-    "When the shell exits, the list is written to the history file for the next session.\n\n"
-    "Nothing is saved when the variable holding the file name is unset or empty, and the list is lost."))
-
-
-def test_the_reader_picks_the_first_quote_and_refuses_below_its_threshold() -> None:
-    q = "What happens to my command list if no history file name is configured?"
-    picked = ExtractiveAnswerer(_embed, model="m", reader=FixedReader("Nothing is saved")).answer(q, [PAGE])
-    assert not picked.refusal
-    assert "Nothing is saved" in picked.claims[0].quote
-    unsure = ExtractiveAnswerer(_embed, model="m", reader=FixedReader("no such words")).answer(q, [PAGE])
-    assert unsure.refusal and unsure.score == pytest.approx(0.1)
-    assert "score" not in (unsure.reason or ""), "no internal scores in what users read"
-
-
 def test_listwise_loss_is_softmax_over_a_question_and_none() -> None:
     torch = pytest.importorskip("torch")
-    from retrieval.reader.train import listwise_loss
+    from chapterverse_lab.reader_train import listwise_loss
 
     logits = torch.tensor([3.0, -1.0, -2.0, -4.0, -3.0])
     # question 1: pairs 0-2, the positive first; question 2: pairs 3-4, a near miss (target "none")
@@ -86,7 +53,7 @@ def test_listwise_loss_is_softmax_over_a_question_and_none() -> None:
 def test_held_out_figures_count_answerable_and_near_misses() -> None:
     from types import SimpleNamespace
 
-    from retrieval.reader.train import ranking_figures
+    from chapterverse_lab.reader_train import ranking_figures
 
     pairs = [SimpleNamespace(question_id=q, label=lbl) for q, lbl in
              [("a", 1), ("a", 0), ("b", 0), ("b", 1), ("n", 0), ("n", 0)]]

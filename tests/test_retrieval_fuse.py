@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.eval.evaluate import Question, first_hit, metrics, ndcg_at
+from chapterverse_lab.evaluate import Question, first_hit, metrics, ndcg_at
 from retrieval.search.fuse import Hit, Span, diversify, near_duplicates, overlap_chars, rrf
 from retrieval.models import Passage
 from retrieval.search.search import combine_ranks

@@ -13,7 +13,7 @@ from ingest.pipeline import ingest_source
 from ingest.sources import read_path
 from ingest.store import remove_document
 from retrieval.store import db, pool
-from retrieval.answer.answerers.keyterms import PhraseStats
+from retrieval.answer.answerers.extractive.keyterms import PhraseStats
 from retrieval.search.filters import Scope
 from retrieval.search.keyword import bm25
 from retrieval.search.rerank import SENTENCES, choose

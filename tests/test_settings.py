@@ -17,8 +17,9 @@ NOT_OURS = {"GOOGLE_GEMINI_BASE_URL"}  # read by google-genai itself
 
 
 def documented() -> set[str]:
-    """The variables of the README's tables of variables (first column; Configuration and Slack)."""
-    text = README.read_text(encoding="utf-8")
+    """The variables of the tables of variables (first column) in the README and the pages under docs/
+    (docs/configuration.md is generated from the settings; slack.md, providers.md, operations.md explain)."""
+    text = "\n".join(page.read_text(encoding="utf-8") for page in [README, *sorted(README.parent.glob("docs/*.md"))])
     rows = [line.split("|")[1] for line in text.splitlines() if line.startswith("| `")]
     return {name for row in rows for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", row)}
 
@@ -33,14 +34,14 @@ def test_every_documented_variable_is_a_setting_and_every_setting_is_documented(
 
 def test_the_flat_names_of_before_still_reach_their_sections(monkeypatch) -> None:
     for var, value in {"DATABASE_URL": "postgresql://u@127.0.0.1:1/x", "GEMINI_API_KEY": "k1",
-                       "CHAPTERVERSE_SLACK_WORKERS": "3", "CHAPTERVERSE_ANSWER_SCORER": "evidence",
+                       "CHAPTERVERSE_SLACK_WORKERS": "3", "CHAPTERVERSE_ANSWERER": "extractive",
                        "CHAPTERVERSE_MAX_FILE_MB": "5", "CHAPTERVERSE_JOB_QUEUE_LIMIT": "7",
                        "CHAPTERVERSE_WORKER_JOBS": "2", "CHAPTERVERSE_SECRET_KEY": "s", "SLACK_BOT_TOKEN": "xoxb-1",
                        "OPENAI_API_KEY": "o", "CHAPTERVERSE_RERANKER": "none"}.items():
         monkeypatch.setenv(var, value)
     s = Settings()
     assert s.db.url.get_secret_value() == "postgresql://u@127.0.0.1:1/x"
-    assert s.answer.gemini_api_key.get_secret_value() == "k1" and s.answer.scorer == "evidence"
+    assert s.answer.gemini_api_key.get_secret_value() == "k1" and s.answer.answerer == "extractive"
     assert (s.slack.workers, s.ingest.max_file_bytes, s.jobs.queue_limit, s.jobs.worker_jobs) == (3, 5_000_000, 7, 2)
     assert s.slack.secret_key.get_secret_value() == "s" and s.slack.bot_token.get_secret_value() == "xoxb-1"
     assert s.answer.openai_api_key.get_secret_value() == "o" and s.search.reranker == "none"
@@ -50,17 +51,17 @@ def test_the_flat_names_of_before_still_reach_their_sections(monkeypatch) -> Non
 
 def test_keyword_arguments_beat_the_environment_which_beats_the_preset(tmp_path, monkeypatch) -> None:
     (tmp_path / "team.json").write_text(json.dumps({
-        "extends": "german", "slack": {"workers": 7, "admins": "U1"}, "answer": {"scorer": "evidence"}}))
+        "extends": "german", "slack": {"workers": 7, "admins": "U1"}, "answer": {"answerer": "extractive"}}))
     monkeypatch.setenv("CHAPTERVERSE_PRESETS_DIR", str(tmp_path))
     assert "team" in preset_names()
     monkeypatch.setenv("CHAPTERVERSE_SLACK_WORKERS", "3")
     s = Settings.from_name("team")
-    assert (s.preset, s.slack.workers, s.slack.admins, s.answer.scorer) == ("team", 3, "U1", "evidence")
+    assert (s.preset, s.slack.workers, s.slack.admins, s.answer.answerer) == ("team", 3, "U1", "extractive")
     assert s.profile.text_search == "german" and s.profile.answer_lead == "Laut den Handbüchern"
     assert s.slack.ping_interval_s == 2.0  # not in the preset: the default
     assert Settings.from_name("team", slack={"workers": 9}).slack.workers == 9
     monkeypatch.setenv("CHAPTERVERSE_PRESET", "team")
-    assert Settings().answer.scorer == "evidence"
+    assert Settings().answer.answerer == "extractive"
     assert Settings().but(slack={"workers": "5"}).slack.workers == 5  # validated
 
 

@@ -109,6 +109,9 @@ def test_sigkill_mid_question_and_mid_ingest_both_finish_exactly_once_after_rest
         assert (row["status"], row["attempts"]) == ("done", 2), row
         docs = db_rows(settings, "SELECT collection FROM documents WHERE name = %s", name)
         assert docs == [{"collection": f"dev:{ch_i}"}]
+        # the job is recorded done in the document's own transaction (issue 32), just before it is reported
+        wait_for(lambda: any(f"`{name}` ingested" in e["text"] for e in fake.ephemerals if e["channel"] == ch_i),
+                 60, "the success report")
         reports = [e["text"] for e in fake.ephemerals if e["channel"] == ch_i]
         assert sum(f"`{name}` ingested" in t for t in reports) == 1, reports
         assert any("trying again (attempt 2)" in t for t in reports), reports

@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 
 from retrieval.store import db
 from retrieval.settings import Settings
-from retrieval.answer.verify import page_url
+from retrieval.answer.context import page_url
 from tests.conftest import scratch_database
 from tests.leaks import database_hits
 

@@ -93,3 +93,34 @@ def test_urls_are_shown_and_stored_without_query_fragment_or_user_info() -> None
     text = "download of https://user:pw@b.example/m.pdf?X-Amz-Signature=secret failed, see http://x.example/?a=1."
     assert redact_urls(text) == "download of https://b.example/m.pdf failed, see http://x.example/."
     assert urls.shown("http://127.0.0.1:9/m.pdf?sig=secret") == "http://127.0.0.1:9/m.pdf"
+
+
+# issue 32, item 5 ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("address", ["::ffff:0:7f00:1", "::ffff:0:a9fe:a9fe", "::ffff:0:808:808", "::ffff:0:0:0"])
+def test_ipv4_translated_addresses_are_refused_by_policy(address: str) -> None:
+    """``::ffff:0:0:0/96`` (RFC 2765): Python calls ``::ffff:0:7f00:1`` global; it reaches 127.0.0.1
+    through a translator. Refused whatever it carries, by the policy, not at connect time."""
+    why = urls.non_public(ip_address(address))
+    assert why is not None and "IPv4-translated" in why, why
+    assert urls.address_refusal(STRICT, "files.example", address)
+    literal = urls.refusal(STRICT, f"http://[{address}]/m.pdf")
+    assert literal and "only download from public internet addresses" in literal, literal
+    assert urls.refusal(OPEN, f"http://[{address}]/m.pdf") is None
+
+
+def test_an_upper_case_scheme_is_a_url_and_its_query_is_never_echoed(settings, tmp_path) -> None:
+    from ingest.sources import is_url  # noqa: PLC0415
+    from tests.conftest import run_cli  # noqa: PLC0415
+
+    assert is_url("HTTP://files.example/x.pdf") and is_url("Https://files.example/x.pdf")
+    assert redact_urls("see HTTP://files.example/x.pdf?sig=secret now") == "see HTTP://files.example/x.pdf now"
+    assert urls.refusal(STRICT, "HTTP://127.0.0.1/x.pdf?sig=secret") is not None
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = run_cli("ingest", f"HTTP://127.0.0.1:{port}/x.pdf?sig=secret", "--collection", "upper-scheme", timeout=120)
+    assert res.returncode == 1
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "download failed" in lines[0], res.stderr  # fetched as a URL, not opened as a path
+    assert "no such file" not in res.stderr and "secret" not in res.stderr + res.stdout

@@ -6,16 +6,13 @@ import pytest
 
 from retrieval.models import Passage
 from retrieval.text.textnorm import normalize, normalize_with_map, search_text
+from retrieval.answer.context import SourcePage, page_slices, page_url, shown_slices
 from retrieval.answer.verify import (
     Claim,
     PageText,
-    SourcePage,
     Strictness,
     locate,
-    page_slices,
-    page_url,
     reader_words,
-    shown_slices,
     too_short,
     verify_claim,
     verify_claims,

@@ -16,8 +16,9 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SETS = ("faa_dev", "manuals_dev", "unseen9", "unseen10", "unseen11", "unseen12")
-UNSEEN = SETS[2:]
+SETS = ("faa_dev", "manuals_dev", "unseen9", "unseen10", "unseen11", "unseen12", "unseen13", "unseen14")
+UNSEEN = SETS[2:6]  # run once under prereg.txt
+ROUND2 = SETS[6:]  # run once under prereg_round2.txt, with the code after the first run
 BETTER = {("wrong_but_verified", "right_evidence_first"), ("wrong_but_verified", "refused"),
           ("false_refusal", "right_evidence_first")}
 
@@ -68,6 +69,8 @@ def main() -> None:
         out["sets"][s] = {v: measures(rows(f"{s}_{v}")) for v in ("check_on", "check_off", "extractive")}
     pooled = {v: measures(sum((rows(f"{s}_{v}") for s in UNSEEN), [])) for v in ("check_on", "check_off", "extractive")}
     out["unseen_9_to_12_pooled"] = pooled
+    out["unseen_13_to_14_pooled"] = {v: measures(sum((rows(f"{s}_{v}") for s in ROUND2), []))
+                                     for v in ("check_on", "check_off", "extractive")}
     gains, losses = [], []
     for s in UNSEEN:
         on = {r["id"]: r["outcome"] for r in rows(f"{s}_check_on")}
@@ -89,6 +92,7 @@ def main() -> None:
     }
     (HERE / "summary.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps({"pooled_unseen": {k: v["rates"] for k, v in pooled.items()},
+                      "pooled_unseen_13_14": {k: v["rates"] for k, v in out["unseen_13_to_14_pooled"].items()},
                       "support_check": out["support_check_decision"]["decision"],
                       "shown_chars": out["shown_chars"]}, indent=1))
 

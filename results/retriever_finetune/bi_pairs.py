@@ -8,7 +8,7 @@ from retrieval.text.textnorm import normalize
 
 settings = Settings()
 qs = []
-for f in sorted(glob.glob("/work/main/retrieval/eval/reader_data/questions/*.jsonl")):
+for f in sorted(glob.glob("/work/main/lab/chapterverse_lab/reader_data/questions/*.jsonl")):
     for line in open(f):
         q = json.loads(line)
         if q.get("answerable", True) and q.get("answer_span") and q.get("page"):

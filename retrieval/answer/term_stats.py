@@ -1,6 +1,6 @@
 """Word and phrase chunk counts over a scope, read from the statistics kept at ingest.
 
-``statistics`` gives what ``retrieval.answer.answerers.keyterms.PhraseStats`` holds (used by the
+``statistics`` gives what ``retrieval.answer.answerers.extractive.keyterms.PhraseStats`` holds (used by the
 extractive answerer to judge which question phrases are technical terms), with the same semantics
 as counting chunks through the GIN index (``plainto_tsquery`` / ``phraseto_tsquery`` with each
 chunk's text-search configuration):
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from retrieval.answer.answerers.keyterms import PhraseStats
+from retrieval.answer.answerers.extractive.keyterms import PhraseStats
 from retrieval.search.filters import Scope
 
 

@@ -14,14 +14,12 @@ own words: the normalised match is mapped back to the raw page text.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
-from retrieval.models import Citation, Passage
+from retrieval.models import Citation
 from retrieval.text.tables import CELL_SEP, is_table_row
-from retrieval.text.urls import shown_url
 from retrieval.text.textnorm import normalize, normalize_with_map
 
 MIN_QUOTE_WORDS = 4  # "a word or two" is not a citation
@@ -250,78 +248,3 @@ def verify_claim(claim: Claim, shown: Sequence[PageText], strictness: Strictness
 def verify_claims(claims: Iterable[Claim], shown: Sequence[PageText],
                   strictness: Strictness = Strictness()) -> Verification:
     return Verification([verify_claim(c, shown, strictness) for c in claims])
-
-
-def page_url(document: str, page: int, document_url: str | None, file_base_url: str | None) -> str | None:
-    """A link that opens the PDF at ``page``: the document's own URL, else ``<base>/<name>``.
-
-    The document's URL is used without its user info and query string, whatever was stored (an
-    index made before they were dropped at ingest may still hold a signed URL's signature)."""
-    base = _without_query(document_url) if document_url else None
-    if not base and file_base_url:
-        base = file_base_url.rstrip("/") + "/" + document
-    if not base:
-        return None
-    return f"{base.split('#', 1)[0]}#page={page}"
-
-
-def _without_query(url: str) -> str | None:
-    try:
-        urlsplit(url)
-    except ValueError:
-        return None  # not a URL that can be shown safely: no link
-    return shown_url(url)
-
-
-@dataclass(frozen=True)
-class SourcePage:
-    """A page's own stored text and printed label (from the index)."""
-
-    text: str
-    label: str | None = None
-
-
-def page_slices(passage: Passage, pages: Mapping[int, SourcePage]) -> dict[int, str]:
-    """The part of each page a passage showed, cut from the pages' own texts (keyed by page number).
-
-    A passage runs from ``char_start`` on ``page`` to ``char_end`` on ``page_end``. A page missing
-    from ``pages`` is left out, except that a one-page passage is its own slice.
-    """
-    out: dict[int, str] = {}
-    for no in range(passage.page, passage.page_end + 1):
-        src = pages.get(no)
-        if src is None:
-            if passage.page == passage.page_end:
-                out[no] = passage.text
-            continue
-        lo = passage.char_start if no == passage.page else 0
-        hi = passage.char_end if no == passage.page_end else len(src.text)
-        out[no] = src.text[lo:hi]
-    return out
-
-
-def shown_slices(passage: Passage, passage_id: str, pages: Mapping[int, SourcePage], *,
-                 file_base_url: str | None = None) -> list[PageText]:
-    """PageTexts for one shown passage, one per page it covers, in the page's own words. At a page
-    break, edge lines the passage text does not contain are trimmed (the running header/footer
-    between the pages was not shown); the slice itself stays contiguous page text."""
-    shown_norm = normalize(passage.text)
-    out: list[PageText] = []
-    for no, text in page_slices(passage, pages).items():
-        lines = text.split("\n")
-        # trim the edges next to a page break (running header/footer) down to lines that were shown
-        if no != passage.page:
-            while lines and lines[0].strip() and normalize(lines[0]) not in shown_norm:
-                lines.pop(0)
-        if no != passage.page_end:
-            while lines and lines[-1].strip() and normalize(lines[-1]) not in shown_norm:
-                lines.pop()
-        body = "\n".join(lines).strip("\n")
-        if not body.strip():
-            continue
-        src = pages.get(no)
-        label = src.label if src is not None else (passage.page_label if no == passage.page else None)
-        out.append(PageText(document=passage.document, page=no, text=body, page_label=label,
-                            url=page_url(passage.document, no, passage.document_url, file_base_url),
-                            passage_id=passage_id))
-    return out

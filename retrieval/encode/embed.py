@@ -349,7 +349,11 @@ class Embedder:
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Texts embedded while answering (a question, candidate sentences): the ONNX encoder when
-        there is one, torch otherwise; the same vectors either way (cosine >= 0.9999)."""
+        there is one, torch otherwise; the same vectors either way (cosine >= 0.9999). Text that is
+        not valid Unicode (lone surrogates: bytes a shell passed that are not UTF-8) is embedded with
+        those characters replaced: bad input is not an encoder failure, and must not send every later
+        query of the process to torch."""
+        texts = [t if t.isascii() else t.encode("utf-8", "replace").decode("utf-8") for t in texts]
         enc = self._query_encoder()
         if enc is not None:
             try:

@@ -114,6 +114,18 @@ def migration_sources() -> list[Traversable]:
     return [resources.files("retrieval.store") / "migrations", *extra]
 
 
+def is_migration_id(name: str) -> bool:
+    """A numbered migration ("0022_collection_presets"), not a package's ``__init__``."""
+    return name[:4].isdigit()
+
+
+def schema_version(ids: list[str]) -> str | None:
+    """The schema an index is at: its highest numbered migration (by number, then name), never an
+    ``__init__`` an older version recorded as one."""
+    numbered = [i for i in ids if is_migration_id(i)]
+    return max(numbered, key=lambda i: (int(i[:4]), i)) if numbered else None
+
+
 def migrate(settings: Settings) -> None:
     """Apply pending versioned migrations (yoyo-migrations; it takes a lock for concurrent starts)."""
     from yoyo import get_backend, read_migrations  # noqa: PLC0415
@@ -124,7 +136,11 @@ def migrate(settings: Settings) -> None:
     except psycopg.OperationalError as exc:
         raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
     try:
-        migrations = read_migrations(*(str(d) for d in migration_sources()))
+        # a package's ``__init__.py`` is no migration (yoyo reads every .py): only numbered files are
+        from yoyo.migrations import MigrationList  # noqa: PLC0415
+
+        migrations = MigrationList([m for m in read_migrations(*(str(d) for d in migration_sources()))
+                                    if is_migration_id(m.id)])
         with backend.lock():
             backend.apply_migrations(backend.to_apply(migrations))
     finally:

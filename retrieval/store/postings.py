@@ -39,7 +39,7 @@ def write_postings(conn: psycopg.Connection, collection: str, document_id: int) 
 
 
 def write_collection_postings(conn: psycopg.Connection, collection: str) -> None:
-    """The postings rows of every document of a collection (bulk loads such as ``retrieval.eval.scale``)."""
+    """The postings rows of every document of a collection (bulk loads such as ``chapterverse_lab.scale``)."""
     conn.execute("INSERT INTO lexeme_postings (collection, document_id, lexeme, block, base, postings) "
                  "SELECT p.* FROM documents d CROSS JOIN LATERAL lexeme_postings_of(d.collection, d.id) p "
                  "WHERE d.collection = %s", (collection,))

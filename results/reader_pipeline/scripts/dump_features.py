@@ -15,7 +15,7 @@ os.environ["CHAPTERVERSE_ANSWER_SCORER"] = "evidence"
 
 from retrieval.answer import ask as askmod  # noqa: E402
 from retrieval.answer.answerers import extractive as ex  # noqa: E402
-from retrieval.answer.answerers.evidence import expected_answer  # noqa: E402
+from retrieval.answer.answerers.extractive.evidence import expected_answer  # noqa: E402
 from retrieval.answer.answerers.lexical import content_terms, coverage  # noqa: E402
 from retrieval.answer.verify import locate  # noqa: E402
 from retrieval.settings import Settings  # noqa: E402
@@ -64,7 +64,7 @@ def wrapper(question, shown, embed, doc_freq=None, headings=None, terms_required
         for k, p in zip(elig, probs):
             rows[k]["reader"] = float(p)
     # every candidate with its gates (lexical only), to see where gold sentences are lost
-    from retrieval.answer.answerers.evidence import satisfies
+    from retrieval.answer.answerers.extractive.evidence import satisfies
     required = terms_required
     topical = ex.topical_passages(shown, headings, required, profile) if required else set()
     norms = [ex.normalize(f"{h} {t}") for h, t in zip(heads, texts, strict=True)]

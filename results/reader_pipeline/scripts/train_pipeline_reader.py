@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # fit.py
 from fit import elig, load
-from ingest.reader_training import Pair
-from retrieval.answer.answerers.extractive import under_heading
-from retrieval.reader.train import train
+from chapterverse_lab.reader_training import Pair
+from retrieval.answer.answerers.extractive.scoring import under_heading
+from chapterverse_lab.reader_train import train
 from retrieval.encode.embed import resolve_model_path
 from retrieval.settings import Settings
 

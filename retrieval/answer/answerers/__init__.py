@@ -45,7 +45,7 @@ class Draft(BaseModel):
     answer: str = ""
     reason: str = ""
     claims: list[Claim] = Field(default_factory=list)
-    score: float | None = None  # the extractive answerer's evidence score (None for models)
+    evidence_score: float | None = None  # the extractive answerer's evidence score for its first quote (None for models)
     agreement: float | None = None  # its second judge's probability for the first quote if it ranks it first too, else 0 (None: no judge)
     model_calls: int = 0
     best: Claim | None = None  # the extractive answerer's best sentence, also when it refuses

@@ -5,7 +5,7 @@ Every item shown has its own id (a page reached by two passages is one item, ``r
 should two items still share one, the later ones get the page number appended). The prompts are
 built from labelled sections (``PASSAGES``, ``QUESTION``, ``FAILED CITATIONS``, ``CONVERSATION``)
 that ``sections`` reads back, so a recorded reply can be found by what was asked and shown rather
-than by the wording around it (``retrieval.eval.replay``).
+than by the wording around it (``chapterverse_lab.replay``).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def rewrite_prompt(question: str, history: Sequence[Turn]) -> str:
 
 def sections(prompt: str) -> dict[str, str]:
     """The labelled sections of a prompt made here: {label: text}. Inverse of the builders above, for
-    finding a recorded reply by content (``retrieval.eval.replay``)."""
+    finding a recorded reply by content (``chapterverse_lab.replay``)."""
     labels = (PASSAGES, QUESTION, FAILED, CONVERSATION, FOLLOW_UP)
     found = sorted((prompt.find(f"{label}\n"), label) for label in labels if f"{label}\n" in prompt)
     out: dict[str, str] = {}

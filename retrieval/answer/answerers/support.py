@@ -14,10 +14,12 @@ held to its quotes on what most often turns a right-looking answer wrong:
 Anything missing is reported; ``retrieval.answer.ask`` then shows the verified quotes alone.
 
 What is the same statement in other spacing or spelling is not a false alarm (measured on a stand-in
-model's recorded replies, ``docs/model-path.md``): a number and its unit with or without a space
+model's recorded replies, ``results/model_path/``): a number and its unit with or without a space
 between them ("27 °C" / "27°C", "4 GB" / "4GB"); an abbreviation whose words a quote spells out
 ("VFR" / "visual flight rules") and words a quote abbreviates; the "No" that opens the answer to a
-yes/no question (the rest of the answer is still held to a negating quote).
+yes/no question (the rest of the answer is still held to a negating quote); the negations of an
+answer to a question about what is prohibited or not done ("Where is aerobatic flight prohibited?"),
+which restate the question (a yes/no question's own negation backs nothing).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from retrieval.answer.answerers.evidence import specific_terms
+from retrieval.answer.answerers.extractive.evidence import specific_terms
 from retrieval.profile import DEFAULT_PROFILE, Profile
 from retrieval.text.textnorm import normalize
 
@@ -153,8 +155,12 @@ def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PRO
     undotted = joined.replace(".", "")  # "m.p.h." is "mph"
     problems += [f"unit “{u}”" for u in stated_units(text, profile)
                  if not _has_words(u, joined) and not _has_words(u.replace(".", ""), undotted)]
-    claim = _without_yes_no(text) if question and yes_no(question) else text
-    if negates(claim, profile) and not any(negates(q, profile) for q in quotes):
+    asks_yes_no = bool(question) and yes_no(question)
+    claim = _without_yes_no(text) if asks_yes_no else text
+    # a question about what is prohibited or not done ("Where is aerobatic flight prohibited?") is
+    # answered in negations that restate it; a yes/no question's own negation backs nothing
+    restated = bool(question) and not asks_yes_no and negates(question, profile)
+    if negates(claim, profile) and not restated and not any(negates(q, profile) for q in quotes):
         problems.append("a negation")
     spelled = _abbreviated(text, joined)
     problems += [f"name “{t}”" for t in specific_terms(text, profile)

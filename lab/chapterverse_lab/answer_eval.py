@@ -52,7 +52,7 @@ from pydantic import SecretStr
 from retrieval.store import db
 from retrieval.answer.ask import ASK_K, ask
 from retrieval.models import Answer, Citation, Turn
-from retrieval.eval.results import provenance
+from chapterverse_lab.results import provenance
 from retrieval.settings import Settings
 from retrieval.answer.verify import locate, too_short
 
@@ -282,7 +282,7 @@ def calibrate(probe: Sequence[dict[str, Any]], threshold: float | None = None) -
 
 
 def replay_settings(settings: Settings, base_url: str) -> Settings:
-    """``settings`` with both model answerers pointed at the replay server (``retrieval.eval.replay``)."""
+    """``settings`` with both model answerers pointed at the replay server (``chapterverse_lab.replay``)."""
     key = SecretStr("replay")
     answer = settings.answer.model_copy(update={"openai_base_url": f"{base_url}/v1", "openai_model": "replay",
                                                 "openai_api_key": key, "gemini_api_key": key})
@@ -293,11 +293,11 @@ def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, 
              command: str, calibrate_threshold: bool = False, replay: Path | None = None,
              pending: Path | None = None, source: str = "") -> dict[str, Any]:
     """Ask every question and judge the answers. ``replay``: a folder of recorded model replies served to
-    the model answerer by the replay server (``retrieval.eval.replay``); requests with no recording are
+    the model answerer by the replay server (``chapterverse_lab.replay``); requests with no recording are
     written to ``pending`` and counted, never answered."""
     if replay is None:
         return _evaluate(settings, questions_path, answerer, collections, command, calibrate_threshold)
-    from retrieval.eval import replay as rp  # noqa: PLC0415
+    from chapterverse_lab import replay as rp  # noqa: PLC0415
 
     replayer = rp.Replayer(rp.load_replies(replay), pending)
     with rp.serving(replayer) as url, _env("GOOGLE_GEMINI_BASE_URL", url):
@@ -346,37 +346,30 @@ def _evaluate(settings: Settings, questions_path: Path, answerer: str | None, co
     }
     if "extractive" in answerer_ran:
         from retrieval.answer.answerers import extractive  # noqa: PLC0415
+        from retrieval.answer.answerers.extractive import scoring  # noqa: PLC0415
 
         scorers = sorted({r["sentence_scorer"] for r in rows if r.get("sentence_scorer")})
-        reader_decided = any(s != "evidence" and not s.startswith("evidence+") for s in scorers)
-        accepted = any(s.startswith("evidence+acceptor") for s in scorers)
-        judged = any(s.startswith("evidence+") and s != "evidence+acceptor" for s in scorers)
         out["config"]["extractive"] = {
-            "sentence_scorer": scorers, "answer_scorer_configured": settings.answer.scorer,
-            "threshold": extractive.READER_THRESHOLD if reader_decided else extractive.ACCEPT_MIN if accepted
-            else extractive.DEFAULT_THRESHOLD,
-            **({"threshold_on": "the acceptor's probability (retrieval/answer/answerers/acceptor.py)"} if accepted else {}),
-            **({"agreement_min": extractive.AGREEMENT_MIN} if judged else {}),
-            "quote_margin": extractive.READER_MARGIN if reader_decided else extractive.QUOTE_MARGIN,
-            "max_quotes": extractive.MAX_QUOTES}
-        if judged or reader_decided:
+            "sentence_scorer": scorers, "threshold": extractive.DEFAULT_THRESHOLD,
+            "quote_margin": scoring.QUOTE_MARGIN, "max_quotes": scoring.MAX_QUOTES,
+            "lex_weight": scoring.LEX_WEIGHT, "rank_penalty": scoring.RANK_PENALTY}
+        if any(s.startswith("evidence+") for s in scorers):
             from retrieval import reader  # noqa: PLC0415
 
             card = reader.card_of(reader.reader_dir(settings.answer.reader_model))
-        if judged:
-            out["config"]["extractive"] |= {"judge": card.name, "judge_sha256": card.onnx_sha256}
-        if reader_decided:
-            out["config"]["extractive"] |= {"max_read": extractive.MAX_READ, "read_by_terms": extractive.READ_BY_TERMS,
-                                            "reader": card.name, "reader_sha256": card.onnx_sha256}
-        else:
-            out["config"]["extractive"] |= {"lex_weight": extractive.LEX_WEIGHT, "cos_weight": extractive.COS_WEIGHT,
-                                            "rank_penalty": extractive.RANK_PENALTY}
+            out["config"]["extractive"] |= {"agreement_min": extractive.AGREEMENT_MIN, "judge": card.name,
+                                            "judge_sha256": card.onnx_sha256}
     if calibrate_threshold and "extractive" in answerer_ran:
-        probe = []
+        from retrieval.answer.answerers.registry import build_extractive  # noqa: PLC0415
+        from retrieval.store.collections import collection_profile  # noqa: PLC0415
+
+        # an answerer of its own with the refusal threshold disabled: what would it answer, how sure
+        probe = build_extractive(settings, collection_profile(settings, collections), threshold=float("-inf"))
+        rows_probe = []
         for q in questions:
-            a = _ask(settings, q, collections=collections, answerer=answerer, extractive_threshold=float("-inf"))
-            probe.append(judge(q, a, stored_page_texts(settings, a.citations, collections)))
-        out["calibration"] = {**calibrate(probe), "note": "threshold fitted on this question set: when it is the "
+            a = _ask(settings, q, collections=collections, answerer=probe)
+            rows_probe.append(judge(q, a, stored_page_texts(settings, a.citations, collections)))
+        out["calibration"] = {**calibrate(rows_probe), "note": "threshold fitted on this question set: when it is the "
                               "tuning (dev) set, its numbers are optimistic for unseen documents and questions"}
     return out
 

@@ -65,7 +65,7 @@ def run(settings: Settings, questions: Sequence[dict[str, Any]], collections: Se
         "command": command, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "config": {"reader": r.card.name, "onnx_sha256": r.card.onnx_sha256, "max_length": r.card.max_length,
                    "threads": os.cpu_count(), "collections": list(collections) if collections else None,
-                   "rounds": rounds, "answer_scorer": settings.answer.scorer},
+                   "rounds": rounds},
         "load_average": os.getloadavg(),
         "load_seconds_fresh_process": round(load_seconds_fresh_process(directory), 3),
         "reader_calls": len(calls), "sentences_per_call_median": _pct(sizes, 50),

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from retrieval.encode.embed import get_embedder
-from retrieval.eval.evaluate import load_questions
+from chapterverse_lab.evaluate import load_questions
 from retrieval.search.filters import Scope
 from retrieval.search.rerank import SENTENCES, choose
 from retrieval.search.search import SearchConfig, default_config, search_with
-from retrieval.eval.results import machine, stamp
+from chapterverse_lab.results import machine, stamp
 from retrieval.settings import Settings
 
 

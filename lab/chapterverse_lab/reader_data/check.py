@@ -1,6 +1,6 @@
 """Check the reader's training questions against the PDFs they were written from.
 
-    python -m retrieval.eval.reader_data.check PDF_DIR [questions/*.jsonl ...]
+    python -m chapterverse_lab.reader_data.check PDF_DIR [questions/*.jsonl ...]
 
 Every answerable line must name a document listed in SOURCES.md, a 1-based PDF page that exists,
 and an ``answer_span`` found on that page (after joining line-break hyphens and collapsing

@@ -1,6 +1,6 @@
 """pgvector HNSW index sizing: bytes per vector and build time at the index's dimension.
 
-    python -m retrieval.eval.hnsw_sizing --sizes 10000 50000 --out results/hnsw_sizing.json
+    python -m chapterverse_lab.hnsw_sizing --sizes 10000 50000 --out results/hnsw_sizing.json
 
 Builds the index the project uses (``hnsw (embedding vector_cosine_ops)``, pgvector defaults
 m = 16, ef_construction = 64) over random unit vectors in a scratch database on the configured
@@ -26,7 +26,7 @@ from pgvector.psycopg import register_vector
 
 from retrieval.store import db
 from retrieval.settings import Settings
-from retrieval.eval.results import write_result
+from chapterverse_lab.results import write_result
 
 
 def measure(url: str, n: int, dim: int, maintenance_work_mem: str) -> dict:
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         with psycopg.connect(server, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    result = {"command": "python -m retrieval.eval.hnsw_sizing " + " ".join(argv if argv is not None else sys.argv[1:]),
+    result = {"command": "python -m chapterverse_lab.hnsw_sizing " + " ".join(argv if argv is not None else sys.argv[1:]),
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "configuration": {"index": "hnsw (embedding vector_cosine_ops), m=16, ef_construction=64 (defaults)",
                                 "vectors": "random unit vectors, float32", "parallel_maintenance_workers": 0,

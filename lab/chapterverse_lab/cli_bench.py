@@ -1,6 +1,6 @@
 """Whole-process CLI latency: each command run as a new process, as a person would run it.
 
-    python -m retrieval.eval.cli_bench --label after --out results/cli_latency.json --collection dev
+    python -m chapterverse_lab.cli_bench --label after --out results/cli_latency.json --collection dev
 
 For every command: wall time and CPU time (user + sys of the process and its children, which is
 less disturbed than wall time when other work shares the cores), p50/min/max over ``--runs``
@@ -23,7 +23,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from retrieval.eval.results import write_result
+from chapterverse_lab.results import write_result
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_QUESTION = "What is the maximum indicated airspeed below 10,000 feet MSL?"
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     labels = existing.get("labels", {})
     load = os.getloadavg()
     labels[opts.label] = {
-        "command": "python -m retrieval.eval.cli_bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m chapterverse_lab.cli_bench " + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "code": str(opts.code.resolve()),
         "configuration": {"runs": opts.runs, "collection": opts.collection, "question": opts.question,

@@ -1,7 +1,7 @@
 """The reader's training pairs: (question, sentence under its heading) → does it state the answer.
 
-Built from the training questions in ``retrieval/eval/reader_data/questions/*.jsonl`` and the PDFs
-they were written from (``retrieval/eval/reader_data/fetch.sh``), read the way ingest reads any PDF
+Built from the training questions in ``lab/chapterverse_lab/reader_data/questions/*.jsonl`` and the PDFs
+they were written from (``lab/chapterverse_lab/reader_data/fetch.sh``), read the way ingest reads any PDF
 (``ingest.pdf.extract``: visible text, headings, running headers dropped) and cut into sentences the
 way the extractive answerer cuts the shown text (``retrieval.answer.answerers.extractive.sentences``), so
 the reader is trained on the kind of input it scores at answer time.
@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from ingest.chunk import _section_titles
 from ingest.pdf import Page, extract
-from retrieval.answer.answerers.extractive import is_title, sentences
+from retrieval.answer.answerers.extractive.quotable import is_title, sentences
 from retrieval.answer.answerers.lexical import content_terms
 from retrieval.text.textnorm import normalize
 from retrieval.answer.verify import without_cell_joiners

@@ -1,7 +1,8 @@
-"""The ``chapterverse eval`` commands of the evaluation package (retrieval metrics, latency, scale,
-answers, reader latency, threshold calibration, the README's results table), registered into the
+"""The ``chapterverse eval`` commands of the lab (the separate ``chapterverse-lab`` distribution in
+``lab/``: retrieval metrics, latency, scale, answers, reader latency, threshold calibration, the
+result tables, the ingest benchmark and reader training), registered into the
 command line through the ``chapterverse.commands`` entry point like the intake's and the bot's.
-Each writes its figures to ``results/*.json`` through ``retrieval.eval.results``."""
+Each writes its figures to ``results/*.json`` through ``chapterverse_lab.results``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from retrieval.cli import fail, load_settings, ready, save_result
+from chapterverse_lab.results import write_result as save_result
+from retrieval.clikit import fail, load_settings, ready
 from retrieval.encode.embed import ModelError
 from retrieval.store.db import DatabaseError
 
@@ -33,7 +35,7 @@ def eval_retrieval(
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
 ) -> None:
     """Recall@1/@5, MRR@10, nDCG@5 of keyword, dense, RRF and RRF + each available reranker."""
-    from retrieval.eval.evaluate import evaluate  # noqa: PLC0415
+    from chapterverse_lab.evaluate import evaluate  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
@@ -58,7 +60,7 @@ def eval_latency(
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
 ) -> None:
     """Search latency p50/p95 per stage (embed query, keyword, vector, fuse, rerank, total)."""
-    from retrieval.eval.bench import run as run_bench  # noqa: PLC0415
+    from chapterverse_lab.bench import run as run_bench  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
@@ -85,7 +87,7 @@ def eval_scale(
     keyword_only: Annotated[bool, typer.Option(help="No vectors: build and time the keyword leg only.")] = False,
 ) -> None:
     """Search p50/p95 and index size on synthetic collections of 10k, 100k, 1M chunks (scratch databases)."""
-    from retrieval.eval.scale import SIZES, run as run_scale  # noqa: PLC0415
+    from chapterverse_lab.scale import SIZES, run as run_scale  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
@@ -122,7 +124,7 @@ def eval_answers(
 ) -> None:
     """Answered-correctly rate, refusal precision/recall, false refusals, citations dropped by verification;
     with --replay, the model path on recorded replies (calls, checks, answer-context recall)."""
-    from retrieval.eval.answer_eval import evaluate as run_eval  # noqa: PLC0415
+    from chapterverse_lab.answer_eval import evaluate as run_eval  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
@@ -166,7 +168,7 @@ def eval_pending(
     source: Annotated[str, typer.Option(help="Who wrote the imported replies.")] = "stand-in model",
 ) -> None:
     """List the model requests still waiting for a recorded reply (and import the replies written so far)."""
-    from retrieval.eval import replay as rp  # noqa: PLC0415
+    from chapterverse_lab import replay as rp  # noqa: PLC0415
 
     if into is not None:
         try:
@@ -190,13 +192,11 @@ def eval_reader_latency(
     rounds: Annotated[int, typer.Option(min=1)] = 1,
 ) -> None:
     """The reader's cost per question (the sentences the answerer really gives it) and ask end to end."""
-    from retrieval.eval.answer_eval import load_questions  # noqa: PLC0415
-    from retrieval.reader.bench import run as run_bench  # noqa: PLC0415
+    from chapterverse_lab.answer_eval import load_questions  # noqa: PLC0415
+    from chapterverse_lab.reader_bench import run as run_bench  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
-    if settings.answer.scorer == "evidence":  # the reader would not run: measure the default that runs it
-        settings = settings.but(answer={"scorer": "evidence+reader"})
     command = (f"chapterverse eval reader-latency {questions} --out {out} --rounds {rounds}"
                + "".join(f" --collection {c}" for c in collection or []))
     result = run_bench(settings, load_questions(questions), collection, command, rounds)
@@ -218,7 +218,7 @@ def eval_calibrate(
     with the 'evidence+reader' scorer) fitted over the probe runs of several question sets."""
     import json  # noqa: PLC0415
 
-    from retrieval.eval.answer_eval import calibrate as fit  # noqa: PLC0415
+    from chapterverse_lab.answer_eval import calibrate as fit  # noqa: PLC0415
 
     rows: list[dict] = []
     try:
@@ -246,14 +246,17 @@ def eval_calibrate(
 @_command("report")
 def eval_report(
     results: Annotated[Path, typer.Option(help="Folder of result files.")] = Path("results"),
-    readme: Annotated[Path, typer.Option(help="README whose answer-results table is rewritten.")] = Path("README.md"),
-    check: Annotated[bool, typer.Option(help="Only check that the README table is current (exit 1 if not).")] = False,
+    readme: Annotated[Path, typer.Option(help="README whose short model-path table is rewritten.")] = Path("README.md"),
+    results_page: Annotated[Path, typer.Option(help="Page whose answer-results and per-set model-path tables are "
+                                               "rewritten.")] = Path("docs/results.md"),
+    check: Annotated[bool, typer.Option(help="Only check that the tables are current (exit 1 if not).")] = False,
 ) -> None:
-    """Rewrite the README's answer-results table from results/answer_eval*.json (FAA and manuals side by side)."""
-    from retrieval.eval.report import (  # noqa: PLC0415
-        COMPARISONS, MODEL_END, MODEL_START, load_columns, render, render_comparison, render_paths, update_readme,
-        update_section)
-    from retrieval.eval.results import REPO  # noqa: PLC0415
+    """Rewrite the result tables from results/: the answer-results table (FAA and manuals side by side) and the
+    model path beside the extractive one, per set, in the results page; the model path in brief in the README."""
+    from chapterverse_lab.report import (  # noqa: PLC0415
+        COMPARISONS, END, MODEL_END, MODEL_START, SETS_END, SETS_START, START, load_columns, render,
+        render_comparison, render_paths, render_paths_brief, update_section)
+    from chapterverse_lab.results import REPO  # noqa: PLC0415
 
     try:
         cols, older = load_columns(results, REPO)
@@ -264,19 +267,106 @@ def eval_report(
                 comparison = render_comparison(cols, other, other_first)
                 if comparison:
                     table += f"\n\n{title}:\n\n{comparison}"
-        paths = render_paths(results / "model_path", load_settings().answer.quote_support_check)
+        check_on = load_settings().answer.quote_support_check
+        blocks = [(results_page, START, END, table),
+                  (results_page, SETS_START, SETS_END, render_paths(results / "model_path", check_on)),
+                  (readme, MODEL_START, MODEL_END, render_paths_brief(results / "model_path", check_on))]
         if check:
-            current = readme.read_text()
-            if table not in current or paths not in current:
-                fail(f"{readme}: the answer-results tables are out of date; run `chapterverse eval report`", 1)
-            typer.echo(f"{readme} is current")
+            stale = sorted({str(path) for path, start, end, body in blocks
+                            if f"{start}\n{body}\n{end}" not in path.read_text()})
+            if stale:
+                fail(f"out of date: {', '.join(stale)}; run `chapterverse eval report`", 1)
+            typer.echo(f"{readme} and {results_page} are current")
             return
-        changed = update_readme(readme, table)
-        changed = update_section(readme, MODEL_START, MODEL_END, paths) or changed
+        changed = [update_section(path, start, end, body) for path, start, end, body in blocks]
     except (ValueError, OSError, KeyError) as exc:
         fail(str(exc))
-    typer.echo(table + "\n\n" + paths)
-    typer.echo(f"{'updated' if changed else 'unchanged'}: {readme}")
+    typer.echo("\n\n".join(body for *_, body in blocks))
+    typer.echo(f"{'updated' if any(changed) else 'unchanged'}: {readme}, {results_page}")
+
+
+def eval_ingest(
+    pdfs: Annotated[list[Path], typer.Argument(help="PDFs to ingest (each in a fresh process).")],
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/ingest_dev.json"),
+) -> None:
+    """Measure ingestion per document: wall and CPU seconds, pages per second and per CPU-second,
+    the Postgres server's CPU, peak memory and the load average."""
+    from chapterverse_lab.ingest_bench import run as run_bench  # noqa: PLC0415
+
+    settings = load_settings()
+    ready(settings)
+    command = "chapterverse eval ingest " + " ".join(str(p) for p in pdfs) + f" --out {out}"
+    result = run_bench(settings, [p for arg in pdfs for p in (sorted(arg.glob("*.pdf")) if arg.is_dir() else [arg])],
+                       command)
+    save_result(out, result)
+    for r in result["documents"]:
+        typer.echo(f"{r['document']}: {r['pages']} pages, {r['chunks']} chunks, {r['seconds']} s "
+                   f"({r['pages_per_s']} pages/s), {r['cpu_seconds']} CPU-s ({r['pages_per_cpu_s']} pages/CPU-s; "
+                   f"Postgres {r['server_cpu_seconds']} CPU-s), peak {r['peak_rss_mb']} MB, "
+                   f"load {r['load_avg_1m'][0]}→{r['load_avg_1m'][1]}")
+    t = result["total"]
+    typer.echo(f"total: {t['pages']} pages in {t['seconds']} s ({t['pages_per_s']} pages/s), "
+               f"{t['pages_per_cpu_s']} pages/CPU-s ({t['pages_per_cpu_s_with_server']} with Postgres' CPU)")
+    typer.echo(f"wrote {out}")
+
+
+def eval_train_reader(
+    pdf_dir: Annotated[Path, typer.Argument(help="The training PDFs (lab/chapterverse_lab/reader_data/fetch.sh DIR fetches them).")],
+    out: Annotated[Path, typer.Option(help="Directory for reader.onnx, tokenizer.json and card.json.")] = Path("retrieval/reader/model"),
+    report: Annotated[Path, typer.Option(help="Where to write the training report and the data split.")] = Path("results/reader_training.json"),
+    seed: Annotated[int, typer.Option(help="Seed of the pair sampling, the split and torch.")] = 13,
+    epochs: Annotated[int, typer.Option(min=1)] = 1,
+    batch_size: Annotated[int, typer.Option(min=1)] = 32,
+    lr: Annotated[float, typer.Option(help="Peak learning rate (linear warm-up over 10%, then linear decay).")] = 4e-5,
+    max_length: Annotated[int, typer.Option(help="Word pieces per (question, sentence) pair.")] = 128,
+    valid_share: Annotated[float, typer.Option(help="Share of training questions held out to check the export.")] = 0.05,
+    loss: Annotated[str, typer.Option(help="pointwise (binary cross-entropy per pair) or listwise (per question, "
+                                      "softmax over its sentences and a 'none' logit of 0).")] = "pointwise",
+    negatives: Annotated[int, typer.Option(min=1, help="Hard negatives per question from the answer's page, and "
+                                           "as many from the pages BM25 ranks next.")] = 3,
+    freeze_embeddings: Annotated[bool, typer.Option(help="Keep the word-piece table frozen (half the step time).")] = True,
+    pairs_cache: Annotated[Path | None, typer.Option(help="Keep the built pairs in this directory and reuse them "
+                                                     "when questions, documents, seed and negatives are the same.")] = None,
+    compare_with: Annotated[Path | None, typer.Option(help="Another reader's directory (e.g. the shipped one) to "
+                                                      "score on the same held-out pairs.")] = None,
+) -> None:
+    """Train the reader (question, sentence → states the answer) from the training questions, on the CPU."""
+    from chapterverse_lab.reader_training import cached_pairs, load_questions  # noqa: PLC0415
+    from chapterverse_lab.reader_data import QUESTIONS, sources_table  # noqa: PLC0415
+    from chapterverse_lab.reader_train import train  # noqa: PLC0415
+
+    files = sorted(QUESTIONS.glob("*.jsonl"))
+    try:
+        questions = load_questions(files)
+        table = sources_table(pdf_dir)
+        pairs, per_document = cached_pairs(questions, pdf_dir, table, seed=seed, negatives_per_source=negatives,
+                                           cache_dir=pairs_cache)
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+    settings = load_settings()
+    from retrieval.encode.embed import resolve_model_path  # noqa: PLC0415
+
+    try:
+        result = train(pairs, resolve_model_path(settings.search.embedding_model), out, seed=seed, epochs=epochs,
+                       batch_size=batch_size, lr=lr, max_length=max_length, valid_share=valid_share,
+                       freeze_embeddings=freeze_embeddings, loss=loss, negatives_per_source=negatives,
+                       compare_with=compare_with)
+    except ValueError as exc:
+        fail(str(exc))
+    command = (f"chapterverse eval train-reader {pdf_dir} --out {out} --report {report} --seed {seed} --epochs {epochs} "
+               f"--batch-size {batch_size} --lr {lr} --max-length {max_length} --valid-share {valid_share} "
+               f"--loss {loss} --negatives {negatives} --{'' if freeze_embeddings else 'no-'}freeze-embeddings"
+               + (f" --compare-with {compare_with}" if compare_with else ""))
+    save_result(report, {"command": command, "documents": table, "per_document": per_document,
+                           "questions": {"answerable": sum(q.answerable for q in questions),
+                                         "unanswerable": sum(not q.answerable for q in questions),
+                                         "files": [str(f) for f in files]},
+                           "training": result})
+    typer.echo(f"reader written to {out}; report in {report}")
+
+
+_commands.append(("ingest", eval_ingest))
+_commands.append(("train-reader", eval_train_reader))
 
 
 def register(app: typer.Typer, eval_app: typer.Typer) -> None:

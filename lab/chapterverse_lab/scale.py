@@ -24,14 +24,14 @@ import psycopg
 from pydantic import SecretStr
 
 from retrieval.store import db, index, pool
-from retrieval.eval.bench import percentiles
+from chapterverse_lab.bench import percentiles
 from retrieval.encode.embed import get_embedder
-from retrieval.eval.evaluate import load_questions
+from chapterverse_lab.evaluate import load_questions
 from retrieval.search.filters import Scope
 from retrieval.search.keyword import bm25, bm25_all
 from retrieval.store.postings import write_collection_postings
 from retrieval.search.search import default_config, search_with
-from retrieval.eval.results import machine, stamp
+from chapterverse_lab.results import machine, stamp
 from retrieval.settings import Settings
 
 DOC_CHUNKS = 1000

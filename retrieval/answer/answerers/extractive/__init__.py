@@ -1,0 +1,188 @@
+"""The extractive answerer: the best supporting sentence(s) of the shown pages, verbatim.
+
+No model service is needed. The shown page slices are widened to whole sentences by
+``retrieval.answer.ask``; every sentence of them is a candidate quote, except headings and contents
+entries (``is_title``). A sentence that stops before its end ("... assuming normal cruising speed—")
+continues into the following lines ("(1) During the day ...; or (2) At night, ... 45 minutes."), and
+a table value ("1 statute mile ......") stays with the row label before it. Word lists (stopwords,
+units, question words) come from the collection's ``retrieval.profile.Profile``.
+
+Features (cheap lexical ones first; only the ``MAX_EMBEDDED`` most promising sentences are embedded):
+
+- ``lex``: the share of the question's content words (stemmed, stopwords dropped) found in the
+  sentence itself and its section heading, each word weighted by its inverse document frequency in
+  the index (rare words weigh most), counting only words some shown passage uses — so a
+  paraphrase's own words ("crowded town") neither help nor hurt, while a word the documents do use
+  ("night") tells the night rule from the day rule;
+- ``cos``: bi-encoder cosine of the question and the sentence *under its section heading*
+  (``Passage.context``), so "400 feet AGL" under "Engine Failure After Liftoff" reads as what it is;
+- the retrieval rank of the passage the sentence came from: ``RANK_PENALTY`` per rank below the first.
+
+``evidence = cos + LEX_WEIGHT * lex - RANK_PENALTY * (rank - 1)``
+(both cosines are the same one-vector-per-sentence cosine since the latency work).
+
+Gates before any threshold (``retrieval.answer.answerers.extractive.evidence``, ``retrieval.answer.answerers.extractive.keyterms``):
+
+- **answer type**: a quantity question ("how high", "what is the maximum weight", "which
+  frequencies") only takes sentences that state a compatible quantity (a number with a unit of that
+  kind); when none of the shown sentences does, the answerer refuses;
+- **specific terms**: when a name or designator of the question ("Cessna", "172S") occurs nowhere
+  in the searched collection (document frequency 0), the answerer refuses;
+- **key terms**: when the question uses technical phrases the collection knows ("emergency locator
+  transmitter", "light-sport"), a sentence is only eligible when its passage is about them;
+- **about**: a sentence (with its heading) must carry at least ``MIN_COVERAGE`` of the question's
+  weight, and every name of the form word + letter/number ("Class G", "Part 61") the shown text
+  uses: "Class D" does not answer "Class G".
+
+Then the best eligible sentence must score at least ``threshold`` (calibrated on the dev set with
+``chapterverse eval answers ... --calibrate``; see ``chapterverse_lab.answer_eval.calibrate``), or, with
+a second judge (``judge``: the reader of ``retrieval.reader``, scorer 'evidence+reader'), the reader,
+scoring the same eligible sentences under their headings, must rank the same sentence first with
+probability at least ``AGREEMENT_MIN``: two judges built differently that pick the same sentence are
+right far more often than either alone at that score. The answer
+quotes it and up to ``MAX_QUOTES - 1`` more eligible sentences from *other pages* that score within
+``QUOTE_MARGIN`` of it, each with its neighbours in the same paragraph up to ``QUOTE_WORDS`` words
+(``with_neighbours``): the sentence that matches the question's words best often only names the
+topic, and the next or previous one states the answer. The answer text is the best sentence under the profile's lead naming its
+page; every other word shown is a verified quote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from retrieval.answer.answerers import Draft
+from retrieval.answer.answerers.extractive.evidence import expected_answer, specific_terms
+from retrieval.answer.answerers.extractive.keyterms import PhraseStats, key_term_counts, key_terms
+from retrieval.answer.answerers.lexical import terms_with_words
+from retrieval.answer.answerers.extractive.quotable import introduces, with_neighbours
+from retrieval.answer.answerers.extractive.scoring import (
+    QUOTE_MARGIN,
+    Embed,
+    Scored,
+    SentenceReader,
+    WordPieces,
+    absent_terms,
+    agreement,
+    choose_quotes,
+    designators,
+    score_candidates,
+    unfamiliar_words,
+)
+from retrieval.answer.answerers.followup import standalone_without_model
+from retrieval.answer.verify import Claim, PageText, Verdict
+from retrieval.models import Turn
+from retrieval.profile import DEFAULT_PROFILE, Profile
+
+DEFAULT_THRESHOLD = 1.1253  # `chapterverse eval calibrate` over the probe runs of the two dev sets only (results/threshold_calibration.json)
+# The reader (retrieval.reader), a cross-encoder trained here, is the second judge: it accepts a first
+# quote below DEFAULT_THRESHOLD when it ranks that sentence first too, with at least this probability.
+AGREEMENT_MIN = 0.8472  # the judge's probability for the evidence scorer's first sentence, when it ranks it first too: `eval calibrate` over the two dev sets only (results/agreement/)
+
+
+def _widened(s: Scored, shown: Sequence[PageText], headings: Mapping[str, str], profile: Profile) -> Scored:
+    page = shown[s.candidate.slice_index]
+    return replace(s, candidate=with_neighbours(page, s.candidate, heading=headings.get(page.passage_id, ""),
+                                                profile=profile))
+
+
+def _claim(s: Scored, shown: Sequence[PageText]) -> Claim:
+    p = shown[s.candidate.slice_index]
+    return Claim(p.document, p.page, s.candidate.text)
+
+
+def lead(best: Scored, shown: Sequence[PageText], more: int, profile: Profile = DEFAULT_PROFILE) -> str:
+    """The answer text: a fixed framing naming the page, then the best sentence in the source's words."""
+    p = shown[best.candidate.slice_index]
+    where = f"{p.document}, p. {p.page_label} (PDF p. {p.page})" if p.page_label and p.page_label != str(p.page) \
+        else f"{p.document}, p. {p.page}"
+    also = " " + profile.more_quoted.format(n=more, s="s" if more > 1 else "") if more else ""
+    return f"{profile.answer_lead} ({where}): {' '.join(best.candidate.text.split())}{also}"
+
+
+class ExtractiveAnswerer:
+    name = "extractive"
+
+    def __init__(self, embed: Embed, model: str, threshold: float | None = None,
+                 profile: Profile = DEFAULT_PROFILE, word_pieces: WordPieces | None = None,
+                 judge: SentenceReader | None = None) -> None:
+        """The evidence score picks and accepts the first quote (refusal below ``threshold``, default
+        ``DEFAULT_THRESHOLD``); ``judge`` (the reader), when given, accepts a first quote below it when
+        it ranks that sentence first too with at least ``AGREEMENT_MIN``."""
+        self._embed = embed
+        self.judge = judge
+        self.scorer = f"evidence+{judge.name}" if judge is not None else "evidence"
+        self._word_pieces = word_pieces
+        self.profile = profile
+        self.model = model
+        self.threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+
+    def counts_needed(self, question: str) -> tuple[list[str], list[str]]:
+        """(phrases, words) whose chunk counts ``answer`` uses for ``question``: the caller reads them
+        all at once (``retrieval.answer.term_stats.statistics``, one statement) and passes them in."""
+        phrases, pair_words = key_term_counts(question, self.profile)
+        unfamiliar = unfamiliar_words(question, self._word_pieces, self.profile) if self._word_pieces else []
+        words = [*terms_with_words(question, self.profile).values(), *specific_terms(question, self.profile),
+                 *unfamiliar, *pair_words]
+        return phrases, list(dict.fromkeys(words))
+
+    def answer(self, question: str, shown: Sequence[PageText], headings: Mapping[str, str] | None = None,
+               stats: PhraseStats | None = None) -> Draft:
+        """The draft for ``question`` from the ``shown`` page texts, a function of its arguments:
+        ``headings`` (section heading by passage id) and ``stats``, the collection's counts of
+        ``counts_needed(question)`` (without them every word weighs the same and no term gate runs)."""
+        doc_freq = stats.doc_freq if stats is not None else None
+        required = key_terms(question, stats, self.profile)
+        scored = score_candidates(question, shown, self._embed, doc_freq, headings, required, self.profile)
+        if not scored:
+            return Draft(refusal=True, reason="no quotable text in the retrieved passages")
+        # each eligible sentence as it would be quoted (with its neighbours), widened once: one that
+        # still stops at a lead-in is not eligible, and the chosen ones are quoted so
+        quoted = {s.candidate: _widened(s, shown, headings or {}, self.profile).candidate for s in scored if s.eligible}
+        scored = [replace(s, complete=not introduces(quoted[s.candidate].text)) if s.candidate in quoted else s
+                  for s in scored]
+        chosen = choose_quotes(scored, shown, QUOTE_MARGIN)
+        top = chosen[0] if chosen else scored[0]
+        best_claim = _claim(top, shown)
+        score = chosen[0].evidence if chosen else None
+        absent = absent_terms(question, doc_freq, self.profile, self._word_pieces)
+        if absent:
+            return Draft(refusal=True, evidence_score=score, best=best_claim,
+                         reason="the searched documents never mention " + ", ".join(f"“{t}”" for t in absent))
+        if not chosen and any(s.typed and s.on_topic and s.about for s in scored):
+            return Draft(refusal=True, best=best_claim,
+                         reason="the best retrieved sentences only introduce a list, table or example that the "
+                                "retrieved text does not show")
+        if not chosen and any(s.typed and s.on_topic for s in scored):
+            names = designators(question, self.profile)
+            also = f" and names {', '.join(f'“{n}”' for n in names)}" if names else ""
+            return Draft(refusal=True, best=best_claim,
+                         reason=f"no retrieved sentence covers enough of the question's terms{also}")
+        if not chosen and any(s.typed for s in scored):
+            terms = ", ".join(f"“{t.text}”" for t in required)
+            return Draft(refusal=True, best=best_claim,
+                         reason=f"no retrieved passage that could answer it is about {terms}")
+        if not chosen:
+            expected = expected_answer(question, self.profile)  # not None: only a quantity question makes sentences ineligible
+            what = f"{expected.describe()} (“{expected.cue}”)" if expected else "a quantity"
+            return Draft(refusal=True, best=best_claim,
+                         reason=f"the question asks for {what}, and no retrieved sentence states one")
+        eligible = [s for s in scored if s.eligible]
+        agreed = None if self.judge is None else agreement(question, top, eligible, shown, headings or {}, self.judge)
+        if top.evidence < self.threshold and (agreed is None or agreed < AGREEMENT_MIN):
+            return Draft(refusal=True, evidence_score=top.evidence, agreement=agreed, best=best_claim,
+                         reason="no retrieved sentence states the answer clearly enough to quote it as one")
+        chosen = [replace(s, candidate=quoted[s.candidate]) for s in chosen]
+        top = chosen[0]
+        claims = [_claim(s, shown) for s in chosen]
+        return Draft(refusal=False, answer=lead(top, shown, len(chosen) - 1, self.profile), claims=claims,
+                     evidence_score=top.evidence, agreement=agreed, best=best_claim)
+
+    def repair(self, question: str, shown: Sequence[PageText], draft: Draft,
+               failures: Sequence[Verdict]) -> Draft:
+        # Its quotes are cut from the shown text, so there is nothing a second attempt would fix.
+        return Draft(refusal=True, reason="extractive quotes failed verification", evidence_score=draft.evidence_score)
+
+    def standalone(self, question: str, history: Sequence[Turn]) -> str:
+        return standalone_without_model(question, history, self.profile)

@@ -1,0 +1,57 @@
+"""What a refusal says and shows (pure functions): our own plain reason, never a model's words, and
+the nearest passages a reader can open instead."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from retrieval.answer.verify import PageText
+from retrieval.models import Answer, NearestPassage
+from retrieval.text.contents import is_contents_text
+
+NEAREST = 5  # passages listed with a refusal
+NO_SUPPORT = "The documents do not support an answer to this question."
+
+
+def nearest_of(shown: Sequence[PageText]) -> list[NearestPassage]:
+    """The first ``NEAREST`` pages shown, one passage each; contents pages (dot leaders and page
+    numbers, ``retrieval.text.contents``) are navigation, not something to read instead."""
+    seen: set[tuple[str, int]] = set()
+    out: list[NearestPassage] = []
+    for p in shown:
+        if (p.document, p.page) in seen or is_contents_text(p.text):
+            continue
+        seen.add((p.document, p.page))
+        snippet = " ".join(p.text.split())
+        out.append(NearestPassage(document=p.document, page=p.page, page_label=p.page_label, url=p.url,
+                                  snippet=snippet[:240] + ("…" if len(snippet) > 240 else "")))
+        if len(out) >= NEAREST:
+            break
+    return out
+
+
+def refusal(answer: Answer, reason: str, shown: Sequence[PageText] = ()) -> Answer:
+    answer.refusal = True
+    answer.answer = ""
+    answer.citations = []
+    answer.reason = reason
+    answer.nearest = nearest_of(shown)
+    return answer
+
+
+def index_unavailable(question: str, exc: BaseException) -> Answer:
+    """The refusal when the index cannot be reached (also used by the CLI before ``ask`` runs)."""
+    return refusal(Answer(question=question, refusal=True),
+                    f"The index is unavailable, so nothing could be searched: {exc}")
+
+
+def untrusted_note(places: Sequence[NearestPassage]) -> str:
+    """What a reply says when passages flagged as prompt injection matched the question."""
+    where = ", ".join(dict.fromkeys(f"{n.document} p. {n.page_label or n.page}" for n in places))
+    return (f"This document contains text addressed to AI assistants ({where}); it was ignored: such text is "
+            "never evidence and never an instruction.")
+
+
+def no_support(detail: str) -> str:
+    detail = detail.strip().rstrip(".")
+    return f"{NO_SUPPORT} {detail[:1].upper()}{detail[1:]}." if detail else NO_SUPPORT

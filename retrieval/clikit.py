@@ -1,0 +1,117 @@
+"""What every command group's command line shares (one small module; no group imports another's CLI):
+exit statuses, the --json option, one-line errors, loading settings and starting the database, and
+per-stage timings (``CHAPTERVERSE_TIMINGS``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from retrieval.settings import Settings, get_settings
+from retrieval.store.db import DatabaseError
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_CONFIG = 0, 1, 2
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+
+
+TIMINGS_ENV = "CHAPTERVERSE_TIMINGS"  # set: print one "timings {json}" line on stderr at exit
+stage_ms: dict[str, float] = {}
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux /proc; 10 ms resolution), None elsewhere."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+@contextmanager
+def timed(stage: str) -> Iterator[None]:
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        stage_ms[stage] = stage_ms.get(stage, 0.0) + (time.perf_counter() - t0) * 1e3
+
+
+def report_timings() -> None:
+    age = process_age_s()
+    out = {"total_ms": round(age * 1e3, 1) if age is not None else None,
+           **{k: round(v, 1) for k, v in stage_ms.items()}}
+    sys.stderr.write(f"timings {json.dumps(out)}\n")
+
+
+def emit(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, default=str, ensure_ascii=False, indent=2) + "\n")
+
+
+def fail(message: str, code: int = 2) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def bad_input(message: str) -> None:
+    fail(message, EXIT_BAD_INPUT)
+
+
+def check_collection_names(names: str | list[str] | None) -> None:
+    """Exit 1 (bad input) for a ``--collection`` that cannot be one: empty (it used to mean the
+    default, silently) or holding a line break or another control character (it broke ``docs``)."""
+    for name in [names] if isinstance(names, str) else names or []:
+        if not name.strip():
+            bad_input("the collection name is empty; name one, or leave --collection out for the default")
+        if any(ord(c) < 32 or ord(c) == 127 for c in name):
+            bad_input(f"collection names cannot hold line breaks or other control characters: {name!r}")
+        if name != name.strip():
+            bad_input(f"collection names cannot start or end with spaces: {name!r}")
+
+
+def configuration_error(exc: Exception) -> str:
+    """A settings error as one line: the environment variable, the value and what is wrong with it
+    ("CHAPTERVERSE_SLACK_WORKERS='abc': Input should be a valid integer…"), not pydantic's block."""
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    from retrieval.settings import environment_names  # noqa: PLC0415
+
+    if not isinstance(exc, ValidationError):
+        return " ".join(str(exc).split())
+    names = {}
+    for var, key in environment_names().items():
+        names.setdefault(key, var)
+    errors = exc.errors()
+    first = errors[0]
+    loc = tuple(str(x) for x in first.get("loc", ()))
+    var = names.get(loc[:2]) or (f"CHAPTERVERSE_{loc[0].upper()}" if len(loc) == 1 else ".".join(loc))
+    value = first.get("input")
+    shown = f"={value!r}" if isinstance(value, (str, int, float)) and not any(
+        w in var for w in ("KEY", "TOKEN", "SECRET", "URL")) else ""
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{var}{shown}: {' '.join(str(first.get('msg', '')).split())}{more}"
+
+
+def load_settings() -> Settings:
+    try:
+        return get_settings()
+    except Exception as exc:  # noqa: BLE001  (pydantic validation errors)
+        fail(f"bad configuration: {configuration_error(exc)}")
+        raise
+
+
+def ready(settings: Settings) -> None:
+    from retrieval.store import db  # noqa: PLC0415
+
+    try:
+        with timed("db_start"):
+            db.ready(settings)
+    except DatabaseError as exc:
+        fail(str(exc))
