@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import re
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from chapterverse_lab.replay import send_json
+from chapterverse_lab.replay import serve_http as serving  # noqa: F401  (the OpenAI fake serves through it too)
 from typing import Any
 
 PATH = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>[^/:]+):generateContent$")
@@ -133,12 +135,7 @@ def _handler(fake: FakeGemini) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _send(self, status: int, body: Any) -> None:
-            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=UTF-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, body)
 
         def do_POST(self) -> None:  # noqa: N802  (http.server naming)
             length = int(self.headers.get("Content-Length") or 0)
@@ -157,18 +154,6 @@ def _handler(fake: FakeGemini) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@contextmanager
-def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    """A threaded HTTP server on 127.0.0.1 (a free port) for the duration; yields its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @contextmanager

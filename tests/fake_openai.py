@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from chapterverse_lab.replay import send_json
 from tests.fake_gemini import Reply, Scripted, play, serving
 
 PATH = "/v1/chat/completions"
@@ -77,14 +78,7 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, body, headers)
 
         def do_POST(self) -> None:  # noqa: N802  (http.server naming)
             length = int(self.headers.get("Content-Length") or 0)

@@ -15,28 +15,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 
-import pytest
 
 from retrieval.cli import CHECKED, NOTHING_INGESTED
 from tests.conftest import run_cli, scratch_database
-from tests.pdfgen import long_pdf, text_pdf
+from tests.pdfgen import long_pdf
 
-FACT = ("Section 4.2 Ground checks. Magneto checks are performed at 1,700 RPM during the run-up, "
-        "and the maximum drop on either magneto is 125 RPM. ")
-OTHER = "Chapter 2 Cabin. The cabin heater is controlled by the red knob below the panel. "
-
-
-@pytest.fixture(scope="module")
-def env(pg_url: str, tmp_path_factory) -> Iterator[dict[str, str]]:
-    tmp = tmp_path_factory.mktemp("first-hour")
-    with scratch_database(pg_url, "cv_first") as url:
-        env = {"DATABASE_URL": url, "GEMINI_API_KEY": ""}
-        for name, body, coll in (("ground-checks.pdf", FACT, "dev"), ("cabin.pdf", OTHER, "mine")):
-            res = run_cli("ingest", str(text_pdf(tmp / name, [body * 3])), "--collection", coll, env=env)
-            assert res.returncode == 0, res.stderr
-        yield env
+# the same two collections as the exit-status tests, ingested with the real command (its own database)
+from tests.test_exit_status import env  # noqa: E402,F401
 
 
 def _one_line(res: subprocess.CompletedProcess[str]) -> str:

@@ -151,6 +151,19 @@ def _gemini_reply(text: str) -> dict[str, Any]:
                             "index": 0}], "modelVersion": "replay"}
 
 
+def send_json(handler: BaseHTTPRequestHandler, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+    """One HTTP response with a JSON body (a str is sent as it is: a test may send malformed JSON).
+    Shared by this server and the tests' scripted provider fakes."""
+    data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json; charset=UTF-8")
+    handler.send_header("Content-Length", str(len(data)))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 def _handler(replayer: Replayer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -159,12 +172,7 @@ def _handler(replayer: Replayer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _send(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, body)
 
         def do_POST(self) -> None:  # noqa: N802  (http.server naming)
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -190,17 +198,25 @@ def _handler(replayer: Replayer) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def serving(replayer: Replayer) -> Iterator[str]:
-    """Run the replay server on 127.0.0.1 (a free port) while the block runs; yields its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(replayer))
+def serve_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A threaded HTTP server on 127.0.0.1 (a free port) while the block runs; yields its base URL.
+    Shared by the replay server and the tests' scripted provider fakes."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="replay-server", daemon=True)
+    thread = threading.Thread(target=server.serve_forever, name="local-http", daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def serving(replayer: Replayer) -> Iterator[str]:
+    """Run the replay server on 127.0.0.1 (a free port) while the block runs; yields its base URL."""
+    with serve_http(_handler(replayer)) as url:
+        yield url
 
 
 def pending_requests(pending: Path) -> list[dict[str, Any]]:
