@@ -144,11 +144,18 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
 # a bot process (modules that start tests.test_bot_support.BotProcess) and whole question sets (tests
 # marked slow themselves). CI runs everything.
 SLOW_FIXTURES = frozenset({"dev_corpus", "manuals_corpus"})
+# modules whose tests run the real command or a child process per test (ingest, start-up, exports,
+# exit statuses): seconds each, measured (`pytest -m "not slow" --durations=150`, 5 Dec)
+SLOW_MODULES = frozenset({
+    "test_bot_fetch", "test_bot_queue", "test_bot_startup_errors", "test_damaged_pdfs", "test_db",
+    "test_document_limits", "test_exit_status", "test_first_hour", "test_hostile_pdfs", "test_ingest",
+    "test_ingest_overlap", "test_ingest_progress", "test_ingest_progress_slack", "test_injection",
+    "test_passage_encoder", "test_query_encoder", "test_smoke_cli", "test_startup", "test_trust_cli"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         module = getattr(item, "module", None)
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or (
-                module is not None and "BotProcess" in vars(module)):
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or (module is not None and (
+                "BotProcess" in vars(module) or module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES)):
             item.add_marker(pytest.mark.slow)
