@@ -236,13 +236,7 @@ class _Forwarding(ProgressLog):
         if self._send is not None:
             self._send(["state", _state(self)])
 
-    @property  # type: ignore[override]
-    def pages_done(self) -> int:
-        return self._pages_done
-
-    @pages_done.setter
-    def pages_done(self, n: int) -> None:
-        self._pages_done = n
+    def pages_changed(self) -> None:
         self._changed()
 
     def begin(self, step: str, total: int | None = None, done: int = 0) -> None:

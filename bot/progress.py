@@ -84,14 +84,8 @@ class SlackProgress(ProgressLog):
         self._ready = True
 
     # -------------------------------------------------------------- what the pipeline reports
-    @property  # type: ignore[override]
-    def pages_done(self) -> int:
-        return self._pages_done
-
-    @pages_done.setter
-    def pages_done(self, n: int) -> None:
-        """A page read (the pipeline counts them on this attribute, or through ``pages``)."""
-        self._pages_done = n
+    def pages_changed(self) -> None:
+        """A page read."""
         if getattr(self, "_ready", False):
             self._check()
 

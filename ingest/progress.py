@@ -58,7 +58,7 @@ class ProgressLog:
         self.clock = clock
         self.started = clock()
         self.pages_total: int | None = None
-        self.pages_done = 0
+        self._pages_done = 0
         self.ahead = 0  # passages embedded while the pages are still being read (``ingest.ahead``)
         self.step = "opening"  # what is going on besides reading pages
         self.done = 0
@@ -69,6 +69,19 @@ class ProgressLog:
         self._thread = threading.Thread(target=self._run, name="ingest-progress", daemon=True)
 
     # -------------------------------------------------------------- what the pipeline reports
+    @property
+    def pages_done(self) -> int:
+        """Pages read so far (the pipeline counts them here, or through ``pages``)."""
+        return self._pages_done
+
+    @pages_done.setter
+    def pages_done(self, n: int) -> None:
+        self._pages_done = n
+        self.pages_changed()
+
+    def pages_changed(self) -> None:
+        """Called on each change of ``pages_done``: a subclass that reports as the pipeline goes hooks in here."""
+
     def document(self, name: str) -> None:
         self.name = shown_name(name)
 
