@@ -42,10 +42,10 @@ import datetime as dt
 import json
 import os
 import platform
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from pydantic import SecretStr
 
@@ -300,25 +300,12 @@ def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, 
     from chapterverse_lab import replay as rp  # noqa: PLC0415
 
     replayer = rp.Replayer(rp.load_replies(replay), pending)
-    with rp.serving(replayer) as url, _env("GOOGLE_GEMINI_BASE_URL", url):
+    with rp.serving(replayer) as url, mock.patch.dict(os.environ, {"GOOGLE_GEMINI_BASE_URL": url}):
         out = _evaluate(replay_settings(settings, url), questions_path, answerer, collections, command,
                         calibrate_threshold, replayer)
     out["config"]["model_replies"] = {"folder": str(replay), "source": source or "recorded replies",
                                       "served": len(replayer.served), "unrecorded": len(replayer.misses)}
     return out
-
-
-@contextmanager
-def _env(name: str, value: str) -> Iterator[None]:
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
 
 
 def _evaluate(settings: Settings, questions_path: Path, answerer: str | None, collections: Sequence[str] | None,

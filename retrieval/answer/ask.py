@@ -155,11 +155,11 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
         with clock.stage("search"):
             if search_fn is None:
                 from retrieval.search.search import search as search_fn  # noqa: PLC0415
-            wanted = k if name == EXTRACTIVE else max(k, MODEL_K)
-            found = search_fn(settings, standalone, k=wanted, collections=collections)
+            n_search = k if name == EXTRACTIVE else max(k, MODEL_K)
+            found = search_fn(settings, standalone, k=n_search, collections=collections)
             flagged = sum(1 for p in found.results if p.untrusted)
             if flagged:  # text addressed to AI readers is set aside below: it must not take the answerer's places
-                found = search_fn(settings, standalone, k=wanted + flagged, collections=collections)
+                found = search_fn(settings, standalone, k=n_search + flagged, collections=collections)
         result.reranker = found.reranker
         result.named_documents = list(found.named_documents)
         result.models["reranker"] = found.reranker
@@ -172,10 +172,9 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
     except ModelError as exc:
         return refusal(result, f"The search model is unavailable: {exc}")
 
-    trusted = set_aside_untrusted(settings, found.results, result)[:wanted]
+    trusted = set_aside_untrusted(settings, found.results, result)[:n_search]
     first_k = trusted[:k]  # what the extractive answerer reads
-    extract_view = shown_pages(first_k, pages, settings.ingest.file_base_url)
-    shown = extract_view if name == EXTRACTIVE else model_pages(
+    shown = shown_pages(first_k, pages, settings.ingest.file_base_url) if name == EXTRACTIVE else model_pages(
         trusted, pages, settings.ingest.file_base_url, profile.injection, settings.answer.model_context_chars)
     result.shown_pages = [ShownPage(document=p.document, page=p.page, chars=len(p.text)) for p in shown]
     if not shown:
@@ -215,7 +214,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
                 stats = read_statistics(settings, collections, fallback, standalone)
         except DatabaseError as exc:
             return refusal(result, index_unavailable(question, exc).reason)
-        shown = extract_view
+        shown = shown_pages(first_k, pages, settings.ingest.file_base_url)  # what the extractive answerer reads
         draft, verification = answer_and_verify(fallback, standalone, shown, clock, result, headings, stats)
     if draft is None or verification is None:
         return refusal(result, no_support(result.warnings[-1] if result.warnings else ""), shown)

@@ -56,23 +56,24 @@ class SourcePage:
     label: str | None = None
 
 
-def page_slices(passage: Passage, pages: Mapping[int, SourcePage]) -> dict[int, str]:
-    """The part of each page a passage showed, cut from the pages' own texts (keyed by page number).
-
-    A passage runs from ``char_start`` on ``page`` to ``char_end`` on ``page_end``. A page missing
-    from ``pages`` is left out, except that a one-page passage is its own slice.
-    """
-    out: dict[int, str] = {}
+def page_spans(passage: Passage, pages: Mapping[int, SourcePage]) -> dict[int, tuple[int, int]]:
+    """Where the passage lies on each of its pages in ``pages``: (start, end) offsets into that page's
+    text. A passage runs from ``char_start`` on ``page`` to ``char_end`` on ``page_end``."""
+    out: dict[int, tuple[int, int]] = {}
     for no in range(passage.page, passage.page_end + 1):
         src = pages.get(no)
-        if src is None:
-            if passage.page == passage.page_end:
-                out[no] = passage.text
-            continue
-        lo = passage.char_start if no == passage.page else 0
-        hi = passage.char_end if no == passage.page_end else len(src.text)
-        out[no] = src.text[lo:hi]
+        if src is not None:
+            out[no] = (passage.char_start if no == passage.page else 0,
+                       passage.char_end if no == passage.page_end else len(src.text))
     return out
+
+
+def page_slices(passage: Passage, pages: Mapping[int, SourcePage]) -> dict[int, str]:
+    """The part of each page a passage showed, cut from the pages' own texts (keyed by page number).
+    A page missing from ``pages`` is left out, except that a one-page passage is its own slice."""
+    if passage.page == passage.page_end and passage.page not in pages:
+        return {passage.page: passage.text}
+    return {no: pages[no].text[lo:hi] for no, (lo, hi) in page_spans(passage, pages).items()}
 
 
 def shown_slices(passage: Passage, passage_id: str, pages: Mapping[int, SourcePage], *,
@@ -198,13 +199,9 @@ def model_pages(passages: Sequence[Passage], pages: Pages, file_base_url: str | 
     owner: dict[tuple[str, str, int], Passage] = {}
     for p in passages:
         doc_pages = pages.get((p.collection, p.document), {})
-        for no in range(p.page, p.page_end + 1):
-            src = doc_pages.get(no)
-            if src is None:
-                continue
-            lo = p.char_start if no == p.page else 0
-            hi = p.char_end if no == p.page_end else len(src.text)
-            lo, hi = page_window(src.text, max(0, lo), min(len(src.text), hi))
+        for no, (lo, hi) in page_spans(p, doc_pages).items():
+            text = doc_pages[no].text
+            lo, hi = page_window(text, max(0, lo), min(len(text), hi))
             key = (p.collection, p.document, no)
             if key in spans:
                 lo, hi = min(lo, spans[key][0]), max(hi, spans[key][1])
@@ -212,13 +209,15 @@ def model_pages(passages: Sequence[Passage], pages: Pages, file_base_url: str | 
                 owner[key] = p
             spans[key] = (lo, hi)
     out: list[PageText] = []
+    used = 0  # characters shown so far
     for (collection, document, no), (lo, hi) in spans.items():
         src = pages[(collection, document)][no]
         text = without_untrusted(src.text, lo, hi, injection_rules)
         if not text.strip() or text.strip() == WITHHELD:
             continue
-        if budget_chars is not None and out and sum(len(x.text) for x in out) + len(text) > budget_chars:
+        if budget_chars is not None and out and used + len(text) > budget_chars:
             break
+        used += len(text)
         p = owner[(collection, document, no)]
         out.append(PageText(document=document, page=no, text=text, page_label=src.label,
                             url=page_url(document, no, p.document_url, file_base_url), passage_id=f"P{len(out) + 1}"))

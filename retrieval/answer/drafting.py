@@ -1,6 +1,6 @@
 """Drafting and checking one answer (``retrieval.answer.ask`` calls it): the answerer drafts, every
-quote is verified against what it was shown, one repair pass, then what the model path adds after
-verification — the optional support check and the joining of adjacent quotes happen in ``ask``."""
+quote is verified against what it was shown, one repair pass (``answer_and_verify``); then, on the
+model path, the optional support check (``support_filtered``). ``ask`` decides what is shown."""
 
 from __future__ import annotations
 
