@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from retrieval.text.injection import PARAGRAPH_BREAK, overlaps
-from retrieval.text.spans import pieces
+from retrieval.text.spans import between, pieces, sentence_breaks, trimmed
 from ingest.pdf import Page
 
 TokenCounter = Callable[[str], int]
@@ -43,21 +43,6 @@ class Chunk:
     context: str  # nearest preceding section heading, "" when none
     inner_titles: tuple[str, ...] = ()  # section headings that start inside the chunk
     untrusted: bool = False  # made of prompt-injection paragraphs only (never mixed with other text)
-
-
-_SENT = re.compile(r"(?<=[.;?!])[\"')\]]?\s+(?=[\"'(\[§A-Z0-9])")
-
-
-def _spans(text: str, start: int, end: int, pattern: re.Pattern[str]) -> list[tuple[int, int]]:
-    return [_trim(text, s, e) for s, e in pieces(text, pattern, start, end)]
-
-
-def _trim(text: str, s: int, e: int) -> tuple[int, int]:
-    while s < e and text[s].isspace():
-        s += 1
-    while e > s and text[e - 1].isspace():
-        e -= 1
-    return s, e
 
 
 def _word_windows(text: str, s: int, e: int, budget: int, count: TokenCounter) -> list[tuple[int, int]]:
@@ -99,13 +84,13 @@ def units_of(page: Page, budget: int, count: TokenCounter) -> list[Unit]:
     text = page.text
     b0, b1 = page.body
     units: list[Unit] = []
-    for ps, pe in _spans(text, b0, b1, PARAGRAPH_BREAK):
+    for ps, pe in trimmed(text, pieces(text, PARAGRAPH_BREAK, b0, b1)):
         first = True
-        for ss, se in _spans(text, ps, pe, _SENT):
+        for ss, se in trimmed(text, between(sentence_breaks(text, ps, pe), ps, pe)):
             n = count(text[ss:se])
-            pieces = [(ss, se, n)] if n <= budget else [
+            parts = [(ss, se, n)] if n <= budget else [
                 (a, b, count(text[a:b])) for a, b in _word_windows(text, ss, se, budget, count)]
-            for a, b, k in pieces:
+            for a, b, k in parts:
                 units.append(Unit(page.number, a, b, k, first, overlaps(page.untrusted, a, b)))
                 first = False
     return units

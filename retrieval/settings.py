@@ -156,7 +156,7 @@ class AnswerSettings(Section):
     quote_support_check: bool = Field(
         default=False, description="On the model path (Gemini, OpenAI-compatible), drop a verified quote that the "
         "reader rates as stating nothing towards the question, when another verified quote remains (never a second "
-        "model call, never an empty answer; retrieval.answer.verify.support_doubts). Off by default: on the unseen "
+        "model call, never an empty answer; retrieval.answer.answerers.model_checks). Off by default: on the unseen "
         "sets 9-12 with stand-in model replies it lost 3 right answers and removed 1 wrong one "
         "(results/model_path/prereg.txt).")
     reader_model: Path | None = Field(

@@ -348,8 +348,8 @@ def test_cli_eval_answers_scores_questions_and_follow_ups_in_their_thread(settin
 
 def test_passages_addressed_to_ai_readers_do_not_take_the_answerers_places(settings, dev_corpus) -> None:
     """Flagged passages are set aside; the search is asked for as many more, so the answerer still reads
-    ASK_K trusted passages (a document full of injected notes cannot crowd out its own plain pages)."""
-    from retrieval.answer.ask import ASK_K  # noqa: PLC0415
+    as many trusted passages (a document full of injected notes cannot crowd out its own plain pages)."""
+    from retrieval.answer.answerers.extractive import EXTRACTIVE_PASSAGES as ASK_K  # noqa: PLC0415
     from retrieval.search.search import search  # noqa: PLC0415
 
     asked: list[int] = []

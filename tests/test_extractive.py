@@ -24,7 +24,7 @@ from retrieval.answer.answerers.extractive.scoring import (
     passage_rank,
     unfamiliar_words,
 )
-from retrieval.answer.answerers import Draft
+from retrieval.answer.answerers import Draft, Request
 from retrieval.answer.answerers.extractive.keyterms import PhraseStats
 from retrieval.models import Turn
 from retrieval.answer.verify import Claim, PageText, verify_claims
@@ -194,7 +194,7 @@ def _answer(ans: ExtractiveAnswerer, question: str, shown: Sequence[PageText], h
     """``ans.answer`` given the test collection's counts of exactly what it says it needs."""
     phrases, words = ans.counts_needed(question)
     df, n = _df(words)
-    return ans.answer(question, shown, headings, stats=PhraseStats(n, dict.fromkeys(phrases, 0), df))
+    return ans.answer(Request(question, shown, headings or {}, PhraseStats(n, dict.fromkeys(phrases, 0), df)))
 
 
 def test_answers_with_verified_quotes_and_a_lead_from_the_source() -> None:
@@ -455,7 +455,7 @@ def test_the_answer_sentence_after_the_topic_sentence_is_quoted_with_it() -> Non
     # answer (the separator) is the next sentence of the same paragraph, and must be in the quote.
     page = _page("R-intro.pdf", 17, PASTE_PAGE)
     ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0)
-    draft = ans.answer("What separator does the paste() function put between its arguments?", [page])
+    draft = ans.answer(Request("What separator does the paste() function put between its arguments?", [page]))
     assert not draft.refusal
     quote = draft.claims[0].quote
     assert "The paste() function takes" in quote and "a single blank character" in quote
@@ -557,7 +557,7 @@ def test_a_follow_up_is_answered_by_a_quote_about_what_it_adds() -> None:
     assert followup_terms(standalone) == {"night"}
     assert followup_terms("What fuel reserve must an airplane carry at night?") == set()  # not a follow-up
     page = _page("14-CFR-91.pdf", 28, NIGHT_PAGE)
-    draft = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0).answer(standalone, [page])
+    draft = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0).answer(Request(standalone, [page]))
     assert not draft.refusal and "45 minutes" in draft.claims[0].quote, draft.claims
 
 
@@ -575,7 +575,7 @@ def test_a_lead_in_is_quoted_with_what_it_introduces() -> None:
     assert quote.rstrip().endswith("set border 3")  # the example the colon announces
     assert verify_claims([Claim("manual.pdf", 3, quote)], [page]).citations  # still verbatim on the page
     ans = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0)
-    draft = ans.answer("How do I draw only the left and bottom borders of a plot?", [page], headings={"P1": "Border"})
+    draft = ans.answer(Request("How do I draw only the left and bottom borders of a plot?", [page], {"P1": "Border"}))
     assert not draft.refusal and "set border 3" in draft.claims[0].quote
 
 
@@ -583,7 +583,7 @@ def test_a_lead_in_whose_continuation_was_not_shown_is_never_quoted() -> None:
     cut = PageText("regs.pdf", 18, "The lowest usable flight level is determined by the atmospheric pressure in the "
                                    "area of operation as shown in the following table:", passage_id="P1")
     draft = ExtractiveAnswerer(_bow_embed, model="bow", threshold=0.0).answer(
-        "What is the lowest usable flight level determined by?", [cut])
+        Request("What is the lowest usable flight level determined by?", [cut]))
     assert draft.refusal and not draft.claims
     assert "only introduce" in draft.reason
     assert introduces("assuming normal cruising speed—") and not introduces("at least 45 minutes.")

@@ -50,7 +50,8 @@ from unittest import mock
 from pydantic import SecretStr
 
 from retrieval.store import db
-from retrieval.answer.ask import ASK_K, ask
+from retrieval.answer.answerers.extractive import EXTRACTIVE_PASSAGES
+from retrieval.answer.ask import ask
 from retrieval.models import Answer, Citation, Turn
 from chapterverse_lab.results import provenance
 from retrieval.settings import Settings
@@ -327,7 +328,7 @@ def _evaluate(settings: Settings, questions_path: Path, answerer: str | None, co
                    "reranker_configured": settings.search.reranker,
                    "reranker_ran": sorted({a for a in _rerankers(rows)}) or None,
                    "gemini_model": settings.answer.gemini_model if "gemini" in answerer_ran else None,
-                   "k": ASK_K, "collections": list(collections) if collections else None,
+                   "k": EXTRACTIVE_PASSAGES, "collections": list(collections) if collections else None,
                    "python": platform.python_version()},
         "summary": summarise(rows), "per_question": rows, "provenance": started,
     }

@@ -2,22 +2,14 @@
 pass) → answer with verified citations, or a refusal.
 
 ``ask`` never raises. Whatever fails (the index, the embedding model, the answer provider, the
-provider's output) ends in a refusal with a plain reason, or — when only the model (Gemini or an
-OpenAI-compatible server) failed — in an extractive answer whose quotes were verified like any other. Only verified quotes (the source's own
-words) ever reach ``Answer.citations``.
+provider's output) ends in a refusal with a plain reason, or, when only the model (Gemini or an
+OpenAI-compatible server) failed, in an extractive answer (``answerers.fallback``) whose quotes were
+verified like any other. Only verified quotes (the source's own words) ever reach ``Answer.citations``.
 
-A model's free text is held to its quotes too:
-- if any quote it proposed fails verification, it gets one repair pass (told which quotes failed and
-  why); quotes still unverifiable after that are dropped;
-- its answer text is shown only when its verified quotes back every number, unit, negation and
-  name in it (``retrieval.answer.answerers.support``); otherwise its verified quotes are shown alone;
-- no verified quote at all: the extractive answerer's answer (verbatim quotes), or a refusal;
-- a refusal carries our own plain reason, never the model's (that goes to the log only).
-The extractive answerer's text is cut from the pages already, so none of this applies to it.
-
-The pieces live beside it: which answerer runs (``answerers.registry``), what it is shown
-(``context``), drafting, verifying and the repair pass (``drafting``), what a refusal says
-(``refusals``); this module reads the index and puts them in order.
+This module reads the index and puts the pieces in order; they live beside it: which answerer runs
+(``answerers.registry``), what each is shown (its ``request``; ``context``), drafting, verifying, the
+repair pass and the answerer's own checks (``drafting``; a model's in ``answerers.model_checks``),
+what a refusal says (``refusals``).
 """
 
 from __future__ import annotations
@@ -26,19 +18,17 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 
-from retrieval.answer.answerers import Answerer, AnswererError
-from retrieval.answer.answerers.followup import standalone_without_model
+from retrieval.answer.answerers import Answerer, AnswererError, Retrieved
 from retrieval.answer.answerers.extractive.keyterms import PhraseStats
-from retrieval.answer.answerers.registry import EXTRACTIVE, build_answerer, build_extractive, choose_answerer, sentence_reader
-from retrieval.answer.answerers.support import unsupported
-from retrieval.answer.context import SourcePage, model_pages, page_url, shown_pages
-from retrieval.answer.drafting import Clock, answer_and_verify, join_quotes, support_filtered
+from retrieval.answer.answerers.followup import standalone_without_model
+from retrieval.answer.answerers.registry import build_answerer, choose_answerer
+from retrieval.answer.context import SourcePage, page_url
+from retrieval.answer.drafting import Clock, join_quotes
 from retrieval.answer.premise import examine, premise_note
 from retrieval.answer.refusals import index_unavailable, no_support, refusal, untrusted_note
 from retrieval.answer.term_stats import statistics
-from retrieval.answer.verify import join_adjacent
 from retrieval.encode.embed import ModelError
-from retrieval.models import Answer, NearestPassage, Passage, SearchResult, ShownPage, Turn
+from retrieval.models import Answer, NearestPassage, Passage, SearchResult, Turn
 from retrieval.search.filters import Scope
 from retrieval.settings import Settings, SettingsError
 from retrieval.store import pool
@@ -46,19 +36,6 @@ from retrieval.store.collections import collection_profile
 from retrieval.store.db import DatabaseError
 
 log = logging.getLogger(__name__)
-
-ASK_K = 8  # passages shown to the extractive answerer
-MODEL_K = 12  # passages retrieved for a model answerer (its pages shown whole or widened: retrieval.answer.context)
-
-
-def read_statistics(settings: Settings, collections: Sequence[str] | None, answerer: Answerer,
-                    question: str) -> PhraseStats:
-    """The chunk counts the extractive ``answerer`` needs for ``question`` over the searched
-    collections, kept at ingest (``retrieval.answer.term_stats``): one statement."""
-    phrases, words = answerer.counts_needed(question)  # type: ignore[attr-defined]
-    with pool.connection(settings) as conn:
-        return statistics(conn, phrases, words, Scope.of(collections))
-
 
 def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[str, str], dict[int, SourcePage]]:
     """The stored text and label of every page the passages touch, keyed by (collection, document)."""
@@ -96,7 +73,7 @@ def set_aside_untrusted(settings: Settings, passages: Sequence[Passage], result:
 
 def ask(settings: Settings, question: str, *, history: Sequence[Turn] = (),
         collections: Sequence[str] | None = None, answerer: str | Answerer | None = None,
-        k: int = ASK_K, search_fn: Callable[..., SearchResult] | None = None) -> Answer:
+        search_fn: Callable[..., SearchResult] | None = None) -> Answer:
     """Answer ``question`` from the indexed documents, or refuse. Never raises.
 
     ``answerer``: a name (``choose_answerer``) or an answerer already built (calibration builds its own)."""
@@ -107,7 +84,7 @@ def ask(settings: Settings, question: str, *, history: Sequence[Turn] = (),
                 held.enter_context(pool.connection(settings))
             except DatabaseError:  # IndexUnavailable included
                 pass  # each step meets the outage itself and the answer says so
-            return _ask(settings, question, history, collections, answerer, k, search_fn, result)
+            return _ask(settings, question, history, collections, answerer, search_fn, result)
     except Exception as exc:  # noqa: BLE001  (the contract: a refusal, never an exception)
         log.exception("ask failed")
         return refusal(result, f"Something went wrong while answering ({type(exc).__name__}); "
@@ -115,8 +92,7 @@ def ask(settings: Settings, question: str, *, history: Sequence[Turn] = (),
 
 
 def _ask(settings: Settings, question: str, history: Sequence[Turn], collections: Sequence[str] | None,
-         wanted: str | Answerer | None, k: int, search_fn: Callable[..., SearchResult] | None,
-         result: Answer) -> Answer:
+         wanted: str | Answerer | None, search_fn: Callable[..., SearchResult] | None, result: Answer) -> Answer:
     clock = Clock()
     result.timings_ms = clock.ms
     if not question.strip():
@@ -133,10 +109,6 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
             answerer = build_answerer(settings, name, profile) if wanted is None or isinstance(wanted, str) else wanted
     except (ModelError, AnswererError, SettingsError) as exc:
         return refusal(result, f"The answerer is unavailable: {exc}")
-    if answerer.model:
-        result.models["answerer"] = answerer.model
-    if getattr(answerer, "scorer", None):
-        result.models["sentence_scorer"] = answerer.scorer
 
     standalone = question
     if history:
@@ -155,11 +127,11 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
         with clock.stage("search"):
             if search_fn is None:
                 from retrieval.search.search import search as search_fn  # noqa: PLC0415
-            n_search = k if name == EXTRACTIVE else max(k, MODEL_K)
-            found = search_fn(settings, standalone, k=n_search, collections=collections)
+            wanted_k = answerer.passages_wanted
+            found = search_fn(settings, standalone, k=wanted_k, collections=collections)
             flagged = sum(1 for p in found.results if p.untrusted)
             if flagged:  # text addressed to AI readers is set aside below: it must not take the answerer's places
-                found = search_fn(settings, standalone, k=n_search + flagged, collections=collections)
+                found = search_fn(settings, standalone, k=wanted_k + flagged, collections=collections)
         result.reranker = found.reranker
         result.named_documents = list(found.named_documents)
         result.models["reranker"] = found.reranker
@@ -167,65 +139,31 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
             clock.ms[f"search.{stage}"] = ms
         with clock.stage("load_pages"):
             pages = load_pages(settings, found.results)
+        trusted = set_aside_untrusted(settings, found.results, result)[:wanted_k]
+        if not trusted:
+            where = f" in {', '.join(collections)}" if collections else ""
+            return refusal(result, no_support(f"no passages were found{where}"))
+
+        def counts(phrases: Sequence[str], words: Sequence[str]) -> PhraseStats:  # the extractive answerer's
+            with clock.stage("statistics"), pool.connection(settings) as conn:
+                return statistics(conn, phrases, words, Scope.of(collections))
+
+        response = answerer.respond(Retrieved(standalone, trusted, pages, counts), clock, result)
     except DatabaseError as exc:
         return refusal(result, index_unavailable(question, exc).reason)
     except ModelError as exc:
         return refusal(result, f"The search model is unavailable: {exc}")
-
-    trusted = set_aside_untrusted(settings, found.results, result)[:n_search]
-    first_k = trusted[:k]  # what the extractive answerer reads
-    shown = shown_pages(first_k, pages, settings.ingest.file_base_url) if name == EXTRACTIVE else model_pages(
-        trusted, pages, settings.ingest.file_base_url, profile.injection, settings.answer.model_context_chars)
-    result.shown_pages = [ShownPage(document=p.document, page=p.page, chars=len(p.text)) for p in shown]
-    if not shown:
-        where = f" in {', '.join(collections)}" if collections else ""
-        return refusal(result, no_support(f"no passages were found{where}"))
-
-    stats = None
-    if name == EXTRACTIVE:  # the counts it weighs words by, read only when there is text to weigh
-        try:
-            with clock.stage("statistics"):
-                stats = read_statistics(settings, collections, answerer, standalone)
-        except DatabaseError as exc:
-            return refusal(result, index_unavailable(question, exc).reason)
-    headings = {f"P{rank}": p.context for rank, p in enumerate(first_k, 1)}
-    draft, verification = answer_and_verify(answerer, standalone, shown, clock, result, headings, stats)
-    if name != EXTRACTIVE:
-        result.model_calls = getattr(answerer, "calls", 0)
-        if draft is not None and verification is not None and not draft.refusal and verification.citations:
-            support = sentence_reader(settings, "support")
-            verification = support_filtered(verification, draft.answer, standalone, support, profile, result)
-            problems = unsupported(draft.answer, [c.quote for c in verification.citations], profile,
-                                   question=standalone)
-            if problems:
-                log.info("%s answer withheld: %s in none of its verified quotes", name, ", ".join(problems))
-                result.withheld = problems
-                result.withheld_text = draft.answer
-                result.warnings.append(f"{name} answer withheld: it stated {', '.join(problems)}, which none of its "
-                                       "verified quotes states; the quotes are shown alone")
-                draft = draft.model_copy(update={"answer": ""})  # the verified quotes alone
-    if draft is None and name != EXTRACTIVE:  # the model failed: degrade to verbatim quotes
-        fallback = build_extractive(settings, profile)
-        result.answerer = "extractive"
-        result.models["answerer"] = fallback.model
-        result.models["sentence_scorer"] = getattr(fallback, "scorer", "")
-        try:
-            with clock.stage("statistics"):
-                stats = read_statistics(settings, collections, fallback, standalone)
-        except DatabaseError as exc:
-            return refusal(result, index_unavailable(question, exc).reason)
-        shown = shown_pages(first_k, pages, settings.ingest.file_base_url)  # what the extractive answerer reads
-        draft, verification = answer_and_verify(fallback, standalone, shown, clock, result, headings, stats)
-    if draft is None or verification is None:
-        return refusal(result, no_support(result.warnings[-1] if result.warnings else ""), shown)
-    if draft.refusal:
-        return refusal(result, no_support(draft.reason), shown)
-    citations = verification.citations if result.answerer == EXTRACTIVE else join_adjacent(verification.citations, shown)
+    if response is None:
+        return refusal(result, no_support(result.warnings[-1] if result.warnings else ""))
+    shown = response.shown
+    if response.draft.refusal:
+        return refusal(result, no_support(response.draft.reason), shown)
+    citations = response.quotes
     if not citations:
         return refusal(result, no_support("none of the quotes offered could be verified in the retrieved text"),
-                        shown)
+                       shown)
     result.refusal = False
-    result.answer = draft.answer.strip() or join_quotes(citations)
+    result.answer = response.draft.answer.strip() or join_quotes(citations)
     result.citations = citations
     result.reason = ""
     note = premise_note(examined, [c.quote for c in citations])

@@ -1,6 +1,7 @@
-"""Drafting and checking one answer (``retrieval.answer.ask`` calls it): the answerer drafts, every
-quote is verified against what it was shown, one repair pass (``answer_and_verify``); then, on the
-model path, the optional support check (``support_filtered``). ``ask`` decides what is shown."""
+"""Drafting and checking one answer, the same for every answerer (``Drafting.respond``): the answerer
+says what it is shown and drafts, every quote is verified against exactly that, one repair pass,
+then the answerer's own checks (``settle``; the model answerers' is ``support_filtered`` and the
+answer-text check). ``retrieval.answer.ask`` retrieves and calls ``respond``."""
 
 from __future__ import annotations
 
@@ -8,14 +9,11 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
-from retrieval.answer.answerers import Answerer, AnswererError, Draft
-from retrieval.answer.answerers.extractive.keyterms import PhraseStats
-from retrieval.answer.answerers.registry import EXTRACTIVE
-from retrieval.answer.answerers.support import unsupported
-from retrieval.answer.verify import PageText, Support, Verification, support_doubts, verify_claims
-from retrieval.models import Answer, Citation, NearestPassage
-from retrieval.profile import Profile
+from retrieval.answer.answerers import AnswererError, Draft, Request, Response, Retrieved
+from retrieval.answer.verify import Verdict, Verification, verify_claims
+from retrieval.models import Answer, Citation, NearestPassage, ShownPage
 
 log = logging.getLogger(__name__)
 
@@ -33,91 +31,106 @@ class Clock:
             self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - t0) * 1e3
 
 
-def answer_and_verify(answerer: Answerer, question: str, shown: Sequence[PageText], clock: Clock,
-                       result: Answer, headings: dict[str, str] | None = None,
-                       stats: PhraseStats | None = None) -> tuple[Draft | None, Verification | None]:
-    """Draft, verify, and repair once. (None, None) when the answerer failed.
+class Drafting:
+    """The steps every answerer shares, in order (``respond``); an answerer supplies ``request``,
+    ``answer``, ``repair`` and, when it has checks of its own after verification, ``settle``.
 
-    A model answerer is repaired when ANY of its quotes failed; the extractive answerer (verbatim by
-    construction) only when none survived. After the repair pass the repaired draft is used when at
-    least one of its quotes verified, else the first draft when one of its quotes did; failed quotes
-    are dropped either way. A model's own refusal reason is logged and replaced by ours (empty: the
-    caller says the documents do not support an answer). ``headings`` (section heading by shown
-    passage id) and ``stats`` (``read_statistics``) go to the extractive answerer, which scores
-    sentences under their headings and weighs words by their rarity."""
-    is_model = answerer.name != EXTRACTIVE
-    try:
-        with clock.stage("answer"):
-            if not is_model:
-                draft = answerer.answer(question, shown, headings=headings, stats=stats)  # type: ignore[call-arg]
-            else:
-                draft = answerer.answer(question, shown)
-    except AnswererError as exc:
-        result.warnings.append(f"{answerer.name} failed: {exc}")
-        return None, None
-    if is_model:
-        draft = own_reason(answerer.name, draft, result)
-    result.evidence_score = draft.evidence_score
-    result.reader_agreement = draft.agreement
-    if draft.best is not None:
-        result.best_evidence = NearestPassage(document=draft.best.document, page=draft.best.page,
-                                              snippet=" ".join(draft.best.quote.split())[:240])
-    with clock.stage("verify"):
-        verification = verify_claims(draft.claims, shown)
-    result.dropped_citations += len(verification.failures)
-    result.proposed_citations += len(draft.claims)
-    if draft.refusal:
-        return draft, verification
-    if not draft.claims:
-        return draft.model_copy(update={"refusal": True, "reason": "the answer offered no quote"}), verification
-    if not (verification.failures if is_model else not verification.citations):
-        return draft, verification
-    try:
-        with clock.stage("repair"):
-            repaired = answerer.repair(question, shown, draft, verification.failures)
-    except AnswererError as exc:
-        result.warnings.append(f"repair failed: {exc}")
-        if verification.citations:
-            return draft, verification  # its unverifiable quotes are dropped
-        return draft.model_copy(update={"refusal": True, "reason": "its quotes could not be verified"}), verification
-    result.repaired = True
-    if is_model:
-        repaired = own_reason(answerer.name, repaired, result)
-    with clock.stage("verify"):
-        second = verify_claims(repaired.claims, shown)
-    result.dropped_citations += len(second.failures)
-    result.proposed_citations += len(repaired.claims)
-    if not repaired.refusal and not second.citations and verification.citations:
-        return draft, verification  # the repair made it worse: keep the first draft's verified quotes
-    return repaired, second
+    ``verbatim``: its quotes are cut from the shown text (the extractive answerer), so it is repaired
+    only when none of them verified and it has no free text or refusal reason of its own to hold
+    back; a model answerer is repaired when ANY quote failed and its refusal reasons are replaced by
+    ours (``_own``)."""
 
+    name = ""
+    model = ""
+    passages_wanted = 0
+    verbatim = False
+    calls = 0  # model calls made
 
-def support_filtered(verification: Verification, answer: str, question: str, support: Support | None,
-                      profile: Profile, result: Answer) -> Verification:
-    """A model's verified quotes without those the reader doubts (``verify.support_doubts``), only when
-    an undoubted one remains and the answer text stays backed by what remains: the check never empties
-    an answer, never calls the model again, and never cuts the quote that carries the answer's numbers."""
-    doubted = support_doubts(verification.citations, question, support)
-    kept = [c for i, c in enumerate(verification.citations) if i not in doubted]
-    if not doubted or not kept:
+    def request(self, retrieved: Retrieved) -> Request:
+        raise NotImplementedError
+
+    def answer(self, request: Request) -> Draft:
+        raise NotImplementedError
+
+    def repair(self, request: Request, draft: Draft, failures: Sequence[Verdict]) -> Draft:
+        raise NotImplementedError
+
+    def settle(self, request: Request, response: Response, result: Answer) -> Response:
+        """Its own checks of a verified, non-refusing draft (none by default)."""
+        return response
+
+    def note(self, result: Answer) -> None:
+        """Record in ``result`` what answers (name and models)."""
+        result.answerer = self.name
+        result.models["answerer"] = self.model
+
+    def respond(self, retrieved: Retrieved, clock: Clock, result: Answer) -> Response | None:
+        self.note(result)
+        request = self.request(retrieved)
+        result.shown_pages = [ShownPage(document=p.document, page=p.page, chars=len(p.text)) for p in request.shown]
+        before = self.calls
+        try:
+            response = self._drafted(request, clock, result)
+        finally:
+            result.model_calls += self.calls - before
+        if response is not None and not response.draft.refusal and response.verification.citations:
+            response = self.settle(request, response, result)
+        return response
+
+    def _drafted(self, request: Request, clock: Clock, result: Answer) -> Response | None:
+        """Draft, verify, and repair once; None when the answerer failed.
+
+        After the repair pass the repaired draft is used when at least one of its quotes verified,
+        else the first draft when one of its quotes did; failed quotes are dropped either way."""
+        try:
+            with clock.stage("answer"):
+                draft = self._own(self.answer(request), result)
+        except AnswererError as exc:
+            result.warnings.append(f"{self.name} failed: {exc}")
+            return None
+        result.evidence_score = draft.evidence_score
+        result.reader_agreement = draft.agreement
+        if draft.best is not None:
+            result.best_evidence = NearestPassage(document=draft.best.document, page=draft.best.page,
+                                                  snippet=" ".join(draft.best.quote.split())[:240])
+        first = Response(draft, self._verified(draft, request, clock, result), request.shown)
+        if draft.refusal:
+            return first
+        if not draft.claims:
+            return replace(first, draft=draft.model_copy(update={"refusal": True, "reason": "the answer offered no quote"}))
+        failed = not first.verification.citations if self.verbatim else first.verification.failures
+        if not failed:
+            return first
+        try:
+            with clock.stage("repair"):
+                repaired = self._own(self.repair(request, draft, first.verification.failures), result)
+        except AnswererError as exc:
+            result.warnings.append(f"repair failed: {exc}")
+            if first.verification.citations:
+                return first  # its unverifiable quotes are dropped
+            return replace(first, draft=draft.model_copy(
+                update={"refusal": True, "reason": "its quotes could not be verified"}))
+        result.repaired = True
+        second = self._verified(repaired, request, clock, result)
+        if not repaired.refusal and not second.citations and first.verification.citations:
+            return first  # the repair made it worse: keep the first draft's verified quotes
+        return Response(repaired, second, request.shown)
+
+    @staticmethod
+    def _verified(draft: Draft, request: Request, clock: Clock, result: Answer) -> Verification:
+        with clock.stage("verify"):
+            verification = verify_claims(draft.claims, request.shown)
+        result.dropped_citations += len(verification.failures)
+        result.proposed_citations += len(draft.claims)
         return verification
-    quotes = [c.quote for c in verification.citations]
-    if unsupported(answer, [c.quote for c in kept], profile, question=question) and not unsupported(
-            answer, quotes, profile, question=question):
-        return verification
-    result.unsupported_dropped += len(doubted)
-    drop = {(c.document, c.page, c.quote) for i, c in enumerate(verification.citations) if i in doubted}
-    return Verification([v for v in verification.verdicts if v.citation is None
-                         or (v.citation.document, v.citation.page, v.citation.quote) not in drop])
 
-
-def own_reason(name: str, draft: Draft, result: Answer) -> Draft:
-    """A model's refusal with its own words taken out: they go to the log, never to users."""
-    if not draft.refusal:
-        return draft
-    log.info("%s declined to answer: %r", name, draft.reason)
-    result.warnings.append(f"{name} found no answer in the passages")
-    return draft.model_copy(update={"reason": ""})
+    def _own(self, draft: Draft, result: Answer) -> Draft:
+        """A model's refusal with its own words taken out: they go to the log, never to users."""
+        if self.verbatim or not draft.refusal:
+            return draft
+        log.info("%s declined to answer: %r", self.name, draft.reason)
+        result.warnings.append(f"{self.name} found no answer in the passages")
+        return draft.model_copy(update={"reason": ""})
 
 
 def join_quotes(citations: Sequence[Citation]) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from retrieval.models import Citation
 from retrieval.text.tables import CELL_SEP, is_table_row
@@ -94,63 +93,6 @@ class Verification:
     @property
     def failures(self) -> list[Verdict]:
         return [v for v in self.verdicts if not v.ok]
-
-
-class Support(Protocol):
-    """Scores (question, quote) → probability that the quote states the answer (``retrieval.reader``)."""
-
-    def score(self, question: str, texts: Sequence[str]) -> Any: ...
-
-
-SUPPORT_MIN = 0.05  # a model's verified quote the reader rates below this is doubted
-
-
-def support_doubts(citations: Sequence[Citation], question: str, reader: Support | None,
-                   minimum: float = SUPPORT_MIN) -> set[int]:
-    """Indices of the verified quotes the reader finds to say nothing towards the question (probability
-    below ``minimum``); none without a reader. The bar is low on purpose: a model may cite context
-    beside the sentence that answers. What is done with a doubt is the caller's (``ask``)."""
-    if reader is None or not citations:
-        return set()
-    probs = reader.score(question, [" ".join(c.quote.split()) for c in citations])
-    return {i for i, p in enumerate(probs) if float(p) < minimum}
-
-
-MAX_JOIN_GAP = 120  # characters of page text between two quotes that are shown as one
-MAX_JOINED = 700  # characters a joined quote may reach
-
-
-def _placed(c: Citation, shown: Sequence[PageText]) -> tuple[PageText, Match] | None:
-    for p in shown:
-        if p.document == c.document and p.page == c.page and (m := locate(c.quote, p.text)) is not None:
-            return p, m
-    return None
-
-
-def join_adjacent(citations: Sequence[Citation], shown: Sequence[PageText], max_gap: int = MAX_JOIN_GAP,
-                  max_len: int = MAX_JOINED) -> list[Citation]:
-    """Verified quotes that follow each other closely on the same shown page become one quote, the
-    page's own words from the first one's start to the second one's end: a reader sees "(1) During
-    the day, ... 30 minutes; or (2) At night, ... 45 minutes." as the one passage it is, not two
-    fragments. Only neighbours in the given order are joined, never across more than ``max_gap``
-    characters of page text, never past ``max_len``; a joined quote is located again, so it is
-    verbatim page text like any other."""
-    out: list[Citation] = []
-    last: tuple[PageText, Match] | None = None
-    for c in citations:
-        here = _placed(c, shown)
-        if out and last is not None and here is not None and here[0] is last[0]:
-            page, prev = last
-            start, end = min(prev.start, here[1].start), max(prev.end, here[1].end)
-            gap = max(here[1].start - prev.end, prev.start - here[1].end, 0)
-            joined = locate(page.text[start:end], page.text) if gap <= max_gap and end - start <= max_len else None
-            if joined is not None:
-                out[-1] = out[-1].model_copy(update={"quote": joined.text.strip()})
-                last = (page, Match(start, end, joined.text))
-                continue
-        out.append(c)
-        last = here
-    return out
 
 
 def reader_words(text: str) -> int:

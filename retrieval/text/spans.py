@@ -1,9 +1,16 @@
-"""Cutting text at separators while keeping character offsets (pure): the one place sentences and
-paragraphs are cut for retrieval (the reranker's sentence windows, the vectors stored at ingest)."""
+"""Cutting text at separators while keeping character offsets (pure): the one place sentences are cut.
+
+- ``sentence_breaks``: where quotable sentences break, used by ingest (chunks are filled with whole
+  sentences) and by the extractive answerer (its candidate quotes), so a quote and the chunk it came
+  from agree on where a sentence ends.
+- ``sentence_spans``/``sentences``: the coarser windows the reranker scores and whose vectors are
+  stored at ingest (they also break at ":" and at blank lines, whatever follows).
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Sequence
 
 
 def pieces(text: str, separator: re.Pattern[str], start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
@@ -19,6 +26,53 @@ def pieces(text: str, separator: re.Pattern[str], start: int = 0, end: int | Non
     if text[pos:end].strip():
         out.append((pos, end))
     return out
+
+
+def between(breaks: Sequence[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
+    """The spans of [start, end) around the (sorted, non-overlapping) ``breaks``."""
+    out: list[tuple[int, int]] = []
+    pos = start
+    for bs, be in breaks:
+        out.append((pos, bs))
+        pos = be
+    out.append((pos, end))
+    return out
+
+
+def trimmed(text: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Each span without its surrounding whitespace; empty ones left out."""
+    out: list[tuple[int, int]] = []
+    for s, e in spans:
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        if e > s:
+            out.append((s, e))
+    return out
+
+
+SENTENCE_BREAK = re.compile(r"(?<=[.;?!])[\"')\]]?\s+(?=[\"'(\[§A-Z0-9])")
+_BREAK_BEFORE_LOWER = re.compile(r"(?<=[.?!])[\"')\]]?\s+(?=[a-z])")  # "… two major differences. refresh reformats …"
+_LAST_WORD = re.compile(r"(\S+)[\"')\]]?\s*\Z")
+
+
+def sentence_breaks(text: str, start: int = 0, end: int | None = None, *, lowercase_starts: bool = False,
+                    abbreviations: Collection[str] = ()) -> list[tuple[int, int]]:
+    """Where sentences break in ``text[start:end]``: after ".", ";", "?" or "!" before a capital, a
+    digit, a bracket or a quote; with ``lowercase_starts`` also after ".", "?" or "!" before a
+    lower-case word (software manuals open sentences with command names), unless the word before
+    the stop is one of ``abbreviations`` ("e.g. the", "cf. set") or a single letter ("x. y")."""
+    end = len(text) if end is None else end
+    breaks = [(m.start(), m.end()) for m in SENTENCE_BREAK.finditer(text, start, end)]
+    if lowercase_starts:
+        for m in _BREAK_BEFORE_LOWER.finditer(text, start, end):
+            last = _LAST_WORD.search(text, start, m.start() + 1)
+            word = last.group(1).lower() if last else ""
+            if word in abbreviations or len(word.rstrip(".?!")) <= 1:
+                continue
+            breaks.append((m.start(), m.end()))
+    return sorted(breaks)
 
 
 _SENTENCE = re.compile(r"(?<=[.;:?!])\s+|\n\s*\n")

@@ -4,20 +4,30 @@ A draft is never shown as is: ``retrieval.answer.ask`` verifies every claimed qu
 texts (``retrieval.answer.verify``) and keeps only the source's own words. Three answerers exist:
 ``gemini`` (google-genai, structured output), ``openai`` (any OpenAI-compatible server through the
 ``openai`` client: Ollama, vLLM, llama.cpp, LM Studio, OpenAI; ``openai_compat``) and ``extractive``
-(verbatim best sentences, no model service). All implement ``Answerer``; the two model answerers share
-everything but their provider call (``structured``).
+(verbatim best sentences, no model service). All implement ``Answerer``: each says how many passages
+it reads and what it is shown of them (``request``), drafts from one ``Request`` and checks its own
+draft after verification (``settle``); ``retrieval.answer.drafting.Drafting`` puts those steps in order
+(``respond``), and ``retrieval.answer.answerers.fallback`` wraps a model answerer so that a failed model
+degrades to the extractive answerer. The two model answerers share everything but their provider
+call (``structured``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, Field
 
-from retrieval.models import Turn
+from retrieval.answer.context import Pages
+from retrieval.answer.verify import Claim, PageText, Verification
+from retrieval.models import Answer, Citation, Passage, Turn
 from retrieval.settings import Settings
-from retrieval.answer.verify import Claim, PageText, Verdict
+
+if TYPE_CHECKING:  # both import this module
+    from retrieval.answer.answerers.extractive.keyterms import PhraseStats
+    from retrieval.answer.drafting import Clock
 
 ANSWERERS = ("gemini", "openai", "extractive")
 
@@ -51,13 +61,60 @@ class Draft(BaseModel):
     best: Claim | None = None  # the extractive answerer's best sentence, also when it refuses
 
 
+Statistics = Callable[[Sequence[str], Sequence[str]], "PhraseStats"]
+"""Reads the searched collections' chunk counts of (phrases, words) (``retrieval.answer.term_stats``)."""
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """What search found for one question: the ranked passages an answerer may see (flagged text
+    already set aside), the stored text of their pages, and a reader of the collections' counts."""
+
+    question: str
+    passages: Sequence[Passage]
+    pages: Pages
+    statistics: Statistics
+
+
+@dataclass(frozen=True)
+class Request:
+    """One question as an answerer reads it: the question, the page texts it is shown (every quote
+    is verified against exactly these), the section heading of each shown passage by its id, and
+    the collection's counts of the words it weighs (None: every word weighs the same)."""
+
+    question: str
+    shown: Sequence[PageText]
+    headings: Mapping[str, str] = field(default_factory=dict)
+    stats: PhraseStats | None = None
+
+
+@dataclass(frozen=True)
+class Response:
+    """A draft after verification (and the answerer's own checks), with what it was checked against;
+    ``citations``: the verified quotes as shown (None: as verified)."""
+
+    draft: Draft
+    verification: Verification
+    shown: Sequence[PageText]
+    citations: Sequence[Citation] | None = None
+
+    @property
+    def quotes(self) -> list[Citation]:
+        return list(self.citations) if self.citations is not None else self.verification.citations
+
+
 class Answerer(Protocol):
-    name: str
+    name: str  # as registered (``registry.REGISTRY``) and reported in ``Answer.answerer``
     model: str  # what ran ("" when no model)
+    passages_wanted: int  # how many ranked passages it reads
 
-    def answer(self, question: str, shown: Sequence[PageText]) -> Draft: ...
+    def request(self, retrieved: Retrieved) -> Request:
+        """What it is shown of the retrieved passages, with the counts it needs."""
+        ...
 
-    def repair(self, question: str, shown: Sequence[PageText], draft: Draft,
-               failures: Sequence[Verdict]) -> Draft: ...
+    def respond(self, retrieved: Retrieved, clock: Clock, result: Answer) -> Response | None:
+        """Draft, verify, repair once and settle (``drafting.Drafting``); None when it failed (the
+        reason is in ``result.warnings``). Records in ``result`` which answerer and models ran."""
+        ...
 
     def standalone(self, question: str, history: Sequence[Turn]) -> str: ...

@@ -1,7 +1,8 @@
 """Answerers found by name: which one a question gets, and building it from the settings.
 
 ``REGISTRY`` maps each name to a factory ``(settings, profile) -> Answerer``; the model answerers import
-their provider client only when built. ``choose_answerer`` applies the configuration rule (the name
+their provider client only when built, and come wrapped in ``fallback.Fallback`` (the extractive
+answerer answers when the model fails). ``choose_answerer`` applies the configuration rule (the name
 asked for, else ``CHAPTERVERSE_ANSWERER``, else Gemini when a key is set, else extractive).
 """
 
@@ -10,9 +11,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from typing import TYPE_CHECKING
+
 from retrieval.answer.answerers import ANSWERERS, Answerer
+from retrieval.answer.answerers.fallback import Fallback
 from retrieval.profile import Profile
 from retrieval.settings import Settings
+
+if TYPE_CHECKING:
+    from retrieval.answer.answerers.structured import StructuredAnswerer
 
 log = logging.getLogger(__name__)
 EXTRACTIVE = "extractive"
@@ -21,13 +28,18 @@ EXTRACTIVE = "extractive"
 def _gemini(settings: Settings, profile: Profile) -> Answerer:
     from retrieval.answer.answerers.gemini import GeminiAnswerer  # noqa: PLC0415  (imports google-genai)
 
-    return GeminiAnswerer.from_settings(settings)
+    return _with_fallback(GeminiAnswerer.from_settings(settings), settings, profile)
 
 
 def _openai(settings: Settings, profile: Profile) -> Answerer:
     from retrieval.answer.answerers.openai_compat import OpenAICompatAnswerer  # noqa: PLC0415  (imports openai)
 
-    return OpenAICompatAnswerer.from_settings(settings)
+    return _with_fallback(OpenAICompatAnswerer.from_settings(settings), settings, profile)
+
+
+def _with_fallback(model: StructuredAnswerer, settings: Settings, profile: Profile) -> Answerer:
+    model.profile = profile
+    return Fallback(model, lambda: build_extractive(settings, profile))
 
 
 def choose_answerer(settings: Settings, name: str | None) -> str:
@@ -55,7 +67,8 @@ def build_extractive(settings: Settings, profile: Profile, threshold: float | No
 
     embedder = get_embedder(settings.search.embedding_model)
     return ExtractiveAnswerer(embedder.embed_queries, model=embedder.name, profile=profile, threshold=threshold,
-                              judge=sentence_reader(settings), word_pieces=embedder.word_pieces)
+                              judge=sentence_reader(settings), word_pieces=embedder.word_pieces,
+                              file_base_url=settings.ingest.file_base_url)
 
 
 def sentence_reader(settings: Settings, purpose: str = "answer"):

@@ -6,7 +6,8 @@ one structured request (with retries through ``RetryBudget``) and returns the mo
 raises ``AnswererError`` with one clear line. Everything after it — validation against the pydantic
 model, turning it into a ``Draft``, the answer/repair/rewrite prompts — is here, so both providers
 keep the same contract: passages as data (``retrieval.answer.answerers.prompt``), structured output
-validated by pydantic, every quote verified afterwards by ``retrieval.answer.ask``.
+validated by pydantic, every quote verified afterwards (``retrieval.answer.drafting``) and the
+verified draft checked again (``settle``: ``retrieval.answer.answerers.model_checks``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
-from retrieval.answer.answerers import AnswererError, Draft
+from retrieval.answer.answerers import AnswererError, Draft, Request, Response, Retrieved
+from retrieval.answer.answerers.model_checks import settled
 from retrieval.answer.answerers.prompt import (
     REWRITE_SYSTEM,
     SYSTEM,
@@ -30,8 +32,11 @@ from retrieval.answer.answerers.prompt import (
     rewrite_prompt,
 )
 from retrieval.answer.answerers.slots import provider_slot
-from retrieval.models import Turn
-from retrieval.answer.verify import Claim, PageText, Verdict
+from retrieval.answer.context import model_pages
+from retrieval.answer.drafting import Drafting
+from retrieval.answer.verify import Claim, Verdict
+from retrieval.models import Answer, Turn
+from retrieval.profile import DEFAULT_PROFILE, Profile
 
 log = logging.getLogger(__name__)
 
@@ -164,13 +169,18 @@ class ClientCache(Generic[C]):
                 log.debug("closing a %s client failed", self.name, exc_info=True)
 
 
-class StructuredAnswerer:
+MODEL_PASSAGES = 12  # ranked passages a model reads (their pages shown whole or widened: retrieval.answer.context)
+
+
+class StructuredAnswerer(Drafting):
     """An ``Answerer`` backed by a model that replies with JSON for a pydantic schema. Subclasses
     set ``name``, ``provider`` (for messages) and ``model``, and implement ``_text``."""
 
     name = ""
     provider = ""
     model = ""
+    passages_wanted = MODEL_PASSAGES
+    profile: Profile = DEFAULT_PROFILE  # the searched collections' (the registry sets it)
 
     _budget: RetryBudget  # set by subclasses: retries of one request
     _settings: Any  # retrieval.settings.Settings: the process-wide cap on model calls
@@ -202,12 +212,22 @@ class StructuredAnswerer:
         return parse_output(self._text(system, prompt, schema), schema, self.provider)
 
     # -- Answerer ----------------------------------------------------------------------------
-    def answer(self, question: str, shown: Sequence[PageText]) -> Draft:
-        return to_draft(self._structured(SYSTEM, answer_prompt(question, shown), ModelAnswer))
+    def request(self, retrieved: Retrieved) -> Request:
+        settings = self._settings
+        return Request(retrieved.question, model_pages(
+            retrieved.passages[:self.passages_wanted], retrieved.pages, settings.ingest.file_base_url,
+            self.profile.injection, settings.answer.model_context_chars))
 
-    def repair(self, question: str, shown: Sequence[PageText], draft: Draft,
-               failures: Sequence[Verdict]) -> Draft:
-        return to_draft(self._structured(SYSTEM, repair_prompt(question, shown, failures), ModelAnswer))
+    def answer(self, request: Request) -> Draft:
+        return to_draft(self._structured(SYSTEM, answer_prompt(request.question, request.shown), ModelAnswer))
+
+    def repair(self, request: Request, draft: Draft, failures: Sequence[Verdict]) -> Draft:
+        return to_draft(self._structured(SYSTEM, repair_prompt(request.question, request.shown, failures), ModelAnswer))
+
+    def settle(self, request: Request, response: Response, result: Answer) -> Response:
+        from retrieval.answer.answerers.registry import sentence_reader  # noqa: PLC0415  (loads the reader when asked)
+
+        return settled(self.name, request, response, sentence_reader(self._settings, "support"), self.profile, result)
 
     def standalone(self, question: str, history: Sequence[Turn]) -> str:
         text = self._structured(REWRITE_SYSTEM, rewrite_prompt(question, history), StandaloneQuestion).question.strip()

@@ -1,7 +1,7 @@
 """The extractive answerer: the best supporting sentence(s) of the shown pages, verbatim.
 
-No model service is needed. The shown page slices are widened to whole sentences by
-``retrieval.answer.ask``; every sentence of them is a candidate quote, except headings and contents
+No model service is needed. It reads the first ``EXTRACTIVE_PASSAGES`` ranked passages, their page
+slices widened to whole sentences (``retrieval.answer.context.shown_pages``); every sentence of them is a candidate quote, except headings and contents
 entries (``is_title``). A sentence that stops before its end ("... assuming normal cruising speed—")
 continues into the following lines ("(1) During the day ...; or (2) At night, ... 45 minutes."), and
 a table value ("1 statute mile ......") stays with the row label before it. Word lists (stopwords,
@@ -52,9 +52,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from retrieval.answer.answerers import Draft
+from retrieval.answer.answerers import Draft, Request, Retrieved
 from retrieval.answer.answerers.extractive.evidence import expected_answer, specific_terms
-from retrieval.answer.answerers.extractive.keyterms import PhraseStats, key_term_counts, key_terms
+from retrieval.answer.answerers.extractive.keyterms import key_term_counts, key_terms
 from retrieval.answer.answerers.lexical import terms_with_words
 from retrieval.answer.answerers.extractive.quotable import introduces, with_neighbours
 from retrieval.answer.answerers.extractive.scoring import (
@@ -71,8 +71,10 @@ from retrieval.answer.answerers.extractive.scoring import (
     unfamiliar_words,
 )
 from retrieval.answer.answerers.followup import standalone_without_model
+from retrieval.answer.context import shown_pages
+from retrieval.answer.drafting import Drafting
 from retrieval.answer.verify import Claim, PageText, Verdict
-from retrieval.models import Turn
+from retrieval.models import Answer, Turn
 from retrieval.profile import DEFAULT_PROFILE, Profile
 
 DEFAULT_THRESHOLD = 1.1253  # `chapterverse eval calibrate` over the probe runs of the two dev sets only (results/threshold_calibration.json)
@@ -101,16 +103,23 @@ def lead(best: Scored, shown: Sequence[PageText], more: int, profile: Profile = 
     return f"{profile.answer_lead} ({where}): {' '.join(best.candidate.text.split())}{also}"
 
 
-class ExtractiveAnswerer:
+EXTRACTIVE_PASSAGES = 8  # ranked passages it reads
+
+
+class ExtractiveAnswerer(Drafting):
     name = "extractive"
+    passages_wanted = EXTRACTIVE_PASSAGES
+    verbatim = True
 
     def __init__(self, embed: Embed, model: str, threshold: float | None = None,
                  profile: Profile = DEFAULT_PROFILE, word_pieces: WordPieces | None = None,
-                 judge: SentenceReader | None = None) -> None:
+                 judge: SentenceReader | None = None, file_base_url: str | None = None) -> None:
         """The evidence score picks and accepts the first quote (refusal below ``threshold``, default
         ``DEFAULT_THRESHOLD``); ``judge`` (the reader), when given, accepts a first quote below it when
-        it ranks that sentence first too with at least ``AGREEMENT_MIN``."""
+        it ranks that sentence first too with at least ``AGREEMENT_MIN``. ``file_base_url``: page links
+        for documents without a URL of their own."""
         self._embed = embed
+        self._file_base_url = file_base_url
         self.judge = judge
         self.scorer = f"evidence+{judge.name}" if judge is not None else "evidence"
         self._word_pieces = word_pieces
@@ -118,20 +127,32 @@ class ExtractiveAnswerer:
         self.model = model
         self.threshold = DEFAULT_THRESHOLD if threshold is None else threshold
 
+    def note(self, result: Answer) -> None:
+        super().note(result)
+        result.models["sentence_scorer"] = self.scorer
+
+    def request(self, retrieved: Retrieved) -> Request:
+        """The first passages' slices widened to whole sentences, their headings by shown id, and the
+        counts of ``counts_needed`` (read only when there is text to weigh)."""
+        passages = retrieved.passages[:self.passages_wanted]
+        shown = shown_pages(passages, retrieved.pages, self._file_base_url)
+        stats = retrieved.statistics(*self.counts_needed(retrieved.question)) if shown else None
+        return Request(retrieved.question, shown, {f"P{rank}": p.context for rank, p in enumerate(passages, 1)}, stats)
+
     def counts_needed(self, question: str) -> tuple[list[str], list[str]]:
-        """(phrases, words) whose chunk counts ``answer`` uses for ``question``: the caller reads them
-        all at once (``retrieval.answer.term_stats.statistics``, one statement) and passes them in."""
+        """(phrases, words) whose chunk counts ``answer`` uses for ``question``, read all at once
+        (``retrieval.answer.term_stats.statistics``, one statement)."""
         phrases, pair_words = key_term_counts(question, self.profile)
         unfamiliar = unfamiliar_words(question, self._word_pieces, self.profile) if self._word_pieces else []
         words = [*terms_with_words(question, self.profile).values(), *specific_terms(question, self.profile),
                  *unfamiliar, *pair_words]
         return phrases, list(dict.fromkeys(words))
 
-    def answer(self, question: str, shown: Sequence[PageText], headings: Mapping[str, str] | None = None,
-               stats: PhraseStats | None = None) -> Draft:
-        """The draft for ``question`` from the ``shown`` page texts, a function of its arguments:
+    def answer(self, request: Request) -> Draft:
+        """The draft for the request's question from its shown page texts, a function of the request:
         ``headings`` (section heading by passage id) and ``stats``, the collection's counts of
         ``counts_needed(question)`` (without them every word weighs the same and no term gate runs)."""
+        question, shown, headings, stats = request.question, request.shown, request.headings, request.stats
         doc_freq = stats.doc_freq if stats is not None else None
         required = key_terms(question, stats, self.profile)
         scored = score_candidates(question, shown, self._embed, doc_freq, headings, required, self.profile)
@@ -139,7 +160,7 @@ class ExtractiveAnswerer:
             return Draft(refusal=True, reason="no quotable text in the retrieved passages")
         # each eligible sentence as it would be quoted (with its neighbours), widened once: one that
         # still stops at a lead-in is not eligible, and the chosen ones are quoted so
-        quoted = {s.candidate: _widened(s, shown, headings or {}, self.profile).candidate for s in scored if s.eligible}
+        quoted = {s.candidate: _widened(s, shown, headings, self.profile).candidate for s in scored if s.eligible}
         scored = [replace(s, complete=not introduces(quoted[s.candidate].text)) if s.candidate in quoted else s
                   for s in scored]
         chosen = choose_quotes(scored, shown, QUOTE_MARGIN)
@@ -169,7 +190,7 @@ class ExtractiveAnswerer:
             return Draft(refusal=True, best=best_claim,
                          reason=f"the question asks for {what}, and no retrieved sentence states one")
         eligible = [s for s in scored if s.eligible]
-        agreed = None if self.judge is None else agreement(question, top, eligible, shown, headings or {}, self.judge)
+        agreed = None if self.judge is None else agreement(question, top, eligible, shown, headings, self.judge)
         if top.evidence < self.threshold and (agreed is None or agreed < AGREEMENT_MIN):
             return Draft(refusal=True, evidence_score=top.evidence, agreement=agreed, best=best_claim,
                          reason="no retrieved sentence states the answer clearly enough to quote it as one")
@@ -179,8 +200,7 @@ class ExtractiveAnswerer:
         return Draft(refusal=False, answer=lead(top, shown, len(chosen) - 1, self.profile), claims=claims,
                      evidence_score=top.evidence, agreement=agreed, best=best_claim)
 
-    def repair(self, question: str, shown: Sequence[PageText], draft: Draft,
-               failures: Sequence[Verdict]) -> Draft:
+    def repair(self, request: Request, draft: Draft, failures: Sequence[Verdict]) -> Draft:
         # Its quotes are cut from the shown text, so there is nothing a second attempt would fix.
         return Draft(refusal=True, reason="extractive quotes failed verification", evidence_score=draft.evidence_score)
 

@@ -11,14 +11,12 @@ from dataclasses import dataclass
 from retrieval.answer.verify import Claim, PageText, Strictness, too_short, verify_claim
 from retrieval.profile import DEFAULT_PROFILE, Profile
 from retrieval.text.contents import is_contents_entry
+from retrieval.text.spans import between, sentence_breaks, trimmed
 from retrieval.text.tables import is_table_row
 from retrieval.text.textnorm import normalize
 
 MAX_SENTENCE_WORDS = 80
 QUOTE_WORDS = 50  # a chosen sentence is quoted with its paragraph neighbours up to this many words
-_SENT = re.compile(r"(?<=[.;?!])[\"')\]]?\s+(?=[\"'(\[§A-Z0-9])")
-_SENT_LOWER = re.compile(r"(?<=[.?!])[\"')\]]?\s+(?=[a-z])")  # "… two major differences. refresh reformats …"
-_LAST_WORD = re.compile(r"(\S+)[\"')\]]?\s*\Z")
 
 
 @dataclass(frozen=True)
@@ -27,24 +25,6 @@ class Candidate:
     start: int
     end: int
     text: str  # verbatim slice of the page text
-
-
-def _spans(text: str, breaks: Sequence[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    pos = start
-    for bs, be in breaks:
-        out.append((pos, bs))
-        pos = be
-    out.append((pos, end))
-    trimmed = []
-    for s, e in out:
-        while s < e and text[s].isspace():
-            s += 1
-        while e > s and text[e - 1].isspace():
-            e -= 1
-        if e > s:
-            trimmed.append((s, e))
-    return trimmed
 
 
 def not_prose(line: str) -> bool:
@@ -95,22 +75,6 @@ def blocks(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def sentence_breaks(text: str, start: int, end: int, profile: Profile = DEFAULT_PROFILE) -> list[tuple[int, int]]:
-    """Where sentences break in ``text[start:end]``: after ".", ";", "?" or "!" before a capital, a
-    digit, a bracket or a quote; with ``profile.lowercase_sentence_starts`` also after ".", "?" or
-    "!" before a lower-case word (software manuals open sentences with command names), unless the
-    word before the stop is an abbreviation ("e.g. the", "cf. set") or a single letter ("x. y")."""
-    breaks = [(m.start(), m.end()) for m in _SENT.finditer(text, start, end)]
-    if profile.lowercase_sentence_starts:
-        for m in _SENT_LOWER.finditer(text, start, end):
-            last = _LAST_WORD.search(text, start, m.start() + 1)
-            word = last.group(1).lower() if last else ""
-            if word in profile.abbreviations or len(word.rstrip(".?!")) <= 1:
-                continue
-            breaks.append((m.start(), m.end()))
-    return sorted(breaks)
-
-
 def sentences(text: str, strictness: Strictness = Strictness(),
               profile: Profile = DEFAULT_PROFILE) -> list[tuple[int, int]]:
     """Sentence spans of a page slice; short pieces are joined so each is quotable, over-long ones
@@ -121,7 +85,8 @@ def sentences(text: str, strictness: Strictness = Strictness(),
     for ps, pe in blocks(text):
         pending: tuple[int, int] | None = None
         block: list[tuple[int, int]] = []
-        for s, e in _spans(text, sentence_breaks(text, ps, pe, profile), ps, pe):
+        for s, e in trimmed(text, between(sentence_breaks(text, ps, pe, lowercase_starts=profile.lowercase_sentence_starts,
+                                                            abbreviations=profile.abbreviations), ps, pe)):
             if pending is not None:
                 s = pending[0]
             short = too_short(text[s:e], strictness) or len(text[s:e].split()) < 6

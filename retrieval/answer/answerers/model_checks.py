@@ -1,0 +1,118 @@
+"""What a model's verified draft must still pass before it is shown (``settled``, the model answerers'
+``settle``); the extractive answerer's text is cut from the pages, so none of this applies to it.
+
+- The optional support check (``support_filtered``, off by default): verified quotes the trained
+  reader finds to say nothing towards the question are dropped, never emptying an answer.
+- The answer-text check (``retrieval.answer.answerers.support.unsupported``): the model's own text
+  is shown only when its verified quotes back every number, unit, negation and name in it;
+  otherwise its verified quotes are shown alone and the text is kept in ``Answer.withheld_text``.
+- Adjacent quotes on one page are shown as one quote (``join_adjacent``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+from retrieval.answer.answerers import Request, Response
+from retrieval.answer.answerers.support import unsupported
+from retrieval.answer.verify import Match, PageText, Verification, locate
+from retrieval.models import Answer, Citation
+from retrieval.profile import Profile
+
+log = logging.getLogger(__name__)
+
+
+class Support(Protocol):
+    """Scores (question, quote) → probability that the quote states the answer (``retrieval.reader``)."""
+
+    def score(self, question: str, texts: Sequence[str]) -> Any: ...
+
+
+SUPPORT_MIN = 0.05  # a model's verified quote the reader rates below this is doubted
+
+
+def support_doubts(citations: Sequence[Citation], question: str, reader: Support | None,
+                   minimum: float = SUPPORT_MIN) -> set[int]:
+    """Indices of the verified quotes the reader finds to say nothing towards the question (probability
+    below ``minimum``); none without a reader. The bar is low on purpose: a model may cite context
+    beside the sentence that answers. What is done with a doubt is ``support_filtered``'s."""
+    if reader is None or not citations:
+        return set()
+    probs = reader.score(question, [" ".join(c.quote.split()) for c in citations])
+    return {i for i, p in enumerate(probs) if float(p) < minimum}
+
+
+MAX_JOIN_GAP = 120  # characters of page text between two quotes that are shown as one
+MAX_JOINED = 700  # characters a joined quote may reach
+
+
+def _placed(c: Citation, shown: Sequence[PageText]) -> tuple[PageText, Match] | None:
+    for p in shown:
+        if p.document == c.document and p.page == c.page and (m := locate(c.quote, p.text)) is not None:
+            return p, m
+    return None
+
+
+def join_adjacent(citations: Sequence[Citation], shown: Sequence[PageText], max_gap: int = MAX_JOIN_GAP,
+                  max_len: int = MAX_JOINED) -> list[Citation]:
+    """Verified quotes that follow each other closely on the same shown page become one quote, the
+    page's own words from the first one's start to the second one's end: a reader sees "(1) During
+    the day, ... 30 minutes; or (2) At night, ... 45 minutes." as the one passage it is, not two
+    fragments. Only neighbours in the given order are joined, never across more than ``max_gap``
+    characters of page text, never past ``max_len``; a joined quote is located again, so it is
+    verbatim page text like any other."""
+    out: list[Citation] = []
+    last: tuple[PageText, Match] | None = None
+    for c in citations:
+        here = _placed(c, shown)
+        if out and last is not None and here is not None and here[0] is last[0]:
+            page, prev = last
+            start, end = min(prev.start, here[1].start), max(prev.end, here[1].end)
+            gap = max(here[1].start - prev.end, prev.start - here[1].end, 0)
+            joined = locate(page.text[start:end], page.text) if gap <= max_gap and end - start <= max_len else None
+            if joined is not None:
+                out[-1] = out[-1].model_copy(update={"quote": joined.text.strip()})
+                last = (page, Match(start, end, joined.text))
+                continue
+        out.append(c)
+        last = here
+    return out
+
+
+def support_filtered(verification: Verification, answer: str, question: str, support: Support | None,
+                      profile: Profile, result: Answer) -> Verification:
+    """A model's verified quotes without those the reader doubts (``support_doubts``), only when
+    an undoubted one remains and the answer text stays backed by what remains: the check never empties
+    an answer, never calls the model again, and never cuts the quote that carries the answer's numbers."""
+    doubted = support_doubts(verification.citations, question, support)
+    kept = [c for i, c in enumerate(verification.citations) if i not in doubted]
+    if not doubted or not kept:
+        return verification
+    quotes = [c.quote for c in verification.citations]
+    if unsupported(answer, [c.quote for c in kept], profile, question=question) and not unsupported(
+            answer, quotes, profile, question=question):
+        return verification
+    result.unsupported_dropped += len(doubted)
+    drop = {(c.document, c.page, c.quote) for i, c in enumerate(verification.citations) if i in doubted}
+    return Verification([v for v in verification.verdicts if v.citation is None
+                         or (v.citation.document, v.citation.page, v.citation.quote) not in drop])
+
+
+def settled(name: str, request: Request, response: Response, support: Support | None, profile: Profile,
+            result: Answer) -> Response:
+    """``response`` after the support check and the answer-text check, its quotes joined (module docstring)."""
+    draft = response.draft
+    verification = support_filtered(response.verification, draft.answer, request.question, support, profile, result)
+    problems = unsupported(draft.answer, [c.quote for c in verification.citations], profile, question=request.question)
+    if problems:
+        log.info("%s answer withheld: %s in none of its verified quotes", name, ", ".join(problems))
+        result.withheld = problems
+        result.withheld_text = draft.answer
+        result.warnings.append(f"{name} answer withheld: it stated {', '.join(problems)}, which none of its "
+                               "verified quotes states; the quotes are shown alone")
+        draft = draft.model_copy(update={"answer": ""})  # the verified quotes alone
+    return replace(response, draft=draft, verification=verification,
+                   citations=join_adjacent(verification.citations, response.shown))
