@@ -254,19 +254,13 @@ def eval_report(
     """Rewrite the result tables from results/: the answer-results table (FAA and manuals side by side) and the
     model path beside the extractive one, per set, in the results page; the model path in brief in the README."""
     from chapterverse_lab.report import (  # noqa: PLC0415
-        COMPARISONS, END, MODEL_END, MODEL_START, SETS_END, SETS_START, START, load_columns, render,
-        render_comparison, render_paths, render_paths_brief, update_section)
+        END, MODEL_END, MODEL_START, SETS_END, SETS_START, START, load_columns, render, render_paths,
+        render_paths_brief, update_section)
     from chapterverse_lab.results import REPO  # noqa: PLC0415
 
     try:
         cols, older = load_columns(results, REPO)
         table = render(cols, older)
-        for folder, title, other_first in COMPARISONS:
-            if (results / folder).is_dir():
-                other = sum(load_columns(results / folder, REPO), [])
-                comparison = render_comparison(cols, other, other_first)
-                if comparison:
-                    table += f"\n\n{title}:\n\n{comparison}"
         check_on = load_settings().answer.quote_support_check
         blocks = [(results_page, START, END, table),
                   (results_page, SETS_START, SETS_END, render_paths(results / "model_path", check_on)),

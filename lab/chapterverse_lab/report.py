@@ -187,43 +187,6 @@ def render(cols: Sequence[Column], older: Sequence[Column] = ()) -> str:
     return "\n".join(lines)
 
 
-# Other runs of the same question sets, kept under results/<folder>/ with the canonical file names:
-# (folder, what the table's cells compare, in "A → B" order: the folder's run first or second)
-COMPARISONS = (
-    ("reader_pipeline/C", "The default (`evidence+reader`: evidence threshold 1.1253, or the reader's agreement ≥ 0.8472) → "
-     "`CHAPTERVERSE_ANSWER_SCORER=evidence+acceptor` (`results/reader_pipeline/C/`: the acceptor's p ≥ 0.5, or the same "
-     "agreement), same code and index, 5 Dec. Only unseen 9 and 10 were decided on "
-     "(`results/reader_pipeline/prereg_acceptor.txt`); the other sets had been used before and are shown, not decided on",
-     False),
-    ("reader_pipeline/E", "The default → candidate E, tried 5 Dec and removed (`results/reader_pipeline/E/`: the acceptor's "
-     "p ≥ 0.5, or the evidence threshold unless the acceptor's p < 0.25, or the reader's agreement), same code and "
-     "index. Decided on unseen 11 and 12 only (`results/reader_pipeline/prereg_veto.txt`): right − wrong −3 for both, "
-     "the rule asked +2",
-     False),
-)
-
-
-def render_comparison(cols: Sequence[Column], other: Sequence[Column], other_first: bool = True) -> str:
-    """A → B per question set: the canonical result of each set and the result of the same file name
-    in another folder (``other``), the other one first when ``other_first``."""
-    by_name = {c.path.name: c for c in other}
-    rows = []
-    for c in cols:
-        b = by_name.get(c.path.name)
-        if b is None:
-            continue
-        x, y = (b.summary, c.summary) if other_first else (c.summary, b.summary)
-        rows.append(f"| {CORPUS_NAMES.get(c.corpus, c.corpus)} {SET_NAMES.get(c.set_key, c.set_key)} | "
-                    f"{_frac(x['answered_correctly'], x['answerable'])} → {_frac(y['answered_correctly'], y['answerable'])} | "
-                    f"{_frac(x['unanswerable_refused'], x['unanswerable'])} → {_frac(y['unanswerable_refused'], y['unanswerable'])} | "
-                    f"{_frac(x['wrong_but_verified'], x['questions'])} → {_frac(y['wrong_but_verified'], y['questions'])} | "
-                    f"{_frac(x['unverified_quotes_shown'], x['quotes_shown'])} → {_frac(y['unverified_quotes_shown'], y['quotes_shown'])} |")
-    if not rows:
-        return ""
-    return "\n".join(["| set | right evidence first | near misses refused | wrong-but-verified | unverified quotes shown |",
-                      "|---|---|---|---|---|", *rows])
-
-
 def update_readme(readme: Path, table: str) -> bool:
     """Put ``table`` between the answer-results markers in ``readme``; return whether the file changed."""
     return update_section(readme, START, END, table)
