@@ -59,6 +59,7 @@ class Span:
     page_end: int
     char_end: int
     text: str
+    untrusted: bool = False  # flagged as text addressed to an AI reader: it never takes a trusted passage's place
 
 
 def _page_ranges(s: Span) -> dict[int, tuple[float, float]]:
@@ -100,7 +101,8 @@ def near_duplicates(spans: Sequence[Span], threshold: float = 0.5) -> list[int]:
         key = _norm(s.text)
         if key in seen_text:
             continue
-        if any(overlap_chars(s, spans[j]) >= threshold * max(len(s.text), 1) for j in kept):
+        if any(overlap_chars(s, spans[j]) >= threshold * max(len(s.text), 1) for j in kept
+               if spans[j].untrusted == s.untrusted):
             continue
         kept.append(i)
         seen_text.add(key)
@@ -115,12 +117,14 @@ def diversify(spans: Sequence[Span], k: int) -> list[int]:
     deferred: list[int] = []
     pages: set[tuple[tuple[str, int], int]] = set()
     for i, s in enumerate(spans):
-        crowded = (s.document, s.page_start) in pages or any(overlap_chars(s, spans[j]) > 0 for j in picked)
+        crowded = (s.document, s.page_start) in pages or any(
+            overlap_chars(s, spans[j]) > 0 for j in picked if not spans[j].untrusted)
         if crowded and len(picked) < k:
             deferred.append(i)
             continue
         picked.append(i)
-        pages.add((s.document, s.page_start))
+        if not s.untrusted:  # a flagged passage (set aside by the answerer) does not take its page's place
+            pages.add((s.document, s.page_start))
     head, tail = picked[:k], picked[k:]
     fill = k - len(head)
     return head + deferred[:fill] + sorted(deferred[fill:] + tail)

@@ -113,7 +113,7 @@ def to_passage(row: dict, score: float, stages: StageScores) -> Passage:
 
 def span_of(row: Mapping) -> Span:
     return Span((row["collection"], int(row["document_id"])), row["page_start"], row["char_start"],
-                row["page_end"], row["char_end"], row["text"])
+                row["page_end"], row["char_end"], row["text"], bool(row.get("untrusted", False)))
 
 
 # ---------------------------------------------------------------------------------------------
