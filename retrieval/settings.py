@@ -156,7 +156,7 @@ class AnswerSettings(Section):
     quote_support_check: bool = Field(
         default=False, description="On the model path (Gemini, OpenAI-compatible), drop a verified quote that the "
         "reader rates as stating nothing towards the question, when another verified quote remains (never a second "
-        "model call, never an empty answer; retrieval.answer.answerers.model_checks). Off by default: on the unseen "
+        "model call, never an empty answer; retrieval.answer.answerers.model.checks). Off by default: on the unseen "
         "sets 9-12 with stand-in model replies it lost 3 right answers and removed 1 wrong one "
         "(results/model_path/prereg.txt).")
     reader_model: Path | None = Field(
@@ -245,7 +245,7 @@ class SlackSettings(Section):
         default=None, json_schema_extra=env("CHAPTERVERSE_SECRET_KEY"),
         description="Fernet key(s) encrypting Slack installation tokens in Postgres (comma "
         "separated: the first encrypts, all decrypt, for rotation). Unset: tokens are stored in plain text.")
-    # backpressure (bot.app, retrieval.answer.answerers.slots)
+    # backpressure (bot.app, retrieval.answer.answerers.model.slots)
     answer_backlog: int = Field(
         default=20, ge=0, description="Questions a bot process keeps waiting for a free answer worker; when "
         "that many wait, a new question is not queued but gets a 'busy, please try again in a minute' reply.")

@@ -8,7 +8,7 @@ import pymupdf
 import pytest
 
 from retrieval.answer.answerers.followup import is_elliptical, standalone_without_model
-from retrieval.answer.answerers.support import unquoted_numbers, unsupported
+from retrieval.answer.answerers.model.support import unquoted_numbers, unsupported
 from retrieval.answer.ask import ask
 from retrieval.models import Turn
 from retrieval.settings import Settings

@@ -1,11 +1,11 @@
 """What a model is shown (retrieval.answer.context.model_pages) and how its prompt names the items
-(retrieval.answer.answerers.prompt): pure functions, no database."""
+(retrieval.answer.answerers.model.prompt): pure functions, no database."""
 
 from __future__ import annotations
 
 import json
 
-from retrieval.answer.answerers.prompt import answer_prompt, passage_ids, sections
+from retrieval.answer.answerers.model.prompt import answer_prompt, passage_ids, sections
 from retrieval.answer.context import WITHHELD, model_pages
 from retrieval.answer.context import SourcePage
 from retrieval.answer.verify import PageText

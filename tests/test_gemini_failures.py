@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from retrieval.answer.answerers import gemini as gemini_mod
+from retrieval.answer.answerers.model import gemini as gemini_mod
 from retrieval.answer.ask import ask
 from retrieval.answer.refusals import NO_SUPPORT
 from retrieval.models import Answer, Turn

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 from pydantic import SecretStr
 
-from retrieval.answer.answerers import openai_compat, structured
-from retrieval.answer.answerers.structured import ModelAnswer
+from retrieval.answer.answerers.model import openai_compat, structured
+from retrieval.answer.answerers.model.structured import ModelAnswer
 from retrieval.answer.ask import ask
 from retrieval.answer.refusals import NO_SUPPORT
 from retrieval.models import Answer, Turn

@@ -17,7 +17,7 @@ import pytest
 from pydantic import SecretStr
 
 from bot.app import BUSY, RATE_LIMITED
-from retrieval.answer.answerers import gemini as gemini_mod
+from retrieval.answer.answerers.model import gemini as gemini_mod
 from retrieval.answer.ask import ask
 from tests import fake_gemini as fg
 from tests.fake_slack import FakeSlack, wait_for

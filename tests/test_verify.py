@@ -297,7 +297,7 @@ def test_the_support_check_names_the_verified_quotes_the_reader_doubts() -> None
     reader rates as stating nothing towards the question, is doubted; without a reader nothing is."""
     import numpy as np
 
-    from retrieval.answer.answerers.model_checks import support_doubts
+    from retrieval.answer.answerers.model.checks import support_doubts
     from retrieval.answer.verify import Claim, PageText, verify_claims
 
     class Reader:

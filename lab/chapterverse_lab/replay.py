@@ -36,8 +36,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from retrieval.answer.answerers.prompt import CONVERSATION, FAILED, FOLLOW_UP, PASSAGES, QUESTION, sections
-from retrieval.answer.answerers.structured import ModelAnswer, StandaloneQuestion
+from retrieval.answer.answerers.model.prompt import CONVERSATION, FAILED, FOLLOW_UP, PASSAGES, QUESTION, sections
+from retrieval.answer.answerers.model.structured import ModelAnswer, StandaloneQuestion
 from retrieval.text.textnorm import normalize
 
 OPENAI_PATH = "/v1/chat/completions"
@@ -61,7 +61,7 @@ def _hash(obj: Any) -> str:
 
 
 def request_key(prompt: str) -> Request:
-    """The recording key of a prompt built by ``retrieval.answer.answerers.prompt`` (module docstring)."""
+    """The recording key of a prompt built by ``retrieval.answer.answerers.model.prompt`` (module docstring)."""
     parts = sections(prompt)
     if FOLLOW_UP in parts:
         question = parts[FOLLOW_UP]

@@ -8,7 +8,7 @@ verified like any other. Only verified quotes (the source's own words) ever reac
 
 This module reads the index and puts the pieces in order; they live beside it: which answerer runs
 (``answerers.registry``), what each is shown (its ``request``; ``context``), drafting, verifying, the
-repair pass and the answerer's own checks (``drafting``; a model's in ``answerers.model_checks``),
+repair pass and the answerer's own checks (``drafting``; a model's in ``answerers.model.checks``),
 what a refusal says (``refusals``).
 """
 

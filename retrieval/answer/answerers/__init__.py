@@ -3,13 +3,13 @@
 A draft is never shown as is: ``retrieval.answer.ask`` verifies every claimed quote against the shown page
 texts (``retrieval.answer.verify``) and keeps only the source's own words. Three answerers exist:
 ``gemini`` (google-genai, structured output), ``openai`` (any OpenAI-compatible server through the
-``openai`` client: Ollama, vLLM, llama.cpp, LM Studio, OpenAI; ``openai_compat``) and ``extractive``
-(verbatim best sentences, no model service). All implement ``Answerer``: each says how many passages
+``openai`` client: Ollama, vLLM, llama.cpp, LM Studio, OpenAI), both in ``model``, and ``extractive``
+(verbatim best sentences, no model service; its own package). All implement ``Answerer``: each says how many passages
 it reads and what it is shown of them (``request``), drafts from one ``Request`` and checks its own
 draft after verification (``settle``); ``retrieval.answer.drafting.Drafting`` puts those steps in order
 (``respond``), and ``retrieval.answer.answerers.fallback`` wraps a model answerer so that a failed model
 degrades to the extractive answerer. The two model answerers share everything but their provider
-call (``structured``).
+call (``model.structured``).
 """
 
 from __future__ import annotations

@@ -19,20 +19,20 @@ from retrieval.profile import Profile
 from retrieval.settings import Settings
 
 if TYPE_CHECKING:
-    from retrieval.answer.answerers.structured import StructuredAnswerer
+    from retrieval.answer.answerers.model.structured import StructuredAnswerer
 
 log = logging.getLogger(__name__)
 EXTRACTIVE = "extractive"
 
 
 def _gemini(settings: Settings, profile: Profile) -> Answerer:
-    from retrieval.answer.answerers.gemini import GeminiAnswerer  # noqa: PLC0415  (imports google-genai)
+    from retrieval.answer.answerers.model.gemini import GeminiAnswerer  # noqa: PLC0415  (imports google-genai)
 
     return _with_fallback(GeminiAnswerer.from_settings(settings), settings, profile)
 
 
 def _openai(settings: Settings, profile: Profile) -> Answerer:
-    from retrieval.answer.answerers.openai_compat import OpenAICompatAnswerer  # noqa: PLC0415  (imports openai)
+    from retrieval.answer.answerers.model.openai_compat import OpenAICompatAnswerer  # noqa: PLC0415  (imports openai)
 
     return _with_fallback(OpenAICompatAnswerer.from_settings(settings), settings, profile)
 

@@ -26,7 +26,7 @@ from google.genai import errors, types
 from pydantic import BaseModel
 
 from retrieval.answer.answerers import AnswererError
-from retrieval.answer.answerers.structured import (
+from retrieval.answer.answerers.model.structured import (
     BACKOFF_BASE_S,
     BACKOFF_MAX_S,
     DEFAULT_MAX_ATTEMPTS,
@@ -118,7 +118,7 @@ class GeminiAnswerer(StructuredAnswerer):
                  timeout_s: float = DEFAULT_TIMEOUT_S, retry_budget_s: float = DEFAULT_RETRY_BUDGET_S,
                  max_attempts: int = DEFAULT_MAX_ATTEMPTS, settings: Settings | None = None) -> None:
         """``settings``: where the process-wide cap on concurrent calls comes from
-        (``CHAPTERVERSE_MODEL_CONCURRENCY``, ``retrieval.answer.answerers.slots``); default from the environment."""
+        (``CHAPTERVERSE_MODEL_CONCURRENCY``, ``retrieval.answer.answerers.model.slots``); default from the environment."""
         self.model = model
         self._client = client_for(api_key, model, base_url, timeout_s)
         self._budget = RetryBudget(max_attempts, retry_budget_s, retry_delay_s, base_s=BACKOFF_BASE_S,

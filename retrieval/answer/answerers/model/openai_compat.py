@@ -1,7 +1,7 @@
 """The OpenAI-compatible answerer (``openai`` client): any server speaking ``POST /v1/chat/completions``
 — Ollama, vLLM, llama.cpp's server, LM Studio, OpenAI itself — with the Gemini answerer's contract.
 
-- The passages go in as data with ids (``retrieval.answer.answerers.prompt``, shared with Gemini).
+- The passages go in as data with ids (``retrieval.answer.answerers.model.prompt``, shared with Gemini).
 - Output is requested with ``response_format`` ``json_schema`` (strict) built from the same pydantic
   model (``structured.strict_schema``) and validated from the message text with pydantic
   (``structured.parse_output``); a refusal (the ``refusal`` field, or plain text instead of JSON), a
@@ -24,7 +24,7 @@ from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
 
 from retrieval.answer.answerers import AnswererError, unconfigured
-from retrieval.answer.answerers.structured import (
+from retrieval.answer.answerers.model.structured import (
     BACKOFF_BASE_S,
     BACKOFF_MAX_S,
     DEFAULT_MAX_ATTEMPTS,
@@ -117,7 +117,7 @@ class OpenAICompatAnswerer(StructuredAnswerer):
                  timeout_s: float = 60.0, retry_budget_s: float = 90.0,
                  max_attempts: int = DEFAULT_MAX_ATTEMPTS, settings: Settings | None = None) -> None:
         """``settings``: where the process-wide cap on concurrent model calls comes from
-        (``CHAPTERVERSE_MODEL_CONCURRENCY``, ``retrieval.answer.answerers.slots``, shared with Gemini)."""
+        (``CHAPTERVERSE_MODEL_CONCURRENCY``, ``retrieval.answer.answerers.model.slots``, shared with Gemini)."""
         self.model = model
         self._settings = settings or Settings()
         self._client = client_for(api_key or NO_KEY, base_url, timeout_s)

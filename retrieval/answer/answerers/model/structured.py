@@ -5,9 +5,9 @@ A provider module supplies only its call: ``StructuredAnswerer._text(system, pro
 one structured request (with retries through ``RetryBudget``) and returns the model's JSON text, or
 raises ``AnswererError`` with one clear line. Everything after it — validation against the pydantic
 model, turning it into a ``Draft``, the answer/repair/rewrite prompts — is here, so both providers
-keep the same contract: passages as data (``retrieval.answer.answerers.prompt``), structured output
+keep the same contract: passages as data (``retrieval.answer.answerers.model.prompt``), structured output
 validated by pydantic, every quote verified afterwards (``retrieval.answer.drafting``) and the
-verified draft checked again (``settle``: ``retrieval.answer.answerers.model_checks``).
+verified draft checked again (``settle``: ``retrieval.answer.answerers.model.checks``).
 """
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ from pydantic import BaseModel, Field, ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from retrieval.answer.answerers import AnswererError, Draft, Request, Response, Retrieved
-from retrieval.answer.answerers.model_checks import settled
-from retrieval.answer.answerers.prompt import (
+from retrieval.answer.answerers.model.checks import settled
+from retrieval.answer.answerers.model.prompt import (
     REWRITE_SYSTEM,
     SYSTEM,
     answer_prompt,
     repair_prompt,
     rewrite_prompt,
 )
-from retrieval.answer.answerers.slots import provider_slot
+from retrieval.answer.answerers.model.slots import provider_slot
 from retrieval.answer.context import model_pages
 from retrieval.answer.drafting import Drafting
 from retrieval.answer.verify import Claim, Verdict

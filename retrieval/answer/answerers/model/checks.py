@@ -3,7 +3,7 @@
 
 - The optional support check (``support_filtered``, off by default): verified quotes the trained
   reader finds to say nothing towards the question are dropped, never emptying an answer.
-- The answer-text check (``retrieval.answer.answerers.support.unsupported``): the model's own text
+- The answer-text check (``retrieval.answer.answerers.model.support.unsupported``): the model's own text
   is shown only when its verified quotes back every number, unit, negation and name in it;
   otherwise its verified quotes are shown alone and the text is kept in ``Answer.withheld_text``.
 - Adjacent quotes on one page are shown as one quote (``join_adjacent``).
@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from retrieval.answer.answerers import Request, Response
-from retrieval.answer.answerers.support import unsupported
+from retrieval.answer.answerers.model.support import unsupported
 from retrieval.answer.verify import Match, PageText, Verification, locate
 from retrieval.models import Answer, Citation
 from retrieval.profile import Profile
