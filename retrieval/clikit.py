@@ -94,7 +94,7 @@ def configuration_error(exc: Exception) -> str:
     var = names.get(loc[:2]) or (f"CHAPTERVERSE_{loc[0].upper()}" if len(loc) == 1 else ".".join(loc))
     value = first.get("input")
     shown = f"={value!r}" if isinstance(value, (str, int, float)) and not any(
-        w in var for w in ("KEY", "TOKEN", "SECRET", "URL")) else ""
+        w in var for w in ("KEY", "TOKEN", "SECRET", "URL", "PLACEMENT")) else ""
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{var}{shown}: {' '.join(str(first.get('msg', '')).split())}{more}"
 
