@@ -101,10 +101,11 @@ class DbSettings(Section):
     read_urls: list[SecretStr] = Field(
         default=[], description="Hot standbys of DATABASE_URL (comma-separated Postgres URLs) that searches "
         "and questions read from, taking turns; everything that writes goes to DATABASE_URL. A standby that is down, "
-        "fails or lags more than `db.max_lag_s` is skipped: the read goes to the primary, with a warning in the log "
+        "fails or lags more than `db.max_lag_mb` is skipped: the read goes to the primary, with a warning in the log "
         "(retrieval.store.replicas).")
-    max_lag_s: float = Field(
-        default=5.0, gt=0, description="A standby more than this many seconds behind its primary is skipped.")
+    max_lag_mb: float = Field(
+        default=64.0, gt=0, description="A standby that has yet to replay more than this much of its primary's WAL "
+        "(MB) is skipped: it is not keeping up (ingesting the 447 sample pages put one at most 9 MB behind).")
     read_wait_s: float = Field(
         default=1.0, ge=0, description="Read your writes: a question about a collection waits up to this long for "
         "the standby to replay the collection's last ingest or removal, then reads from the primary instead.")

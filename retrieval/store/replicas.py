@@ -8,7 +8,8 @@
 2. one on the standby (on the connection the read then uses) reads its copy of those positions and
    how far behind it is: a standby that shows every one of them holds those collections as they are
    now. If it does not yet, it is asked again until it does, for at most ``db.read_wait_s``;
-3. a standby more than ``db.max_lag_s`` behind, one that has not replayed the writes in time, one that
+3. a standby with more than ``db.max_lag_mb`` of the primary's WAL still to replay (not keeping up; a
+   bound in bytes, since the age of its last replayed commit says nothing while a long ingest streams), one that has not replayed the writes in time, one that
    cannot be reached, or one on which the read fails is skipped, with a warning in the log, and the read
    runs on the next or on the primary: a standby's trouble never reaches the user. A standby that failed
    is not tried again for ``RETRY_S``.
@@ -28,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 import psycopg
 
@@ -49,6 +50,7 @@ class Stamped(Protocol):
 
 
 R = TypeVar("R", bound=Stamped)
+Verdict = Literal["ok", "lagging", "behind"]  # behind: has not replayed the collections' last writes in time
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,8 @@ FENCE_SQL = """SELECT pg_current_wal_lsn()::text AS primary_lsn,
 FROM collections WHERE %(every)s OR collection = ANY(%(names)s)"""
 PROBE_SQL = """SELECT (SELECT count(*) FROM unnest(%(collections)s::text[], %(written)s::pg_lsn[]) AS f(collection, lsn)
     LEFT JOIN collections c USING (collection) WHERE c.written_lsn IS NULL OR c.written_lsn < f.lsn) AS missing,
-  CASE WHEN NOT pg_is_in_recovery() OR pg_last_wal_replay_lsn() >= %(primary_lsn)s::pg_lsn THEN 0
-       ELSE coalesce(extract(epoch FROM now() - pg_last_xact_replay_timestamp()), 0) END::float8 AS lag_s"""
+  CASE WHEN pg_is_in_recovery() THEN greatest(pg_wal_lsn_diff(%(primary_lsn)s::pg_lsn, pg_last_wal_replay_lsn()), 0)
+       ELSE 0 END::float8 / 1e6 AS lag_mb"""
 
 
 def fence(conn: psycopg.Connection, collections: Sequence[str] | None) -> Fence:
@@ -109,19 +111,19 @@ def fence(conn: psycopg.Connection, collections: Sequence[str] | None) -> Fence:
     return Fence(row["primary_lsn"], tuple(row["collections"]), tuple(row["written"]))
 
 
-def caught_up(conn: psycopg.Connection, need: Fence, cfg: DbSettings) -> tuple[bool, str]:
+def caught_up(conn: psycopg.Connection, need: Fence, cfg: DbSettings) -> tuple[Verdict, str]:
     """Whether the standby on ``conn`` may serve the read (waiting up to ``cfg.read_wait_s`` for it to
     replay the writes), and if not why."""
     deadline, pause = time.monotonic() + cfg.read_wait_s, POLL_S[0]
     params = {"collections": list(need.collections), "written": list(need.written), "primary_lsn": need.primary_lsn}
     while True:
         row = conn.execute(PROBE_SQL, params).fetchone()
-        if row["lag_s"] > cfg.max_lag_s:
-            return False, f"it lags {row['lag_s']:.1f} s (more than CHAPTERVERSE_DB_MAX_LAG_S={cfg.max_lag_s:g})"
+        if row["lag_mb"] > cfg.max_lag_mb:
+            return "lagging", f"it lags {row['lag_mb']:.1f} MB of WAL (more than CHAPTERVERSE_DB_MAX_LAG_MB={cfg.max_lag_mb:g})"
         if row["missing"] == 0:
-            return True, ""
+            return "ok", ""
         if time.monotonic() + pause > deadline:
-            return False, (f"it had not replayed the last write of {row['missing']} of the collections read "
+            return "behind", (f"it had not replayed the last write of {row['missing']} of the collections read "
                            f"within CHAPTERVERSE_DB_READ_WAIT_S={cfg.read_wait_s:g} s")
         time.sleep(pause)
         pause = min(pause * 2, POLL_S[1])
@@ -170,10 +172,10 @@ def read(settings: Settings, collections: Sequence[str] | None, run: Callable[[S
         try:
             with pool.connection(on_standby, timeout=CHECKOUT_S) as conn:
                 t1 = time.perf_counter()
-                ok, why = caught_up(conn, need, settings.db)
+                verdict, why = caught_up(conn, need, settings.db)
                 timings = {"replica.route": (time.perf_counter() - t0) * 1e3, "replica.wait": (time.perf_counter() - t1) * 1e3}
-                if not ok:
-                    if "lags" in why:
+                if verdict != "ok":
+                    if verdict == "lagging":
                         _skip(url, label, why)
                     else:
                         log.info("standby %s not used: %s", label, why)
