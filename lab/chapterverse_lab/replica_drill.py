@@ -6,9 +6,9 @@ standbys at once (read your writes after an ingest). Then every question is aske
 
 1. on the primary alone (the single-server run every other answer is compared with),
 2. through the standbys, both up (each must be answered by a standby),
-3. through the standbys again while the first is stopped (``pg_ctl -m fast``) in the middle of a question
-   a third of the way through (after the question chose its standby, before it searches), and the second
-   (``-m immediate``, as a crash) likewise two thirds through.
+3. through the standbys again, stopping the standby a question reads from in the middle of it (after the
+   question chose it, before it searches): a third of the way through with ``pg_ctl -m fast``, two
+   thirds through (then the other one) with ``-m immediate``, as a crash would.
 
 The standbys are started again, and a document is removed and a question about it asked through them at
 once (read your writes after a removal). The report is one JSON object: questions asked, answered,
@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from chapterverse_lab.cluster import Cluster, Server, wait_caught_up
+from chapterverse_lab.cluster import Cluster, wait_caught_up
 from retrieval.models import Answer
 from retrieval.settings import Settings
 from retrieval.store import db, replicas
@@ -80,17 +80,18 @@ class LagSampler(threading.Thread):
                 self.max_bytes, self.max_s = max(self.max_bytes, r["bytes_behind"]), max(self.max_s, r["replay_lag_s"])
 
 
-def stopping_search(cluster: Cluster, server: Server, mode: str) -> Callable[..., Any]:
-    """The question's search, which first stops ``server`` (once): the question has already chosen its
-    standby and holds a connection to it, so the stop lands in the middle of the question."""
+def stopping_search(cluster: Cluster, mode: str) -> Callable[..., Any]:
+    """The question's search, which first stops (once) the standby the question is reading from: the
+    question has chosen it and holds a connection to it, so the stop lands in the middle of the question."""
     from retrieval.search.search import search  # noqa: PLC0415
 
-    pending = [server]
+    pending = [mode]
 
-    def run(*args: Any, **kwargs: Any) -> Any:
-        if pending:
-            cluster.stop(pending.pop(), mode)
-        return search(*args, **kwargs)
+    def run(settings: Settings, *args: Any, **kwargs: Any) -> Any:
+        on = next((s for s in cluster.servers if s.standby and s.url == db.conninfo(settings)), None)
+        if pending and on is not None:
+            cluster.stop(on, pending.pop())
+        return search(settings, *args, **kwargs)
     return run
 
 
@@ -144,11 +145,11 @@ def drill(base: Settings, corpus: Path, questions_file: Path, limit: int | None 
         if not ingest_ok:
             failures.append(f"read your writes after ingest: {last['id']} differs from the single-server answer")
 
-        def run(label: str, stops: dict[int, tuple[Server, str]]) -> int:
+        def run(label: str, stops: dict[int, str]) -> int:
             nonlocal answered, identical
             on_standby = 0
             for i, q in enumerate(qs):
-                a = ask_through(q, stopping_search(cluster, *stops[i]) if i in stops else None)
+                a = ask_through(q, stopping_search(cluster, stops[i]) if i in stops else None)
                 on_standby += a.server.startswith("replica")
                 answered += not user_error(a)
                 if same(a, baseline[q["id"]]):
@@ -162,7 +163,7 @@ def drill(base: Settings, corpus: Path, questions_file: Path, limit: int | None 
         if both_up != len(qs):
             failures.append(f"only {both_up} of {len(qs)} questions were answered by a standby with both up")
         n = len(qs)
-        run("standbys stopping", {n // 3: (standbys[0], "fast"), (2 * n) // 3: (standbys[1], "immediate")})
+        run("standbys stopping", {n // 3: "fast", (2 * n) // 3: "immediate"})
 
         for s in standbys:  # back, and used again once the product's skip period is over
             cluster.start(s)
