@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -31,6 +31,7 @@ class Server:
     home: Path
     port: int
     standby: bool = False
+    conf: dict[str, str] = field(default_factory=dict)  # extra server settings (-c name=value)
 
     @property
     def data(self) -> Path:
@@ -92,17 +93,20 @@ class Cluster:
         self.start(server)
         return server
 
-    def standby(self, source: Server | None = None) -> Server:
-        """A hot standby of ``source`` (the primary by default): ``pg_basebackup -R``, then start it."""
+    def standby(self, source: Server | None = None, **conf: str) -> Server:
+        """A hot standby of ``source`` (the primary by default): ``pg_basebackup -R``, then start it
+        with ``conf`` (e.g. ``recovery_min_apply_delay="3s"``: a standby that lags on purpose)."""
         source = source or self.servers[0]
         server = self._new(f"standby{sum(s.standby for s in self.servers) + 1}", standby=True)
+        server.conf = dict(conf)
         self._run("pg_basebackup", "-D", str(server.data), "-R", "-X", "stream", "-c", "fast", "--no-sync",
                   "-d", f"host={source.home} port={source.port} user=postgres")
         self.start(server)
         return server
 
     def start(self, server: Server) -> None:
-        options = f"-p {server.port} -k {server.home} -h '' -c cluster_name={server.name} -c shared_buffers=64MB"
+        extra = "".join(f" -c {k}={v}" for k, v in server.conf.items())
+        options = f"-p {server.port} -k {server.home} -h '' -c cluster_name={server.name} -c shared_buffers=64MB{extra}"
         self._run("pg_ctl", "-D", str(server.data), "-l", str(server.home / "log"), "-w", "-t", "60",
                   "-o", options, "start")
 
