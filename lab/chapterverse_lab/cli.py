@@ -403,6 +403,8 @@ def eval_replica_bench(
     clients: Annotated[int, typer.Option(min=1, help="Client processes asking at once.")] = 2,
     rounds: Annotated[int, typer.Option(min=1, help="Times each client asks every question.")] = 2,
     writes: Annotated[int, typer.Option(min=1, help="Ingest-then-ask and remove-then-ask repetitions.")] = 10,
+    standbys: Annotated[list[int] | None, typer.Option(min=0, max=2, help="Standby counts to measure, in this order "
+                                                       "(default 0 1 2).")] = None,
     out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/replicas/replicas.json"),
 ) -> None:
     """Questions per second and CPU per question with 0, 1 and 2 standbys on this machine, and the cost
@@ -410,9 +412,11 @@ def eval_replica_bench(
     from chapterverse_lab.replica_bench import bench  # noqa: PLC0415
 
     settings = load_settings()
+    order = tuple(standbys or (0, 1, 2))
     command = (f"chapterverse eval replica-bench --corpus {corpus} --questions {questions} --clients {clients} "
-               f"--rounds {rounds} --writes {writes} --out {out}")
-    result = bench(settings, corpus, questions, clients, rounds, writes, log=lambda line: typer.echo(line, err=True))
+               f"--rounds {rounds} --writes {writes}" + "".join(f" --standbys {n}" for n in order) + f" --out {out}")
+    result = bench(settings, corpus, questions, clients, rounds, writes, order=order,
+                   log=lambda line: typer.echo(line, err=True))
     out.parent.mkdir(parents=True, exist_ok=True)
     from datetime import UTC, datetime  # noqa: PLC0415
 

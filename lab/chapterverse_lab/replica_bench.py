@@ -120,13 +120,14 @@ def _read_your_writes(primary: Settings, through: Settings, writes: int, root: P
 
 
 def bench(base: Settings, corpus: Path, questions_file: Path, clients: int = 2, rounds: int = 2, writes: int = 10,
-          limit: int | None = None, log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+          limit: int | None = None, order: tuple[int, ...] = (0, 1, 2),
+          log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     from ingest.pipeline import ingest_source  # noqa: PLC0415
     from ingest.sources import read_path  # noqa: PLC0415
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
     questions = [q["question"] for q in json.loads(questions_file.read_text())][:limit]
-    out: dict[str, Any] = {"clients": clients, "rounds": rounds, "questions": len(questions), "configurations": {}}
+    out: dict[str, Any] = {"order": list(order), "clients": clients, "rounds": rounds, "questions": len(questions), "configurations": {}}
     with Cluster() as cluster:
         primary = base.but(db={"url": cluster.primary().url, "read_urls": [], "placement": {}})
         db.ready(primary)
@@ -139,7 +140,7 @@ def bench(base: Settings, corpus: Path, questions_file: Path, clients: int = 2, 
         with ProcessPoolExecutor(clients, mp_context=get_context("spawn")) as pool:
             url = primary.db.url.get_secret_value()
             list(pool.map(_warm, [url] * clients, [questions] * clients))
-            for n in (0, 1, 2):
+            for n in order:  # in this order (the machine's other load drifts: run it both ways)
                 read_urls = [s.url for s in standbys[:n]]
                 pg0, t0 = _postgres_cpu(cluster), time.time()
                 parts = list(pool.map(_client, [url] * clients, [read_urls] * clients,
