@@ -30,6 +30,7 @@ from ingest.store import Actor
 from retrieval.store.db import DatabaseError, IndexUnavailable
 from retrieval.encode.embed import ModelError
 from retrieval.settings import Settings
+from retrieval.store.placement import placed
 
 log = logging.getLogger(__name__)
 
@@ -215,12 +216,18 @@ class Jobs:
             return dataclasses.replace(q, text=f":wastebasket: Removing `{name}` from `{coll}` ({q.text})…")
         return q
 
+    def holding(self, collection: str) -> Store:
+        """The store of the database holding ``collection``: the bot's own, unless it is placed on another
+        primary (``retrieval.store.placement``; the jobs and every other bot table stay on the bot's)."""
+        target = placed(self.settings, [collection])
+        return self.store if target is self.settings else Store(target)
+
     def list_documents(self, who: Requester, report: Reporter) -> None:
         from ingest.store import list_documents  # noqa: PLC0415
 
         read = scope_for(self.settings, who.team, who.channel).read
         try:
-            rows = [r for c in read for r in self.store.run(lambda conn, c=c: list_documents(conn, c))]
+            rows = [r for c in read for r in self.holding(c).run(lambda conn, c=c: list_documents(conn, c))]
         except DatabaseError as exc:
             report(f":x: Could not list documents: {exc}. Please try again later.")
             return
@@ -351,7 +358,7 @@ class Jobs:
         if job.lost.is_set():
             raise JobLost(job.id)
         try:
-            removed = self.store.run(lambda conn: remove_document(conn, name, collection, actor=_actor(job)))
+            removed = self.holding(collection).run(lambda conn: remove_document(conn, name, collection, actor=_actor(job)))
         except DatabaseError as exc:
             self._finish(job, ok=False, message=str(exc))
             report(f":x: Could not remove `{name}`: {exc}. Please try again later.")

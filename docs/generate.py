@@ -90,7 +90,7 @@ def _default(field) -> str:
         return f"`{str(value).lower()}`"
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if value == "":
+    if value in ("", [], {}):
         return "empty"
     return f"`{value}`"
 

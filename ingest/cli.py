@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ingest.sources import InputError, Source, expand, is_url, load, redact_urls
-from retrieval.clikit import JsonOpt, check_collection_names, emit, fail, load_settings, ready
+from retrieval.clikit import JsonOpt, check_collection_names, emit, fail, load_settings, placed, ready
 from retrieval.settings import Settings, SettingsError, preset_description, preset_names, preset_profile
 from retrieval.store.db import DatabaseError
 from retrieval.encode.embed import ModelError
@@ -52,8 +52,9 @@ def ingest(
 
     check_collection_names(collection)
     settings = load_settings()
-    ready(settings)
     coll = collection or settings.ingest.default_collection
+    settings = placed(settings, [coll])  # the collection's own primary (CHAPTERVERSE_DB_PLACEMENT)
+    ready(settings)
     if preset is not None:
         settings = with_preset(settings, preset, coll)
     try:
@@ -160,7 +161,7 @@ def docs(
     from retrieval.store import db  # noqa: PLC0415
 
     check_collection_names(collection)
-    settings = load_settings()
+    settings = placed(load_settings(), [collection] if collection else None)
     ready(settings)
     with db.connection(settings) as conn:
         rows = list_documents(conn, collection)
@@ -185,7 +186,7 @@ def remove(
     from retrieval.store import db  # noqa: PLC0415
 
     check_collection_names(collection)
-    settings = load_settings()
+    settings = placed(load_settings(), [collection] if collection else None)
     ready(settings)
     try:
         with db.connection(settings) as conn:

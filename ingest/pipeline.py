@@ -24,6 +24,7 @@ from retrieval.encode.embed import Embedder
 from retrieval.text.identifiers import identifier_terms
 from retrieval.settings import Settings
 from retrieval.store.collections import ingest_profile
+from retrieval.store.placement import placed
 from retrieval.text.injection import DEFAULT_RULES
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     status, pages, chunks)``: run inside the document's transaction, last (``store.write_document``);
     raising there stores nothing."""
     t0 = time.perf_counter()
+    settings = placed(settings, [collection])  # the collection's own primary (retrieval.store.placement)
+    db.ready(settings)
     with db.connection(settings) as conn:
         index.ensure_model(conn, embedder.name, embedder.dim)
         same, unchanged = _same_bytes(conn, src, collection)

@@ -14,7 +14,7 @@ import psycopg
 from ingest.chunk import Chunk
 from ingest.pdf import Page
 from retrieval.settings import DEFAULT_PRESET, preset_profile
-from retrieval.store.collections import record_preset
+from retrieval.store.collections import mark_written, record_preset
 from retrieval.store.index import copy_rows
 from retrieval.store.postings import write_postings
 
@@ -138,6 +138,7 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_lock_key(collection, name),))
         text_search = preset_profile(record_preset(conn, collection, preset)).text_search
+        mark_written(conn, [collection])  # read your writes on standbys (retrieval.store.replicas)
         old = conn.execute("DELETE FROM documents WHERE collection = %s AND name = %s RETURNING id",
                            (collection, name)).fetchone()
         doc_id = conn.execute(
@@ -216,4 +217,5 @@ def remove_document(conn: psycopg.Connection, name: str, collection: str | None 
         for r in rows:
             _audit(conn, actor, collection=r["collection"], action="remove", document=name, sha256=r["sha256"],
                    outcome="removed")
+        mark_written(conn, [r["collection"] for r in rows])
     return [r["collection"] for r in rows]

@@ -34,6 +34,7 @@ from retrieval.clikit import (  # noqa: E402
     emit,
     fail,
     load_settings,
+    placed,
     process_age_s,
     ready,
     report_timings,
@@ -265,7 +266,7 @@ def search(
     if (problem := text_problem(query, "query")) is not None:
         bad_input(problem)
     check_collection_names(collection)
-    settings = load_settings()
+    settings = placed(load_settings(), collection)  # the collections' own database (CHAPTERVERSE_DB_PLACEMENT)
     ready(settings)
     check_collections(settings, collection)
     document = resolve_documents(settings, document, collection)
@@ -375,7 +376,7 @@ def ask(
     if (problem := text_problem(question)) is not None:
         bad_input(problem)
     check_collection_names(collection)
-    settings = load_settings()
+    settings = placed(load_settings(), collection)  # the collections' own database (CHAPTERVERSE_DB_PLACEMENT)
     check_answerer(settings, answerer)
     try:
         with timed("db_start"):

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -94,7 +94,7 @@ def configuration_error(exc: Exception) -> str:
     var = names.get(loc[:2]) or (f"CHAPTERVERSE_{loc[0].upper()}" if len(loc) == 1 else ".".join(loc))
     value = first.get("input")
     shown = f"={value!r}" if isinstance(value, (str, int, float)) and not any(
-        w in var for w in ("KEY", "TOKEN", "SECRET", "URL")) else ""
+        w in var for w in ("KEY", "TOKEN", "SECRET", "URL", "PLACEMENT")) else ""
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{var}{shown}: {' '.join(str(first.get('msg', '')).split())}{more}"
 
@@ -104,6 +104,18 @@ def load_settings() -> Settings:
         return get_settings()
     except Exception as exc:  # noqa: BLE001  (pydantic validation errors)
         fail(f"bad configuration: {configuration_error(exc)}")
+        raise
+
+
+def placed(settings: Settings, collections: Sequence[str] | None) -> Settings:
+    """The settings of the database holding ``collections`` (``retrieval.store.placement``); exit 1 when
+    they are held by different primaries."""
+    from retrieval.store.placement import PlacementError, placed as place  # noqa: PLC0415
+
+    try:
+        return place(settings, collections)
+    except PlacementError as exc:
+        fail(str(exc), code=1)
         raise
 
 

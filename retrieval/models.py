@@ -43,6 +43,7 @@ class SearchResult(BaseModel):
     reranker: str  # which reranker actually ran ("none" when none)
     timings_ms: dict[str, float] = Field(default_factory=dict)
     named_documents: list[str] = Field(default_factory=list)  # named by title in the query: searched first
+    server: str = ""  # which database answered: "primary host:port" or "replica N host:port"
 
 
 class Citation(BaseModel):
@@ -94,6 +95,7 @@ class Answer(BaseModel):
     reranker: str = ""
     models: dict[str, str] = Field(default_factory=dict)
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    server: str = ""  # which database answered: "primary host:port" or "replica N host:port"
     dropped_citations: int = 0  # model citations removed by verification
     proposed_citations: int = 0  # citations the answerer offered (including the repair pass)
     repaired: bool = False  # a repair pass ran because a proposed quote failed verification

@@ -80,6 +80,14 @@ def _blank_is_unset(value: object) -> object:
     return value
 
 
+class Placement(BaseModel):
+    """The servers of a collection placed on another primary (``db.placement``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    url: SecretStr
+    read_urls: list[SecretStr] = Field(default_factory=list)
+
+
 class DbSettings(Section):
     ENV_PREFIX: ClassVar[str] = "CHAPTERVERSE_DB_"
 
@@ -90,7 +98,34 @@ class DbSettings(Section):
         default=None, ge=1, description="Pooled database connections per process (retrieval.store.pool); unset: 4, "
         "and for the bot 2 per answer worker + 6 (each search runs two queries at once).")
 
+    read_urls: list[SecretStr] = Field(
+        default=[], description="Hot standbys of DATABASE_URL (comma-separated Postgres URLs) that searches "
+        "and questions read from, taking turns; everything that writes goes to DATABASE_URL. A standby that is down, "
+        "fails or lags more than `db.max_lag_mb` is skipped: the read goes to the primary, with a warning in the log "
+        "(retrieval.store.replicas).")
+    max_lag_mb: float = Field(
+        default=64.0, gt=0, description="A standby that has yet to replay more than this much of its primary's WAL "
+        "(MB) is skipped: it is not keeping up (ingesting the 447 sample pages put one at most 9 MB behind).")
+    read_wait_s: float = Field(
+        default=1.0, ge=0, description="Read your writes: a question about a collection waits up to this long for "
+        "the standby to replay the collection's last ingest or removal, then reads from the primary instead.")
+    placement: dict[str, Placement] = Field(
+        default={}, description="Collections held by other primaries, as JSON: {\"slack-T123\": {\"url\": "
+        "\"postgresql://…\", \"read_urls\": [\"postgresql://…\"]}}. Ingest, removal, search and questions of a "
+        "collection go only to its servers; the others, and the bot's own state, stay on DATABASE_URL "
+        "(retrieval.store.placement).")
+
     _blank = field_validator("url", mode="before")(_blank_is_unset)
+
+    @field_validator("read_urls", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        return [u.strip() for u in value.split(",") if u.strip()] if isinstance(value, str) else value
+
+    @field_validator("placement", mode="before")
+    @classmethod
+    def _json(cls, value: object) -> object:
+        return (json.loads(value) if value.strip() else {}) if isinstance(value, str) else value
 
 
 class IngestSettings(Section):

@@ -363,6 +363,65 @@ _commands.append(("ingest", eval_ingest))
 _commands.append(("train-reader", eval_train_reader))
 
 
+@_command("replica-drill")
+def eval_replica_drill(
+    corpus: Annotated[Path, typer.Option(help="Directory of the PDFs to ingest.")] = Path("tests/corpus"),
+    questions: Annotated[Path, typer.Option(help="Questions to ask (the format of dev_questions.json).")] = Path(
+        "tests/corpus/dev_questions.json"),
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Also write the report here (JSON).")] = None,
+) -> None:
+    """Read replicas under failure: a primary and two standbys started here (pg_basebackup -R), the PDFs
+    ingested on the primary, the questions asked through the standbys while one and then the other is
+    stopped, a document removed and asked about at once. Prints one JSON line; exit 1 unless it passed."""
+    from chapterverse_lab.replica_drill import drill, summary_line  # noqa: PLC0415
+
+    settings = load_settings()
+    report = drill(settings, corpus, questions, limit, log=lambda line: typer.echo(line, err=True))
+    if out is not None:
+        command = f"chapterverse eval replica-drill --corpus {corpus} --questions {questions}" + (
+            f" --limit {limit}" if limit else "") + f" --out {out}"
+        from datetime import UTC, datetime  # noqa: PLC0415
+
+        save_result(out, {"command": command, "date": datetime.now(UTC).isoformat(timespec="seconds"), **report.model_dump()})
+    typer.echo(summary_line(report))
+    if not report.passed:
+        raise typer.Exit(1)
+
+
+@_command("replica-bench")
+def eval_replica_bench(
+    corpus: Annotated[Path, typer.Option(help="Directory of the PDFs to ingest.")] = Path("tests/corpus"),
+    questions: Annotated[Path, typer.Option(help="Questions to ask (the format of dev_questions.json).")] = Path(
+        "tests/corpus/dev_questions.json"),
+    clients: Annotated[int, typer.Option(min=1, help="Client processes asking at once.")] = 2,
+    rounds: Annotated[int, typer.Option(min=1, help="Times each client asks every question.")] = 2,
+    writes: Annotated[int, typer.Option(min=1, help="Ingest-then-ask and remove-then-ask repetitions.")] = 10,
+    standbys: Annotated[list[int] | None, typer.Option(min=0, max=2, help="Standby counts to measure, in this order "
+                                                       "(default 0 1 2).")] = None,
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("results/replicas/replicas.json"),
+) -> None:
+    """Questions per second and CPU per question with 0, 1 and 2 standbys on this machine, and the cost
+    of read-your-writes (a primary and two standbys started here, the PDFs ingested)."""
+    from chapterverse_lab.replica_bench import bench  # noqa: PLC0415
+
+    settings = load_settings()
+    order = tuple(standbys or (0, 1, 2))
+    command = (f"chapterverse eval replica-bench --corpus {corpus} --questions {questions} --clients {clients} "
+               f"--rounds {rounds} --writes {writes}" + "".join(f" --standbys {n}" for n in order) + f" --out {out}")
+    result = bench(settings, corpus, questions, clients, rounds, writes, order=order,
+                   log=lambda line: typer.echo(line, err=True))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    save_result(out, {"command": command, "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                      "answerer": "extractive", "embedding_model": settings.search.embedding_model, **result})
+    for name, r in result["configurations"].items():
+        typer.echo(f"{name}: {r['questions_per_s']} questions/s, median {r['latency_ms_median']} ms, CPU per question "
+                   f"{r['client_cpu_s_per_question']} s clients + {r['postgres_cpu_s_per_question']} s Postgres")
+    typer.echo(f"wrote {out}")
+
+
 def register(app: typer.Typer, eval_app: typer.Typer) -> None:
     for name, fn in _commands:
         eval_app.command(name)(fn)

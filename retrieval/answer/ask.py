@@ -31,7 +31,8 @@ from retrieval.encode.embed import ModelError
 from retrieval.models import Answer, NearestPassage, Passage, SearchResult, Turn
 from retrieval.search.filters import Scope
 from retrieval.settings import Settings, SettingsError
-from retrieval.store import pool
+from retrieval.store import pool, replicas
+from retrieval.store.placement import PlacementError
 from retrieval.store.collections import collection_profile
 from retrieval.store.db import DatabaseError
 
@@ -78,17 +79,24 @@ def ask(settings: Settings, question: str, *, history: Sequence[Turn] = (),
 
     ``answerer``: a name (``choose_answerer``) or an answerer already built (calibration builds its own)."""
     result = Answer(question=question, refusal=True)
-    try:
-        with ExitStack() as held:
-            try:  # one connection for every step of the question (retrieval.store.pool)
-                held.enter_context(pool.connection(settings))
-            except DatabaseError:  # IndexUnavailable included
-                pass  # each step meets the outage itself and the answer says so
-            return _ask(settings, question, history, collections, answerer, search_fn, result)
+    try:  # on a standby or the primary (retrieval.store.replicas); the answer names it
+        return replicas.read(settings, collections, lambda s: _on(s, question, history, collections, answerer, search_fn))
+    except PlacementError as exc:
+        return refusal(result, str(exc))
     except Exception as exc:  # noqa: BLE001  (the contract: a refusal, never an exception)
         log.exception("ask failed")
         return refusal(result, f"Something went wrong while answering ({type(exc).__name__}); "
                                 "no answer is given rather than an unchecked one.")
+
+
+def _on(settings: Settings, question: str, history: Sequence[Turn], collections: Sequence[str] | None,
+        wanted: str | Answerer | None, search_fn: Callable[..., SearchResult] | None) -> Answer:
+    with ExitStack() as held:
+        try:  # one connection for every step of the question (retrieval.store.pool)
+            held.enter_context(pool.connection(settings))
+        except DatabaseError:  # IndexUnavailable included
+            pass  # each step meets the outage itself and the answer says so
+        return _ask(settings, question, history, collections, wanted, search_fn, Answer(question=question, refusal=True))
 
 
 def _ask(settings: Settings, question: str, history: Sequence[Turn], collections: Sequence[str] | None,

@@ -31,7 +31,7 @@ import psycopg
 from psycopg.rows import tuple_row
 from pydantic import BaseModel, Field
 
-from retrieval.store import db, index, pool
+from retrieval.store import db, index, pool, replicas
 from retrieval.encode.embed import Embedder, get_embedder
 from retrieval.search.filters import Scope
 from retrieval.search.fuse import RRF_K, Fused, Hit, Span, diversify, near_duplicates, rrf
@@ -364,4 +364,5 @@ def search(settings: Settings, query: str, k: int = 5, collections: Sequence[str
     """The top ``k`` passages for ``query``, optionally only from some collections / documents."""
     if k < 1:
         raise ValueError("k must be at least 1")
-    return search_with(settings, query, k, Scope.of(collections, documents), default_config(settings))
+    scope = Scope.of(collections, documents)  # read on a standby or the primary (retrieval.store.replicas)
+    return replicas.read(settings, collections, lambda s: search_with(s, query, k, scope, default_config(s)))

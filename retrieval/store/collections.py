@@ -36,6 +36,14 @@ def record_preset(conn: psycopg.Connection, collection: str, preset: str) -> str
     return str(row["preset"])
 
 
+def mark_written(conn: psycopg.Connection, collections: Sequence[str]) -> None:
+    """Record, in the caller's (writing) transaction, that ``collections`` change: their ``written_lsn``
+    becomes the primary's WAL position now (a standby showing it has replayed this transaction;
+    ``retrieval.store.replicas``)."""
+    conn.execute("UPDATE collections SET written_lsn = pg_current_wal_insert_lsn() WHERE collection = ANY(%s)",
+                 (list(collections),))
+
+
 def recorded_presets(conn: psycopg.Connection, collections: Sequence[str] | None = None) -> dict[str, str]:
     """collection → preset, for ``collections`` (every collection when None)."""
     if collections is None:

@@ -26,14 +26,17 @@ def _type_column(conn: psycopg.Connection, dim: int) -> None:
 
 
 def ensure_model(conn: psycopg.Connection, name: str, dim: int) -> None:
-    """Record (name, dim) for an empty index, or check it matches what the index was built with."""
-    with conn.transaction():
-        conn.execute("LOCK TABLE embedding_model IN EXCLUSIVE MODE")
-        rec = recorded_model(conn)
-        if rec is None:
-            _type_column(conn, dim)
-            conn.execute("INSERT INTO embedding_model (name, dim) VALUES (%s, %s)", (name, dim))
-            return
+    """Record (name, dim) for an empty index, or check it matches what the index was built with (a read
+    only, once recorded: a hot standby can check it)."""
+    rec = recorded_model(conn)
+    if rec is None:
+        with conn.transaction():
+            conn.execute("LOCK TABLE embedding_model IN EXCLUSIVE MODE")
+            rec = recorded_model(conn)
+            if rec is None:
+                _type_column(conn, dim)
+                conn.execute("INSERT INTO embedding_model (name, dim) VALUES (%s, %s)", (name, dim))
+                return
     if rec != (name, dim):
         raise ModelMismatch(
             f"the index was built with embedding model {rec[0]} ({rec[1]} dims) but "

@@ -90,27 +90,38 @@ def _pool(settings: Settings) -> ConnectionPool:
 _held: ContextVar[dict[str, psycopg.Connection] | None] = ContextVar("chapterverse_held_connection", default=None)
 
 
+# The databases (pool keys) on which a statement or checkout failed in this context, while
+# ``retrieval.store.replicas`` watches a read on a standby (to run it again on the primary).
+_failed: ContextVar[set[str] | None] = ContextVar("chapterverse_failed_databases", default=None)
+
+
 @contextmanager
-def connection(settings: Settings) -> Iterator[psycopg.Connection]:
+def connection(settings: Settings, *, timeout: float | None = None) -> Iterator[psycopg.Connection]:
     """An autocommit connection (dict rows, pgvector registered) from the pool; inside another
-    ``connection`` block of the same context, that block's connection (one checkout per question)."""
+    ``connection`` block of the same context, that block's connection (one checkout per question).
+    ``timeout``: how long to wait for a checkout (default ``CHECKOUT_TIMEOUT_S``)."""
     key = db.conninfo(settings)
-    held = _held.get() or {}
-    if key in held:
-        yield held[key]
-        return
     try:
-        with _pool(settings).connection() as conn:
-            token = _held.set({**held, key: conn})
-            try:
-                yield conn
-            finally:
-                _held.reset(token)
-                _last_used[conn] = time.monotonic()  # a broken one is discarded by the pool anyway
-    except PoolTimeout as exc:
-        raise db.IndexUnavailable(f"the index database is unavailable: {exc}") from exc
-    except psycopg.OperationalError as exc:  # the server went away mid-query
-        raise db.IndexUnavailable(f"the index database is unavailable: {db.first_line(exc)}") from exc
+        held = _held.get() or {}
+        if key in held:
+            yield held[key]
+            return
+        try:
+            with _pool(settings).connection(timeout=timeout) as conn:
+                token = _held.set({**held, key: conn})
+                try:
+                    yield conn
+                finally:
+                    _held.reset(token)
+                    _last_used[conn] = time.monotonic()  # a broken one is discarded by the pool anyway
+        except PoolTimeout as exc:
+            raise db.IndexUnavailable(f"the index database is unavailable: {exc}") from exc
+        except psycopg.OperationalError as exc:  # the server went away mid-query
+            raise db.IndexUnavailable(f"the index database is unavailable: {db.first_line(exc)}") from exc
+    except (psycopg.Error, db.IndexUnavailable):
+        if (failed := _failed.get()) is not None:
+            failed.add(key)
+        raise
 
 
 def close_all() -> None:
