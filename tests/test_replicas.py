@@ -155,6 +155,18 @@ def test_a_question_right_after_an_ingest_or_removal_sees_it(servers: Servers, e
     assert other.server.startswith("replica ") and other.timings_ms["replica.wait"] < 500
 
 
+def test_a_question_right_after_a_preset_change_is_not_read_from_a_standby_that_has_not_replayed_it(
+        servers: Servers) -> None:
+    from retrieval.store.collections import set_preset  # noqa: PLC0415
+
+    impatient = _through(servers, [servers.delayed], read_wait_s=0.3)
+    with db.connection(servers.primary) as conn:
+        preset = conn.execute("SELECT preset FROM collections WHERE collection = 'manual'").fetchone()["preset"]
+        set_preset(conn, "manual", preset)  # the same preset: only the write counts here
+    first = _ask(impatient, FUEL_Q)  # the standby applies the change 2 s late: the primary answers
+    assert first.server.startswith("primary ") and not first.refusal
+
+
 def test_a_standby_lagging_past_the_bound_is_skipped_with_a_warning(servers: Servers, embedder, caplog) -> None:
     # the standby replays the ingest's records at once and holds back only its commit record (2 s): a bound
     # of one byte is passed until then

@@ -57,8 +57,8 @@ def set_preset(conn: psycopg.Connection, collection: str, preset: str) -> None:
     """Change a collection's preset (its documents keep the text search they were indexed with until
     they are ingested again). Raises ``LookupError`` for an unknown collection."""
     preset_profile(preset)  # the preset exists and is valid (SettingsError otherwise)
-    if conn.execute("UPDATE collections SET preset = %s WHERE collection = %s RETURNING collection",
-                    (preset, collection)).fetchone() is None:
+    if conn.execute("UPDATE collections SET preset = %s, written_lsn = pg_current_wal_insert_lsn() "  # read your writes
+                    "WHERE collection = %s RETURNING collection", (preset, collection)).fetchone() is None:
         raise LookupError(f"no collection {collection!r}")
     with _lock:
         for key in [k for k in _known if k[1] == collection]:

@@ -66,6 +66,7 @@ def reembed(conn: psycopg.Connection, name: str, dim: int, vectors_for: "callabl
                          for i, v in enumerate(sv)))
         conn.execute("DELETE FROM embedding_model")
         conn.execute("INSERT INTO embedding_model (name, dim) VALUES (%s, %s)", (name, dim))
+        conn.execute("UPDATE collections SET written_lsn = pg_current_wal_insert_lsn()")  # every one changed: read your writes
     return len(rows)
 
 
