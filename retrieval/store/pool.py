@@ -96,6 +96,17 @@ _failed: ContextVar[set[str] | None] = ContextVar("chapterverse_failed_databases
 
 
 @contextmanager
+def failures() -> Iterator[set[str]]:
+    """The databases (connection strings) on which a checkout or statement fails inside the block."""
+    failed: set[str] = set()
+    token = _failed.set(failed)
+    try:
+        yield failed
+    finally:
+        _failed.reset(token)
+
+
+@contextmanager
 def connection(settings: Settings, *, timeout: float | None = None) -> Iterator[psycopg.Connection]:
     """An autocommit connection (dict rows, pgvector registered) from the pool; inside another
     ``connection`` block of the same context, that block's connection (one checkout per question).

@@ -167,28 +167,26 @@ def read(settings: Settings, collections: Sequence[str] | None, run: Callable[[S
     for url in order:
         label = f"replica {standbys.index(url) + 1} {address(url)}"
         on_standby = settings.but(db={"url": url, "read_urls": []})
-        failed: set[str] = set()
-        watch = pool._failed.set(failed)  # noqa: SLF001  (the pool notes failures on this context's databases)
-        try:
-            with pool.connection(on_standby, timeout=CHECKOUT_S) as conn:
-                t1 = time.perf_counter()
-                verdict, why = caught_up(conn, need, settings.db)
-                timings = {"replica.route": (time.perf_counter() - t0) * 1e3, "replica.wait": (time.perf_counter() - t1) * 1e3}
-                if verdict != "ok":
-                    if verdict == "lagging":
-                        _skip(url, label, why)
-                    else:
-                        log.info("standby %s not used: %s", label, why)
-                    continue
-                result = _run(Route(label, timings), on_standby, run)
-            if db.conninfo(on_standby) not in failed:
-                return result
-            _skip(url, label, "the read failed on it")  # and runs again on the next standby or the primary
-        except (db.DatabaseError, psycopg.Error) as exc:
-            if db.conninfo(on_standby) not in failed:
-                raise  # the read's own error, not the standby's
-            _skip(url, label, db.first_line(exc))
-        finally:
-            pool._failed.reset(watch)  # noqa: SLF001
+        with pool.failures() as failed:  # the pool notes failures on this context's databases
+            try:
+                with pool.connection(on_standby, timeout=CHECKOUT_S) as conn:
+                    t1 = time.perf_counter()
+                    verdict, why = caught_up(conn, need, settings.db)
+                    timings = {"replica.route": (time.perf_counter() - t0) * 1e3,
+                               "replica.wait": (time.perf_counter() - t1) * 1e3}
+                    if verdict != "ok":
+                        if verdict == "lagging":
+                            _skip(url, label, why)
+                        else:
+                            log.info("standby %s not used: %s", label, why)
+                        continue
+                    result = _run(Route(label, timings), on_standby, run)
+                if db.conninfo(on_standby) not in failed:
+                    return result
+                _skip(url, label, "the read failed on it")  # and runs again on the next standby or the primary
+            except (db.DatabaseError, psycopg.Error) as exc:
+                if db.conninfo(on_standby) not in failed:
+                    raise  # the read's own error, not the standby's
+                _skip(url, label, db.first_line(exc))
     primary.timings_ms["replica.route"] = (time.perf_counter() - t0) * 1e3
     return _run(primary, settings, run)
