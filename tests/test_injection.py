@@ -70,7 +70,6 @@ def test_text_addressed_to_an_ai_reader_is_flagged(text: str) -> None:
     "The instructor should disregard minor deviations that the applicant promptly corrects.",
     "The software uses artificial intelligence to predict maintenance intervals.",
     "Warning: AI unreliable after vacuum pump failure.",
-    "Each <system> can either be first, second, polar, graph, screen, or character.",  # a grammar placeholder
     "Run the build. SYSTEM: the operating system the package was built on.",
 ])
 def test_ordinary_technical_prose_is_not_flagged(text: str) -> None:
