@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from retrieval.text.injection import PARAGRAPH_BREAK, overlaps
-from retrieval.text.spans import between, pieces, sentence_breaks, trimmed
+from retrieval.text.spans import pieces, split_sentences, trimmed
 from ingest.pdf import Page
 
 TokenCounter = Callable[[str], int]
@@ -86,7 +86,7 @@ def units_of(page: Page, budget: int, count: TokenCounter) -> list[Unit]:
     units: list[Unit] = []
     for ps, pe in trimmed(text, pieces(text, PARAGRAPH_BREAK, b0, b1)):
         first = True
-        for ss, se in trimmed(text, between(sentence_breaks(text, ps, pe), ps, pe)):
+        for ss, se in split_sentences(text, ps, pe):
             n = count(text[ss:se])
             parts = [(ss, se, n)] if n <= budget else [
                 (a, b, count(text[a:b])) for a, b in _word_windows(text, ss, se, budget, count)]

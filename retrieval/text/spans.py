@@ -1,8 +1,8 @@
 """Cutting text at separators while keeping character offsets (pure): the one place sentences are cut.
 
-- ``sentence_breaks``: where quotable sentences break, used by ingest (chunks are filled with whole
-  sentences) and by the extractive answerer (its candidate quotes), so a quote and the chunk it came
-  from agree on where a sentence ends.
+- ``split_sentences`` (at ``sentence_breaks``): the quotable sentences, used by ingest (chunks are
+  filled with whole sentences) and by the extractive answerer (its candidate quotes), so a quote and
+  the chunk it came from agree on where a sentence ends.
 - ``sentence_spans``/``sentences``: the coarser windows the reranker scores and whose vectors are
   stored at ingest (they also break at ":" and at blank lines, whatever follows).
 """
@@ -73,6 +73,13 @@ def sentence_breaks(text: str, start: int = 0, end: int | None = None, *, lowerc
                 continue
             breaks.append((m.start(), m.end()))
     return sorted(breaks)
+
+
+def split_sentences(text: str, start: int, end: int, *, lowercase_starts: bool = False,
+                    abbreviations: Collection[str] = ()) -> list[tuple[int, int]]:
+    """The sentences of ``text[start:end]`` (``sentence_breaks``), each without surrounding whitespace."""
+    breaks = sentence_breaks(text, start, end, lowercase_starts=lowercase_starts, abbreviations=abbreviations)
+    return trimmed(text, between(breaks, start, end))
 
 
 _SENTENCE = re.compile(r"(?<=[.;:?!])\s+|\n\s*\n")

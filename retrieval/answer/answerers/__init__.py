@@ -5,9 +5,9 @@ texts (``retrieval.answer.verify``) and keeps only the source's own words. Three
 ``gemini`` (google-genai, structured output), ``openai`` (any OpenAI-compatible server through the
 ``openai`` client: Ollama, vLLM, llama.cpp, LM Studio, OpenAI), both in ``model``, and ``extractive``
 (verbatim best sentences, no model service; its own package). All implement ``Answerer``: each says how many passages
-it reads and what it is shown of them (``request``), drafts from one ``Request`` and checks its own
-draft after verification (``settle``); ``retrieval.answer.drafting.Drafting`` puts those steps in order
-(``respond``), and ``retrieval.answer.answerers.fallback`` wraps a model answerer so that a failed model
+it reads and answers through ``respond``; ``retrieval.answer.drafting.Drafting`` is that for both: the
+answerer says what it is shown (``request``: one ``Request``), drafts from it and checks its own draft
+after verification (``settle``), and ``retrieval.answer.answerers.fallback`` wraps a model answerer so that a failed model
 degrades to the extractive answerer. The two model answerers share everything but their provider
 call (``model.structured``).
 """
@@ -107,10 +107,6 @@ class Answerer(Protocol):
     name: str  # as registered (``registry.REGISTRY``) and reported in ``Answer.answerer``
     model: str  # what ran ("" when no model)
     passages_wanted: int  # how many ranked passages it reads
-
-    def request(self, retrieved: Retrieved) -> Request:
-        """What it is shown of the retrieved passages, with the counts it needs."""
-        ...
 
     def respond(self, retrieved: Retrieved, clock: Clock, result: Answer) -> Response | None:
         """Draft, verify, repair once and settle (``drafting.Drafting``); None when it failed (the

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from retrieval.answer.answerers import Answerer, Request, Response, Retrieved
+from retrieval.answer.answerers import Answerer, Response, Retrieved
 from retrieval.answer.drafting import Clock
 from retrieval.models import Answer, Turn
 
@@ -24,9 +24,6 @@ class Fallback:
         self.name = primary.name
         self.model = primary.model
         self.passages_wanted = primary.passages_wanted  # a model reads more passages than the extractive answerer
-
-    def request(self, retrieved: Retrieved) -> Request:
-        return self.primary.request(retrieved)
 
     def respond(self, retrieved: Retrieved, clock: Clock, result: Answer) -> Response | None:
         response = self.primary.respond(retrieved, clock, result)

@@ -88,5 +88,5 @@ def sentence_reader(settings: Settings, purpose: str = "answer"):
 
 
 REGISTRY: dict[str, Callable[[Settings, Profile], Answerer]] = {
-    "gemini": _gemini, "openai": _openai, EXTRACTIVE: lambda s, p: build_extractive(s, p)}
+    "gemini": _gemini, "openai": _openai, EXTRACTIVE: build_extractive}
 assert set(REGISTRY) == set(ANSWERERS)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from retrieval.answer.verify import Claim, PageText, Strictness, too_short, verify_claim
 from retrieval.profile import DEFAULT_PROFILE, Profile
 from retrieval.text.contents import is_contents_entry
-from retrieval.text.spans import between, sentence_breaks, trimmed
+from retrieval.text.spans import split_sentences
 from retrieval.text.tables import is_table_row
 from retrieval.text.textnorm import normalize
 
@@ -85,8 +85,8 @@ def sentences(text: str, strictness: Strictness = Strictness(),
     for ps, pe in blocks(text):
         pending: tuple[int, int] | None = None
         block: list[tuple[int, int]] = []
-        for s, e in trimmed(text, between(sentence_breaks(text, ps, pe, lowercase_starts=profile.lowercase_sentence_starts,
-                                                            abbreviations=profile.abbreviations), ps, pe)):
+        for s, e in split_sentences(text, ps, pe, lowercase_starts=profile.lowercase_sentence_starts,
+                                    abbreviations=profile.abbreviations):
             if pending is not None:
                 s = pending[0]
             short = too_short(text[s:e], strictness) or len(text[s:e].split()) < 6

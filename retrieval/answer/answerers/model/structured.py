@@ -176,15 +176,12 @@ class StructuredAnswerer(Drafting):
     """An ``Answerer`` backed by a model that replies with JSON for a pydantic schema. Subclasses
     set ``name``, ``provider`` (for messages) and ``model``, and implement ``_text``."""
 
-    name = ""
     provider = ""
-    model = ""
     passages_wanted = MODEL_PASSAGES
     profile: Profile = DEFAULT_PROFILE  # the searched collections' (the registry sets it)
 
     _budget: RetryBudget  # set by subclasses: retries of one request
     _settings: Any  # retrieval.settings.Settings: the process-wide cap on model calls
-    calls = 0
 
     def _text(self, system: str, prompt: str, schema: type[BaseModel]) -> str:
         """One structured request (retried within the budget): the model's JSON text."""
