@@ -98,10 +98,17 @@ def test_the_runner_stops_a_job_at_its_deadline_and_says_so(settings, clean) -> 
                 stopped.set()
                 raise JobLost(job.id)
 
-    runner = JobRunner(queue, execute, heartbeat_s=0.3, poll_s=0.1,
-                       on_lost=lambda job, why: told.append((job.id, why))).start()
+    reported = threading.Event()
+
+    def on_lost(job, why: str) -> None:  # noqa: ANN001
+        told.append((job.id, why))
+        reported.set()
+
+    runner = JobRunner(queue, execute, heartbeat_s=0.3, poll_s=0.1, on_lost=on_lost).start()
     try:
         assert stopped.wait(30), "the job was not stopped"
+        # the heartbeat sets job.lost, then reports: the job may see the first before the second
+        assert reported.wait(5), "the runner did not say why the job stopped"
     finally:
         runner.stop()
     assert told == [(job_id, "expired")]
