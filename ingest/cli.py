@@ -161,10 +161,11 @@ def docs(
     from retrieval.store import db  # noqa: PLC0415
 
     check_collection_names(collection)
-    settings = placed(load_settings(), [collection] if collection else None)
-    ready(settings)
-    with db.connection(settings) as conn:
-        rows = list_documents(conn, collection)
+    rows = []
+    for settings in servers_of(collection):
+        with db.connection(settings) as conn:
+            rows += list_documents(conn, collection)
+    rows.sort(key=lambda r: (r["collection"], r["name"]))
     if json_out:
         emit({"documents": rows})
         return
@@ -200,6 +201,18 @@ def remove(
     typer.echo(f"removed {name} from {', '.join(repr(c) for c in removed)}")
 
 
+def servers_of(collection: str | None) -> list[Settings]:
+    """The primary holding ``collection``, or every primary (``DATABASE_URL``'s and each placement's)
+    when none is named; each ready (migrated)."""
+    from retrieval.store.placement import primaries  # noqa: PLC0415
+
+    settings = load_settings()
+    found = [placed(settings, [collection])] if collection else primaries(settings)
+    for one in found:
+        ready(one)
+    return found
+
+
 collections_app = typer.Typer(help="Collections and the preset each records (its language and text search).",
                                no_args_is_help=True)
 
@@ -210,13 +223,14 @@ def collections_list(json_out: JsonOpt = False) -> None:
     from retrieval.store import db  # noqa: PLC0415
     from retrieval.store.collections import recorded_presets  # noqa: PLC0415
 
-    settings = load_settings()
-    ready(settings)
-    with db.connection(settings) as conn:
-        presets = recorded_presets(conn)
-        counts = {r["collection"]: r["n"] for r in conn.execute(
-            "SELECT collection, count(*) AS n FROM documents GROUP BY collection")}
-    rows = [{"collection": c, "preset": p, "documents": counts.get(c, 0)} for c, p in presets.items()]
+    presets: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for settings in servers_of(None):
+        with db.connection(settings) as conn:
+            presets |= recorded_presets(conn)
+            counts |= {r["collection"]: r["n"] for r in conn.execute(
+                "SELECT collection, count(*) AS n FROM documents GROUP BY collection")}
+    rows = [{"collection": c, "preset": presets[c], "documents": counts.get(c, 0)} for c in sorted(presets)]
     if json_out:
         emit({"collections": rows})
         return
@@ -255,7 +269,7 @@ def collections_set_preset(
     from retrieval.store.collections import set_preset  # noqa: PLC0415
 
     check_collection_names(collection)
-    settings = load_settings()
+    settings = placed(load_settings(), [collection])  # the collection's own primary
     ready(settings)
     try:
         with db.connection(settings) as conn:

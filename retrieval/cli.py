@@ -331,20 +331,25 @@ def db_status(json_out: JsonOpt = False) -> None:
 
 @db_app.command("reembed")
 def db_reembed() -> None:
-    """Re-embed every chunk with the configured CHAPTERVERSE_EMBEDDING_MODEL (one transaction)."""
+    """Re-embed every chunk with the configured CHAPTERVERSE_EMBEDDING_MODEL (one transaction per primary)."""
     from retrieval.store import db, index  # noqa: PLC0415
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
-    settings = load_settings()
-    ready(settings)
+    from retrieval.store.placement import primaries  # noqa: PLC0415
+
+    everywhere = primaries(load_settings())  # DATABASE_URL's and each placement's (CHAPTERVERSE_DB_PLACEMENT)
+    for settings in everywhere:
+        ready(settings)
     try:
-        emb = get_embedder(settings.search.embedding_model)
+        emb = get_embedder(everywhere[0].search.embedding_model)
     except ModelError as exc:
         fail(str(exc))
-    t0 = time.perf_counter()
-    with db.connection(settings) as conn:
-        n = index.reembed(conn, emb.name, emb.dim, emb.embed_chunks)
-    typer.echo(f"re-embedded {n} chunks with {emb.name} ({emb.dim} dims) in {time.perf_counter() - t0:.1f} s")
+    t0, n = time.perf_counter(), 0
+    for settings in everywhere:
+        with db.connection(settings) as conn:
+            n += index.reembed(conn, emb.name, emb.dim, emb.embed_chunks)
+    where = f" on {len(everywhere)} primaries" if len(everywhere) > 1 else ""
+    typer.echo(f"re-embedded {n} chunks{where} with {emb.name} ({emb.dim} dims) in {time.perf_counter() - t0:.1f} s")
 
 
 

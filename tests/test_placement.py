@@ -80,6 +80,24 @@ def test_two_workspaces_on_two_primaries_never_see_each_other_s_documents(tenant
     assert both.refusal and "different databases" in both.reason and not both.citations
 
 
+def test_commands_over_every_collection_reach_every_primary(tenants: Tenants) -> None:
+    listed = run_cli("docs", "--json", env=tenants.env)
+    assert listed.returncode == 0, listed.stderr
+    assert [(d["collection"], d["name"]) for d in json.loads(listed.stdout)["documents"]] == \
+        [(T1, "fuel.pdf"), (T2, "ballast.pdf")]
+    collections = run_cli("collections", "list", "--json", env=tenants.env)
+    assert collections.returncode == 0, collections.stderr
+    assert [c["collection"] for c in json.loads(collections.stdout)["collections"]] == [T1, T2]
+    changed = run_cli("collections", "set-preset", T2, "german", env=tenants.env)  # it used to say "no collection"
+    assert changed.returncode == 0, changed.stderr
+    with psycopg.connect(tenants.b[0].url) as conn:
+        assert conn.execute("SELECT preset FROM collections WHERE collection = %s", (T2,)).fetchone() == ("german",)
+    assert run_cli("collections", "set-preset", T2, "default", env=tenants.env).returncode == 0
+    reembedded = run_cli("db", "reembed", env=tenants.env)
+    assert reembedded.returncode == 0, reembedded.stderr
+    assert "on 2 primaries" in reembedded.stdout, reembedded.stdout
+
+
 def test_the_command_line_lists_searches_and_removes_on_the_collection_s_primary(tenants: Tenants) -> None:
     listed = run_cli("docs", "--collection", T2, "--json", env=tenants.env)
     assert listed.returncode == 0, listed.stderr

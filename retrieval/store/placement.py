@@ -31,6 +31,20 @@ def placed(settings: Settings, collections: Sequence[str] | None) -> Settings:
         raise PlacementError(f"the collections {', '.join(repr(c) for c in collections)} are held by different "
                              "databases (CHAPTERVERSE_DB_PLACEMENT); ask each of them on its own")
     target = targets[0]
-    if target is None:
-        return settings
+    return settings if target is None else _on(settings, target)
+
+
+def _on(settings: Settings, target: Placement) -> Settings:
     return settings.but(db={"url": target.url, "read_urls": target.read_urls, "placement": {}})
+
+
+def primaries(settings: Settings) -> list[Settings]:
+    """The settings of every primary: ``DATABASE_URL``'s first, then each placement's (one per distinct
+    primary), for the commands that act on every collection (``docs``, ``collections list``, ``db reembed``)."""
+    out, seen = [settings], {settings.db.url.get_secret_value() if settings.db.url else None}
+    for target in settings.db.placement.values():
+        url = target.url.get_secret_value()
+        if url not in seen:
+            seen.add(url)
+            out.append(_on(settings, target))
+    return out
