@@ -183,13 +183,22 @@ def remove(
     collection: Annotated[str | None, typer.Option(help="Only from this collection.")] = None,
 ) -> None:
     """Remove a document (its pages and chunks) from the index."""
-    from ingest.store import AmbiguousName, remove_document  # noqa: PLC0415
+    from ingest.store import AmbiguousName, collections_with, remove_document  # noqa: PLC0415
     from retrieval.store import db  # noqa: PLC0415
 
     check_collection_names(collection)
-    settings = placed(load_settings(), [collection] if collection else None)
-    ready(settings)
+    settings = load_settings()
     try:
+        if collection is None and settings.db.placement:  # which primary holds it (CHAPTERVERSE_DB_PLACEMENT)
+            found: list[str] = []
+            for one in servers_of(None):
+                with db.connection(one) as conn:
+                    found += collections_with(conn, name)
+            if len(found) > 1:
+                raise AmbiguousName(name, sorted(found))
+            collection = found[0] if found else None
+        settings = placed(settings, [collection] if collection else None)
+        ready(settings)
         with db.connection(settings) as conn:
             removed = remove_document(conn, name, collection)
     except AmbiguousName as exc:  # the name is right, which one is meant is not: bad input

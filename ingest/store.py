@@ -195,6 +195,15 @@ def list_documents(conn: psycopg.Connection, collection: str | None = None) -> l
 class AmbiguousName(ValueError):
     """The name exists in several collections and none was given."""
 
+    def __init__(self, name: str, found: list[str]) -> None:
+        super().__init__(f"{name!r} is in several collections ({', '.join(found)}); say which with --collection")
+
+
+def collections_with(conn: psycopg.Connection, name: str) -> list[str]:
+    """The collections holding a document named ``name``."""
+    return [r["collection"] for r in conn.execute(
+        "SELECT collection FROM documents WHERE name = %s ORDER BY collection", (name,))]
+
 
 def remove_document(conn: psycopg.Connection, name: str, collection: str | None = None,
                     actor: Actor | None = None) -> list[str]:
@@ -204,11 +213,9 @@ def remove_document(conn: psycopg.Connection, name: str, collection: str | None 
     actor = actor or Actor.local()
     with conn.transaction():
         if collection is None:
-            found = [r["collection"] for r in conn.execute(
-                "SELECT collection FROM documents WHERE name = %s ORDER BY collection", (name,))]
+            found = collections_with(conn, name)
             if len(found) > 1:
-                raise AmbiguousName(f"{name!r} is in several collections ({', '.join(found)}); "
-                                    "say which with --collection")
+                raise AmbiguousName(name, found)
             if not found:
                 return []
             collection = found[0]

@@ -108,6 +108,6 @@ def test_the_command_line_lists_searches_and_removes_on_the_collection_s_primary
     assert out["server"].startswith("replica 1 ") and {r["document"] for r in out["results"]} == {"ballast.pdf"}
     mixed = run_cli("ask", FUEL_Q, "--collection", T1, "--collection", T2, env=tenants.env)
     assert mixed.returncode == 1 and "different databases" in mixed.stderr
-    removed = run_cli("remove", "ballast.pdf", "--collection", T2, env=tenants.env)
+    removed = run_cli("remove", "ballast.pdf", env=tenants.env)  # found on the second primary without --collection
     assert removed.returncode == 0, removed.stderr
     assert _rows(tenants.b[0]) == set() and _rows(tenants.a[0]) == {(T1, "fuel.pdf")}
