@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Container
+from collections.abc import Collection, Container
 
 from ingest.chunk import Chunk, Chunker
 from ingest import passages
@@ -55,8 +55,10 @@ class EmbedAhead:
 
     def __init__(self, embedder: Embedder, count: TokenCounts, budget: int, overlap: int,
                  known: Container[Key] = (), progress: ProgressLog | None = None,
-                 injection: tuple[str, ...] = DEFAULT_RULES, max_chunks: int | None = None) -> None:
+                 injection: tuple[str, ...] = DEFAULT_RULES, max_chunks: int | None = None,
+                 abbreviations: Collection[str] = ()) -> None:
         self._injection = injection
+        self._abbreviations = abbreviations
         self._max_chunks = max_chunks  # past this many chunks the pipeline refuses the document: stop guessing
         self._queued = 0  # characters of the pages handed over and not yet taken (``MAX_QUEUED_CHARS``)
         self._queued_lock = threading.Lock()
@@ -117,7 +119,7 @@ class EmbedAhead:
 
     def _guess(self) -> None:
         running = RunningSoFar()
-        chunker = Chunker(self._count, self._budget, self._overlap)
+        chunker = Chunker(self._count, self._budget, self._overlap, self._abbreviations)
         read: list[PageParts | None] = []  # every page come so far (None once bounded)
         bounded = 0
         current = 0  # the segment whose chunks are being collected

@@ -11,7 +11,7 @@ span, so a chunk's text is exactly the page text it came from.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from retrieval.text.injection import PARAGRAPH_BREAK, overlaps
@@ -80,13 +80,13 @@ def _word_windows(text: str, s: int, e: int, budget: int, count: TokenCounter) -
     return out
 
 
-def units_of(page: Page, budget: int, count: TokenCounter) -> list[Unit]:
+def units_of(page: Page, budget: int, count: TokenCounter, abbreviations: Collection[str] = ()) -> list[Unit]:
     text = page.text
     b0, b1 = page.body
     units: list[Unit] = []
     for ps, pe in trimmed(text, pieces(text, PARAGRAPH_BREAK, b0, b1)):
         first = True
-        for ss, se in split_sentences(text, ps, pe):
+        for ss, se in split_sentences(text, ps, pe, abbreviations=abbreviations):
             n = count(text[ss:se])
             parts = [(ss, se, n)] if n <= budget else [
                 (a, b, count(text[a:b])) for a, b in _word_windows(text, ss, se, budget, count)]
@@ -126,8 +126,10 @@ class Chunker:
     then ``finish`` for the last. A chunk is complete once a later unit would not join it, so the
     chunks come out as they would from all pages at once (``chunk_pages`` is this loop)."""
 
-    def __init__(self, count: TokenCounter, budget: int = 200, overlap: int = 40) -> None:
+    def __init__(self, count: TokenCounter, budget: int = 200, overlap: int = 40,
+                 abbreviations: Collection[str] = ()) -> None:
         self.count, self.budget, self.overlap = count, budget, overlap
+        self.abbreviations = abbreviations  # the preset's: no sentence ends at "(p." before "181)"
         self._texts: dict[int, str] = {}  # the texts of the pages the open group may still reach back to
         self._title = ""  # the section title in force
         self._group: list[tuple[Unit, str]] = []  # the open chunk's units, each with the title in force at it
@@ -138,7 +140,7 @@ class Chunker:
         self._texts[page.number] = page.text
         pending = list(_section_titles(page))
         out: list[Chunk] = []
-        for u in units_of(page, self.budget, self.count):
+        for u in units_of(page, self.budget, self.count, self.abbreviations):
             while pending and pending[0][0] <= u.start:
                 self._title = pending.pop(0)[1]
             self._take(u, self._title, out)
@@ -192,7 +194,8 @@ class Chunker:
                      sum(u.tokens for u, _ in group), context, tuple(inner), first.untrusted)
 
 
-def chunk_pages(pages: Sequence[Page], count: TokenCounter, budget: int = 200, overlap: int = 40) -> list[Chunk]:
-    chunker = Chunker(count, budget, overlap)
+def chunk_pages(pages: Sequence[Page], count: TokenCounter, budget: int = 200, overlap: int = 40,
+                abbreviations: Collection[str] = ()) -> list[Chunk]:
+    chunker = Chunker(count, budget, overlap, abbreviations)
     chunks = [c for p in pages for c in chunker.add(p)]
     return chunks + chunker.finish()

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 # Bump when extraction or chunking changes: documents indexed by an older pipeline are re-indexed
 # when ingested again, instead of being skipped as unchanged.
-PIPELINE_VERSION = "2026-12-04.1"  # .4 (12-04.1): chunk and sentence vectors from one int8 ONNX pass (retrieval.encode.passage_encoder); .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
+PIPELINE_VERSION = "2026-12-05.1"  # 12-05.1: no sentence (so no chunk) ends after an abbreviation before a digit ("(p. 181)"); .4 (12-04.1): chunk and sentence vectors from one int8 ONNX pass (retrieval.encode.passage_encoder); .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
 # (Embedding by segments of 256 pages, ingest.passages, is not a new version: a document of up to 256 pages
 # is embedded bit for bit as before; a longer one differs only in which chunks share a batch.)
 
@@ -140,11 +140,12 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
         reuse = store.reusable_vectors(conn, collection, src.name, PIPELINE_VERSION)
     count = TokenCounts(embedder.count_tokens)
     made_ahead: dict[int, Segment] = {}
+    profile = ingest_profile(settings, collection)  # the collection's preset: injection rules, abbreviations
     if parsed is None:
-        injection = ingest_profile(settings, collection).injection  # the rule sets of the collection's preset
+        injection = profile.injection
         ahead = EmbedAhead(embedder, count, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens,
                            known=reuse, progress=progress, injection=injection,
-                           max_chunks=settings.ingest.max_document_chunks)
+                           max_chunks=settings.ingest.max_document_chunks, abbreviations=profile.abbreviations)
         try:
             parsed = read_pdf(settings, src, quiet, progress, ahead, injection)
         except BaseException:
@@ -156,7 +157,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
         on_progress(f"{src.name}: {len(pages)} pages extracted")
     if progress:
         progress.begin("splitting into passages")
-    chunks = chunk_pages(pages, count, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens)
+    chunks = chunk_pages(pages, count, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens,
+                         profile.abbreviations)
     if len(chunks) > settings.ingest.max_document_chunks:
         raise InputError(f"{src.origin}: {len(chunks):,} passages; the limit is {settings.ingest.max_document_chunks:,} "
                          "(CHAPTERVERSE_MAX_DOCUMENT_CHUNKS)")

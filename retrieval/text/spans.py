@@ -60,19 +60,27 @@ _LAST_WORD = re.compile(r"(\S+)[\"')\]]?\s*\Z")
 def sentence_breaks(text: str, start: int = 0, end: int | None = None, *, lowercase_starts: bool = False,
                     abbreviations: Collection[str] = ()) -> list[tuple[int, int]]:
     """Where sentences break in ``text[start:end]``: after ".", ";", "?" or "!" before a capital, a
-    digit, a bracket or a quote; with ``lowercase_starts`` also after ".", "?" or "!" before a
-    lower-case word (software manuals open sentences with command names), unless the word before
-    the stop is one of ``abbreviations`` ("e.g. the", "cf. set") or a single letter ("x. y")."""
+    digit, a bracket or a quote, except after one of ``abbreviations`` before a digit ("see set
+    palette (p. 181)", "Fig. 3", "No. 5"); with ``lowercase_starts`` also after ".", "?" or "!"
+    before a lower-case word (software manuals open sentences with command names), unless the word
+    before the stop is one of ``abbreviations`` ("e.g. the", "cf. set") or a single letter ("x. y")."""
     end = len(text) if end is None else end
-    breaks = [(m.start(), m.end()) for m in SENTENCE_BREAK.finditer(text, start, end)]
+    breaks = [(m.start(), m.end()) for m in SENTENCE_BREAK.finditer(text, start, end)
+              if not (text[m.end()].isdigit() and _word_before(text, start, m.start()) in abbreviations)]
     if lowercase_starts:
         for m in _BREAK_BEFORE_LOWER.finditer(text, start, end):
-            last = _LAST_WORD.search(text, start, m.start() + 1)
-            word = last.group(1).lower() if last else ""
+            word = _word_before(text, start, m.start())
             if word in abbreviations or len(word.rstrip(".?!")) <= 1:
                 continue
             breaks.append((m.start(), m.end()))
     return sorted(breaks)
+
+
+def _word_before(text: str, start: int, stop: int) -> str:
+    """The word ending with the stop at ``stop``, lower-cased, without opening brackets or quotes:
+    "(p." is "p."."""
+    last = _LAST_WORD.search(text, start, stop + 1)
+    return last.group(1).lower().lstrip("([{\"'“‘") if last else ""
 
 
 def split_sentences(text: str, start: int, end: int, *, lowercase_starts: bool = False,
