@@ -300,10 +300,11 @@ def search(
 
 @db_app.command("status")
 def db_status(json_out: JsonOpt = False) -> None:
-    """Where the index lives, its schema version and embedding model."""
+    """Where the index lives, its schema version and embedding model (and each placement primary's counts)."""
     from retrieval.store import db, index  # noqa: PLC0415
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
     from retrieval.search.rerank import describe as describe_reranker  # noqa: PLC0415
+    from retrieval.store.placement import primaries  # noqa: PLC0415
 
     settings = load_settings()
     ready(settings)
@@ -322,11 +323,36 @@ def db_status(json_out: JsonOpt = False) -> None:
             "schema": version, "embedding_model": rec[0] if rec else None,
             "embedding_dim": rec[1] if rec else None, **counts, "reranker": describe_reranker(settings.search.reranker),
             "query_encoder": encoder, "passage_encoder": passages}
+    if settings.db.placement:
+        info["placed"] = [placed_status(one) for one in primaries(settings)[1:]]
     if json_out:
         emit(info)
     else:
         for key, val in info.items():
-            typer.echo(f"{key}: {val}")
+            if key == "placed":
+                for p in val:
+                    typer.echo(f"placed: {p['server']}: " + (f"unavailable ({p['error']})" if "error" in p else
+                               f"{p['documents']} documents, {p['chunks']} chunks, {p['embedding_model']}"))
+            else:
+                typer.echo(f"{key}: {val}")
+
+
+def placed_status(settings: Settings) -> dict[str, object]:
+    """What ``db status`` says of a placement's primary (CHAPTERVERSE_DB_PLACEMENT): its address, documents,
+    chunks and embedding model, or why it cannot say."""
+    from retrieval.store import db, index  # noqa: PLC0415
+    from retrieval.store.replicas import address  # noqa: PLC0415
+
+    out: dict[str, object] = {"server": address(settings.db.url.get_secret_value())}
+    try:
+        db.ready(settings)
+        with db.connection(settings) as conn:
+            rec = index.recorded_model(conn)
+            out |= conn.execute("SELECT (SELECT count(*) FROM documents) AS documents, "
+                                "(SELECT count(*) FROM chunks) AS chunks").fetchone()
+    except DatabaseError as exc:
+        return out | {"error": db.first_line(exc)}
+    return out | {"embedding_model": rec[0] if rec else None}
 
 
 @db_app.command("reembed")

@@ -93,6 +93,10 @@ def test_commands_over_every_collection_reach_every_primary(tenants: Tenants) ->
     with psycopg.connect(tenants.b[0].url) as conn:
         assert conn.execute("SELECT preset FROM collections WHERE collection = %s", (T2,)).fetchone() == ("german",)
     assert run_cli("collections", "set-preset", T2, "default", env=tenants.env).returncode == 0
+    status = run_cli("db", "status", "--json", env=tenants.env)
+    assert status.returncode == 0, status.stderr
+    (other,) = json.loads(status.stdout)["placed"]
+    assert other["server"].endswith(f":{tenants.b[0].port}") and other["documents"] == 1, other
     reembedded = run_cli("db", "reembed", env=tenants.env)
     assert reembedded.returncode == 0, reembedded.stderr
     assert "on 2 primaries" in reembedded.stdout, reembedded.stdout
