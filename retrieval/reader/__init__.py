@@ -147,10 +147,5 @@ def load_reader(directory: Path | None = None) -> Reader:
         return _cached(str(directory or reader_dir()))
 
 
-def available(directory: Path | None = None) -> bool:
-    d = directory or reader_dir()
-    return (d / "card.json").is_file()
-
-
 def card_of(directory: Path | None = None) -> Card:
     return Card.model_validate(json.loads(((directory or reader_dir()) / "card.json").read_text()))
