@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 
 from ingest.mupdf import pymupdf
@@ -332,3 +332,10 @@ def pages_from(raw: Sequence[PageParts], running: Container[str],
                injection: tuple[str, ...] = DEFAULT_RULES) -> list[Page]:
     """The pages, with body bounds (``running`` lines excluded), body headings and untrusted spans."""
     return [page_from(i + 1, parts, running, injection) for i, parts in enumerate(raw)]
+
+
+def extract(doc: pymupdf.Document, progress: Iterable[int] | None = None) -> list[Page]:
+    """Every page of ``doc`` with visible text, label, headings and body bounds (in this process;
+    ingest parses in a limited child process, ``ingest.isolate``)."""
+    raw = [page_parts(doc[i]) for i in (progress if progress is not None else range(doc.page_count))]
+    return pages_from(raw, find_running_lines([r[0] for r in raw]))
