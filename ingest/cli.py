@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ingest.sources import InputError, Source, expand, is_url, load, redact_urls
-from retrieval.clikit import JsonOpt, check_collection_names, emit, fail, load_settings, placed, ready
+from retrieval.clikit import JsonOpt, check_collection_names, emit, fail, load_settings, placed, ready, servers
 from retrieval.settings import Settings, SettingsError, preset_description, preset_names, preset_profile
 from retrieval.store.db import DatabaseError
 from retrieval.encode.embed import ModelError
@@ -162,7 +162,7 @@ def docs(
 
     check_collection_names(collection)
     rows = []
-    for settings in servers_of(collection):
+    for settings in servers(load_settings(), collection):
         with db.connection(settings) as conn:
             rows += list_documents(conn, collection)
     rows.sort(key=lambda r: (r["collection"], r["name"]))
@@ -191,7 +191,7 @@ def remove(
     try:
         if collection is None and settings.db.placement:  # which primary holds it (CHAPTERVERSE_DB_PLACEMENT)
             found: list[str] = []
-            for one in servers_of(None):
+            for one in servers(settings, None):
                 with db.connection(one) as conn:
                     found += collections_with(conn, name)
             if len(found) > 1:
@@ -210,18 +210,6 @@ def remove(
     typer.echo(f"removed {name} from {', '.join(repr(c) for c in removed)}")
 
 
-def servers_of(collection: str | None) -> list[Settings]:
-    """The primary holding ``collection``, or every primary (``DATABASE_URL``'s and each placement's)
-    when none is named; each ready (migrated)."""
-    from retrieval.store.placement import primaries  # noqa: PLC0415
-
-    settings = load_settings()
-    found = [placed(settings, [collection])] if collection else primaries(settings)
-    for one in found:
-        ready(one)
-    return found
-
-
 collections_app = typer.Typer(help="Collections and the preset each records (its language and text search).",
                                no_args_is_help=True)
 
@@ -234,7 +222,7 @@ def collections_list(json_out: JsonOpt = False) -> None:
 
     presets: dict[str, str] = {}
     counts: dict[str, int] = {}
-    for settings in servers_of(None):
+    for settings in servers(load_settings(), None):
         with db.connection(settings) as conn:
             presets |= recorded_presets(conn)
             counts |= {r["collection"]: r["n"] for r in conn.execute(

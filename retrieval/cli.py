@@ -38,6 +38,7 @@ from retrieval.clikit import (  # noqa: E402
     process_age_s,
     ready,
     report_timings,
+    servers,
     stage_ms,
     timed,
 )
@@ -301,7 +302,7 @@ def search(
 @db_app.command("status")
 def db_status(json_out: JsonOpt = False) -> None:
     """Where the index lives, its schema version and embedding model (and each placement primary's counts)."""
-    from retrieval.store import db, index  # noqa: PLC0415
+    from retrieval.store import db  # noqa: PLC0415
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
     from retrieval.search.rerank import describe as describe_reranker  # noqa: PLC0415
     from retrieval.store.placement import primaries  # noqa: PLC0415
@@ -309,9 +310,7 @@ def db_status(json_out: JsonOpt = False) -> None:
     settings = load_settings()
     ready(settings)
     with db.connection(settings) as conn:
-        rec = index.recorded_model(conn)
-        counts = conn.execute("SELECT (SELECT count(*) FROM documents) AS documents, "
-                              "(SELECT count(*) FROM chunks) AS chunks").fetchone()
+        rec, counts = _contents(conn)
         version = db.schema_version([r["migration_id"] for r in conn.execute(
             "SELECT migration_id FROM _yoyo_migration").fetchall()])
     try:
@@ -340,19 +339,26 @@ def db_status(json_out: JsonOpt = False) -> None:
 def placed_status(settings: Settings) -> dict[str, object]:
     """What ``db status`` says of a placement's primary (CHAPTERVERSE_DB_PLACEMENT): its address, documents,
     chunks and embedding model, or why it cannot say."""
-    from retrieval.store import db, index  # noqa: PLC0415
+    from retrieval.store import db  # noqa: PLC0415
     from retrieval.store.replicas import address  # noqa: PLC0415
 
     out: dict[str, object] = {"server": address(settings.db.url.get_secret_value())}
     try:
         db.ready(settings)
         with db.connection(settings) as conn:
-            rec = index.recorded_model(conn)
-            out |= conn.execute("SELECT (SELECT count(*) FROM documents) AS documents, "
-                                "(SELECT count(*) FROM chunks) AS chunks").fetchone()
+            rec, counts = _contents(conn)
     except DatabaseError as exc:
         return out | {"error": db.first_line(exc)}
-    return out | {"embedding_model": rec[0] if rec else None}
+    return out | counts | {"embedding_model": rec[0] if rec else None}
+
+
+def _contents(conn) -> tuple[tuple[str, int] | None, dict[str, int]]:  # noqa: ANN001
+    """A database's recorded embedding model (name, dim) and its documents' and chunks' counts."""
+    from retrieval.store import index  # noqa: PLC0415
+
+    counts = conn.execute("SELECT (SELECT count(*) FROM documents) AS documents, "
+                          "(SELECT count(*) FROM chunks) AS chunks").fetchone()
+    return index.recorded_model(conn), counts
 
 
 @db_app.command("reembed")
@@ -361,11 +367,7 @@ def db_reembed() -> None:
     from retrieval.store import db, index  # noqa: PLC0415
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
-    from retrieval.store.placement import primaries  # noqa: PLC0415
-
-    everywhere = primaries(load_settings())  # DATABASE_URL's and each placement's (CHAPTERVERSE_DB_PLACEMENT)
-    for settings in everywhere:
-        ready(settings)
+    everywhere = servers(load_settings(), None)  # DATABASE_URL's and each placement's (CHAPTERVERSE_DB_PLACEMENT)
     try:
         emb = get_embedder(everywhere[0].search.embedding_model)
     except ModelError as exc:

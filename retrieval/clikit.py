@@ -127,3 +127,14 @@ def ready(settings: Settings) -> None:
             db.ready(settings)
     except DatabaseError as exc:
         fail(str(exc))
+
+
+def servers(settings: Settings, collection: str | None) -> list[Settings]:
+    """The primary holding ``collection``, or every primary (``DATABASE_URL``'s and each placement's,
+    ``retrieval.store.placement.primaries``) when none is named; each ready (migrated)."""
+    from retrieval.store.placement import primaries  # noqa: PLC0415
+
+    found = [placed(settings, [collection])] if collection else primaries(settings)
+    for one in found:
+        ready(one)
+    return found
