@@ -15,7 +15,7 @@ import numpy as np
 from retrieval.encode.embed import get_embedder
 from chapterverse_lab.evaluate import load_questions
 from retrieval.search.filters import Scope
-from retrieval.search.rerank import SENTENCES, choose
+from retrieval.search.rerank import choose
 from retrieval.search.search import SearchConfig, default_config, search_with
 from chapterverse_lab.results import machine, stamp
 from retrieval.settings import Settings
@@ -33,8 +33,7 @@ def setups(settings: Settings) -> dict[str, SearchConfig]:
     base = default_config(settings)
     out = {
         "default": base,
-        "parallel legs, no rerank": base.model_copy(update={"reranker": "none", "mode": "parallel"}),
-        "single connection, no rerank": base.model_copy(update={"reranker": "none", "mode": "single"}),
+        "no rerank": base.model_copy(update={"reranker": "none"}),
     }
     return out
 
@@ -56,19 +55,9 @@ def run(settings: Settings, questions_path: Path, collections: Sequence[str] | N
                 res = search_with(settings, q, k, scope, cfg)
                 for stage, ms in res.timings_ms.items():
                     stages[name].setdefault(stage, []).append(ms)
-    results = {name: {"mode": cfg.mode, "reranker_ran": choose(cfg.reranker or settings.search.reranker, embedder).name,
+    results = {name: {"reranker_ran": choose(cfg.reranker or settings.search.reranker, embedder).name,
                       "stages_ms": {s: percentiles(v) for s, v in stages[name].items()}}
                for name, cfg in configs.items()}
-    # Sentences embedded per query (before their vectors were stored) is ~10x slower than everything
-    # else: one pass, on its own, after.
-    slow = default_config(settings).model_copy(update={"reranker": SENTENCES, "stored_sentences": False})
-    slow_stages: dict[str, list[float]] = {}
-    for q in questions:
-        for stage, ms in search_with(settings, q, k, scope, slow).timings_ms.items():
-            slow_stages.setdefault(stage, []).append(ms)
-    results["bi-encoder-sentences, sentences embedded per query (before; 1 pass)"] = {
-        "mode": slow.mode, "reranker_ran": choose(SENTENCES, embedder).name,
-        "stages_ms": {s: percentiles(v) for s, v in slow_stages.items()}}
     base = default_config(settings)
     return {
         **stamp(command),
@@ -81,10 +70,9 @@ def run(settings: Settings, questions_path: Path, collections: Sequence[str] | N
                           "database": "external (DATABASE_URL)" if settings.db.url else "embedded Postgres"},
         "stage_notes": {
             "embed_query": "bi-encoder query embedding (dense leg only)",
-            "keyword": "BM25: single mode, scoring the postings in numpy; parallel: reading and scoring them on its own connection, overlapping embed_query + vector",
-            "vector": "pgvector nearest neighbours (exact up to 20,000 chunks, HNSW beyond; parallel mode)",
-            "legs": "wall time of both legs together (parallel: max of the two paths)",
-            "legs_sql": "single mode: the one statement of both legs (postings rows and nearest chunks), after embed_query",
+            "keyword": "BM25: scoring the postings rows in numpy",
+            "legs": "wall time of both legs together",
+            "legs_sql": "the one statement of both legs (postings rows and nearest chunks), after embed_query",
             "fuse": "RRF + fetching the fused candidates' rows + near-duplicate removal",
             "rerank": "second stage (0 when none; sentence reranker: one SQL statement over the stored "
                       "sentence vectors)",

@@ -21,12 +21,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psycopg
 from pydantic import BaseModel, ConfigDict
 
 from retrieval.store import pool
 from retrieval.encode.embed import get_embedder
 from retrieval.search.filters import Scope
-from retrieval.search.keyword import BM25Params
+from retrieval.search.keyword import BM25Params, _hits
 from retrieval.search.fuse import Hit
 from retrieval.models import Passage
 from retrieval.search.rerank import NONE, SENTENCES, Choice, choose
@@ -110,6 +111,47 @@ class Variant(BaseModel):
     note: str = ""
 
 
+# The baseline keyword rankings BM25 was measured against (the product ranks by BM25 only).
+SCOPE_TEXT_SEARCH = "(SELECT coalesce(min(d.text_search::text), 'english')::regconfig FROM documents d WHERE {dcond})"
+
+
+def websearch(conn: psycopg.Connection, query: str, limit: int, scope: Scope) -> list[Hit]:
+    """``websearch_to_tsquery`` (every word required) ranked by ``ts_rank_cd``: the usual way, weak."""
+    rows = conn.execute(
+        f"SELECT c.collection, c.id AS chunk_id, ts_rank_cd(c.tsv, tq) AS score FROM {scope.from_clause()}, "
+        f"websearch_to_tsquery({SCOPE_TEXT_SEARCH.format(dcond=scope.documents_sql('d'))}, %(query)s) tq "
+        f"WHERE {scope.sql()} AND c.tsv @@ tq ORDER BY score DESC, c.id LIMIT %(limit)s",
+        {**scope.params(), "query": query, "limit": limit}).fetchall()
+    return _hits(rows)
+
+
+def or_rank(conn: psycopg.Connection, query: str, limit: int, scope: Scope) -> list[Hit]:
+    """Any lexeme of the query, ranked by ``ts_rank_cd`` (no IDF: common words weigh as much as rare)."""
+    rows = conn.execute(
+        f"WITH qq AS (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tq "
+        f"FROM unnest(to_tsvector({SCOPE_TEXT_SEARCH.format(dcond=scope.documents_sql('d'))}, %(query)s))) "
+        f"SELECT c.collection, c.id AS chunk_id, ts_rank_cd(c.tsv, qq.tq) AS score FROM {scope.from_clause()}, qq "
+        f"WHERE {scope.sql()} AND c.tsv @@ qq.tq ORDER BY score DESC, c.id LIMIT %(limit)s",
+        {**scope.params(), "query": query, "limit": limit}).fetchall()
+    return _hits(rows)
+
+
+BASELINES = {"websearch": websearch, "or_rank": or_rank}
+
+
+def legs_by_method(settings: Settings, embedder, query: str, cfg: SearchConfig, scope: Scope,
+                   methods: Sequence[str]) -> dict[str, Legs]:
+    """The product's legs (BM25 + dense), and for each baseline ranking the same dense leg beside it."""
+    legs = run_legs(settings, embedder, query, cfg, scope)
+    out = {"bm25": legs}
+    with pool.connection(settings) as conn:
+        for m in methods:
+            if m != "bm25":
+                out[m] = Legs(lists={"keyword": BASELINES[m](conn, query, cfg.depth, scope),
+                                     "dense": legs.lists["dense"]}, query_vector=legs.query_vector)
+    return out
+
+
 def variants(settings: Settings) -> list[Variant]:
     """Keyword-only (three rankings), dense-only, RRF, and RRF + each reranker available here."""
     out = [
@@ -154,15 +196,13 @@ def evaluate(settings: Settings, questions_path: Path, collections: Sequence[str
     per_variant_ndcg: dict[str, list[float]] = {v.name: [] for v in vs}
     methods = sorted({v.keyword_method for v in vs})
     for q in answerable:
-        all_legs = {m: run_legs(settings, embedder, q.question,
-                                base_cfg.model_copy(update={"keyword_method": m}), scope) for m in methods}
+        all_legs = legs_by_method(settings, embedder, q.question, base_cfg, scope, methods)
         named = named_in(settings, q.question, scope) if base_cfg.named_first else []
-        named_legs = {m: run_legs(settings, embedder, q.question, base_cfg.model_copy(update={"keyword_method": m}),
-                                  Scope(scope.collections, tuple(named))) for m in methods} if named else {}
+        named_legs = legs_by_method(settings, embedder, q.question, base_cfg, Scope(scope.collections, tuple(named)),
+                                    methods) if named else {}
         per_q[q.id] = {}
         for v in vs:
-            cfg = base_cfg.model_copy(update={"legs": v.legs, "keyword_method": v.keyword_method,
-                                              "rerank_weight": v.rerank_weight, "reranker": v.reranker})
+            cfg = base_cfg.model_copy(update={"rerank_weight": v.rerank_weight, "reranker": v.reranker})
             with pool.connection(settings) as conn:
                 passages: list[Passage] = []
                 if named_legs:  # as search() does: the documents the question names by title first
@@ -219,7 +259,7 @@ def _default_variant_name(vs: Sequence[Variant], choices: dict[str, Choice], def
                           cfg: SearchConfig) -> str | None:
     """The evaluated variant that does what ``search()`` does with the current settings."""
     for v in vs:
-        if v.legs == cfg.legs and v.keyword_method == cfg.keyword_method \
+        if v.legs == ("keyword", "dense") and v.keyword_method == "bm25" \
                 and choices[v.name].name == default_choice.name \
                 and (default_choice.name == NONE or v.rerank_weight == cfg.rerank_weight):
             return v.name

@@ -30,9 +30,6 @@ in the same order as the SQL sum, so the scores are bit-equal to ``bm25_all_sql`
 
 ``bm25_all_sql`` scores every candidate of the GIN index the plain way in SQL (unnest and join), kept
 as the reference the tests compare against.
-
-Two simpler rankings are kept for the evaluation that justified BM25: ``websearch`` (AND
-semantics, ``ts_rank_cd``) and ``or_rank`` (OR of lexemes, ``ts_rank_cd``).
 """
 
 from __future__ import annotations
@@ -40,7 +37,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Literal
 
 import numpy as np
 import psycopg
@@ -50,8 +46,6 @@ from retrieval.search.filters import Scope
 from retrieval.search.fuse import Hit
 from retrieval.store.postings import POSTING, decode
 from retrieval.text.identifiers import identifier_terms
-
-KeywordMethod = Literal["bm25", "websearch", "or_rank"]
 
 @dataclass(frozen=True)
 class BM25Params:
@@ -71,11 +65,6 @@ def _score_all_sql(cand: str) -> str:
                         FROM unnest(cand.tsv) u) tf
     JOIN idf ON idf.lexeme = tf.lexeme
     GROUP BY cand.collection, cand.id"""
-
-
-# The text-search configuration of the scope's documents (the baseline rankers take one; BM25 takes
-# the union of every configuration's lexemes, ``_head_sql``)
-SCOPE_TEXT_SEARCH = "(SELECT coalesce(min(d.text_search::text), 'english')::regconfig FROM documents d WHERE {dcond})"
 
 
 def lexemes_sql(scope: Scope, text_param: str) -> str:
@@ -243,35 +232,3 @@ def bm25_all(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Sc
     """The same ranking without pruning (every chunk with any query lexeme is scored): the reference."""
     rows = conn.execute(bm25_all_sql(scope), bm25_params(query, limit, scope, params)).fetchall()
     return _hits(rows)
-
-
-def websearch(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Scope()) -> list[Hit]:
-    """``websearch_to_tsquery`` (every word required) ranked by ``ts_rank_cd``: the usual way, weak."""
-    rows = conn.execute(
-        f"SELECT c.collection, c.id AS chunk_id, ts_rank_cd(c.tsv, tq) AS score FROM {scope.from_clause()}, "
-        f"websearch_to_tsquery({SCOPE_TEXT_SEARCH.format(dcond=scope.documents_sql('d'))}, %(query)s) tq WHERE {scope.sql()} AND c.tsv @@ tq "
-        f"ORDER BY score DESC, c.id LIMIT %(limit)s",
-        {**scope.params(), "query": query, "limit": limit}).fetchall()
-    return _hits(rows)
-
-
-def or_rank(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Scope()) -> list[Hit]:
-    """Any lexeme of the query, ranked by ``ts_rank_cd`` (no IDF: common words weigh as much as rare)."""
-    rows = conn.execute(
-        f"WITH qq AS (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tq "
-        f"FROM unnest(to_tsvector({SCOPE_TEXT_SEARCH.format(dcond=scope.documents_sql('d'))}, %(query)s))) "
-        f"SELECT c.collection, c.id AS chunk_id, ts_rank_cd(c.tsv, qq.tq) AS score FROM {scope.from_clause()}, qq "
-        f"WHERE {scope.sql()} AND c.tsv @@ qq.tq ORDER BY score DESC, c.id LIMIT %(limit)s",
-        {**scope.params(), "query": query, "limit": limit}).fetchall()
-    return _hits(rows)
-
-
-def keyword(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Scope(),
-            method: KeywordMethod = "bm25") -> list[Hit]:
-    if method == "bm25":
-        return bm25(conn, query, limit, scope)
-    if method == "websearch":
-        return websearch(conn, query, limit, scope)
-    if method == "or_rank":
-        return or_rank(conn, query, limit, scope)
-    raise ValueError(f"unknown keyword method {method!r}")

@@ -1,14 +1,11 @@
-"""Hybrid search: BM25 keyword search and pgvector search in parallel, RRF (k=60), rerank, diversify.
+"""Hybrid search: BM25 keyword search and pgvector search, RRF (k=60), rerank, diversify.
 
 The pipeline for one query:
 
 1. **Legs.** BM25 over the postings stored at ingest (``retrieval.search.keyword``) and pgvector
    nearest neighbours (``retrieval.search.vector``: exact in small scopes, HNSW in large ones).
-   Default (``mode="single"``): the query is embedded, then one statement returns the keyword leg's
-   postings rows (scored here in numpy) and the dense leg's nearest chunks: one round trip.
-   ``mode="parallel"``: the keyword leg
-   starts at once on its own connection in a thread while this thread embeds the query and runs the
-   dense leg on a second connection. ``chapterverse eval latency`` measures both.
+   The query is embedded, then one statement returns the keyword leg's postings rows (scored here
+   in numpy) and the dense leg's nearest chunks: one round trip.
 2. **Fuse** the two ranked lists by reciprocal rank fusion with k = 60.
 3. **Fetch** the best ``fetch_depth`` fused chunks' rows and drop near-duplicates (same text, or
    mostly inside a better-ranked chunk of the same document).
@@ -21,10 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import psycopg
@@ -34,26 +29,21 @@ from pydantic import BaseModel, Field
 from retrieval.store import db, index, pool, replicas
 from retrieval.encode.embed import Embedder, get_embedder
 from retrieval.search.filters import Scope
-from retrieval.search.fuse import RRF_K, Fused, Hit, Span, diversify, near_duplicates, rrf
-from retrieval.search.keyword import KeywordMethod, keyword, lexemes_sql
+from retrieval.search.fuse import RRF_K, Hit, Span, diversify, near_duplicates, rrf
+from retrieval.search.keyword import bm25_params, lexemes_sql, postings_sql, top_scores
 from retrieval.models import Passage, SearchResult, StageScores
 from retrieval.search.named import named_documents, title_cues
 from retrieval.search.rerank import Choice, SentenceReranker, choose
 from retrieval.encode.sentence_index import STORED_SCORE_SQL, half_vector, rerank_text
 from retrieval.settings import Settings
 from retrieval.store.collections import collection_profile
-from retrieval.search.vector import dense as dense_hits
+from retrieval.search.vector import configure, nearest_hits, nearest_sql
 
 log = logging.getLogger(__name__)
-
-Leg = Literal["keyword", "dense"]
-
 
 class SearchConfig(BaseModel):
     """How a search runs. ``search()`` uses the defaults plus the reranker named in Settings."""
 
-    legs: tuple[Leg, ...] = ("keyword", "dense")
-    keyword_method: KeywordMethod = "bm25"
     depth: int = Field(default=10, ge=1, le=1000, description="Candidates per leg before fusion.")
     rrf_k: int = Field(default=RRF_K, ge=0)
     fetch_depth: int = Field(default=30, ge=1, le=1000, description="Fused candidates fetched and reranked.")
@@ -62,15 +52,7 @@ class SearchConfig(BaseModel):
     rerank_weight: float = Field(default=0.3, ge=0.0, le=1.0,
                                  description="For the bi-encoder fallback: share of its rank in the final "
                                  "reciprocal-rank score (the fused rank has the rest).")
-    mode: Literal["parallel", "single"] = Field(
-        default="single", description="'single': both legs in one statement after embedding the query (one "
-        "round trip; the keyword leg's postings are scored in numpy); 'parallel': keyword leg on a second "
-        "connection in a thread while the query is embedded and the dense leg runs (at 1M chunks measured "
-        "85/130 ms p50/p95 against about 100/145 for 'single'; two connections per question).")
     reranker: str | None = None  # None: Settings.reranker
-    stored_sentences: bool = Field(
-        default=True, description="Sentence reranker: use the sentence vectors stored at ingest (False: embed "
-        "the candidates' sentences per query, as before they were stored; kept to measure the difference).")
     named_first: bool = Field(
         default=True, description="Search the documents the question names by their title first "
         "(``retrieval.search.named``: \"in gnuplot, …\"), then the rest.")
@@ -121,7 +103,6 @@ def span_of(row: Mapping) -> Span:
 
 _checked: set[tuple[str, str, int]] = set()
 _checked_lock = threading.Lock()
-_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="cv-search")
 
 
 def check_model(settings: Settings, embedder: Embedder) -> None:
@@ -141,68 +122,27 @@ class Legs:
     """The ranked lists of one query, plus what they cost."""
 
     lists: dict[str, list[Hit]]
-    query_vector: np.ndarray | None = None
+    query_vector: np.ndarray
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
-def _timed(fn: Callable[[], list[Hit]]) -> tuple[list[Hit], float]:
-    t = time.perf_counter()
-    out = fn()
-    return out, (time.perf_counter() - t) * 1e3
-
-
-def _keyword_leg(settings: Settings, query: str, cfg: SearchConfig, scope: Scope) -> tuple[list[Hit], float]:
-    with pool.connection(settings) as conn:
-        return _timed(lambda: keyword(conn, query, cfg.depth, scope, cfg.keyword_method))
-
-
 def run_legs(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
-    """The ranked lists: both legs on one connection (``single``), or on two in parallel."""
-    if cfg.mode == "single" and set(cfg.legs) == {"keyword", "dense"}:
-        return _run_single(settings, embedder, query, cfg, scope)
-    timings: dict[str, float] = {}
-    lists: dict[str, list[Hit]] = {}
-    fut = _executor.submit(_keyword_leg, settings, query, cfg, scope) if "keyword" in cfg.legs else None
-    vec: np.ndarray | None = None
-    try:
-        if "dense" in cfg.legs:
-            t = time.perf_counter()
-            vec = embedder.embed_query(query)
-            timings["embed_query"] = (time.perf_counter() - t) * 1e3
-            with pool.connection(settings) as conn:
-                lists["dense"], timings["vector"] = _timed(lambda: dense_hits(conn, vec, cfg.depth, scope))
-    finally:
-        if fut is not None:
-            lists["keyword"], timings["keyword"] = fut.result()
-    return Legs(lists=lists, query_vector=vec, timings_ms=timings)
-
-
-def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchConfig, scope: Scope) -> Legs:
-    """Both legs in one statement after embedding the query (one round trip): with BM25 the rows are the
-    keyword leg's stored postings (scored here, ``keyword.top_scores``) and the dense leg's nearest
-    chunks; with another keyword ranking, its hits and the nearest chunks."""
-    from retrieval.search.keyword import bm25_params, postings_sql, top_scores  # noqa: PLC0415
-    from retrieval.search.vector import configure, nearest_hits, nearest_sql  # noqa: PLC0415
-
+    """Both legs in one statement after embedding the query (one round trip): the keyword leg's
+    stored postings rows (scored here, ``keyword.top_scores``) and the dense leg's nearest chunks."""
     t = time.perf_counter()
     vec = embedder.embed_query(query)
     t1 = time.perf_counter()
-    bm25 = cfg.keyword_method == "bm25"
     with pool.connection(settings) as conn:
         configure(conn, cfg.depth)
-        if bm25:  # postings rows first (their column types decide the union's), then the dense rows
-            sql = (f"WITH kw AS ({postings_sql(scope)}), nn AS MATERIALIZED ({nearest_sql(scope)}) "
-                   "SELECT kw.*, NULL::bigint AS id, NULL::float8 AS dist FROM kw "
-                   "UNION ALL SELECT NULL, NULL, NULL, collection, NULL, NULL, id, dist FROM nn")
-            with conn.cursor(row_factory=tuple_row) as cur:
-                rows = cur.execute(sql, {**bm25_params(query, cfg.depth, scope), "vec": vec}, binary=True).fetchall()
-            dense_list = nearest_hits((r[3], r[6], r[7]) for r in rows if r[6] is not None)
-            t2 = time.perf_counter()
-            keyword_hits = top_scores([r[:6] for r in rows if r[6] is None], cfg.depth)
-        else:
-            keyword_hits = keyword(conn, query, cfg.depth, scope, cfg.keyword_method)
-            dense_list = dense_hits(conn, vec, cfg.depth, scope)
-            t2 = time.perf_counter()
+        # postings rows first (their column types decide the union's), then the dense rows
+        sql = (f"WITH kw AS ({postings_sql(scope)}), nn AS MATERIALIZED ({nearest_sql(scope)}) "
+               "SELECT kw.*, NULL::bigint AS id, NULL::float8 AS dist FROM kw "
+               "UNION ALL SELECT NULL, NULL, NULL, collection, NULL, NULL, id, dist FROM nn")
+        with conn.cursor(row_factory=tuple_row) as cur:
+            rows = cur.execute(sql, {**bm25_params(query, cfg.depth, scope), "vec": vec}, binary=True).fetchall()
+    dense_list = nearest_hits((r[3], r[6], r[7]) for r in rows if r[6] is not None)
+    t2 = time.perf_counter()
+    keyword_hits = top_scores([r[:6] for r in rows if r[6] is None], cfg.depth)
     t3 = time.perf_counter()
     return Legs(lists={"keyword": keyword_hits, "dense": dense_list}, query_vector=vec,
                 timings_ms={"embed_query": (t1 - t) * 1e3, "legs_sql": (t2 - t1) * 1e3, "keyword": (t3 - t2) * 1e3})
@@ -210,10 +150,6 @@ def _run_single(settings: Settings, embedder: Embedder, query: str, cfg: SearchC
 
 # ---------------------------------------------------------------------------------------------
 # stages 2-5
-
-def fuse_legs(lists: Mapping[str, Sequence[Hit]], rrf_k: int = RRF_K) -> list[Fused]:
-    return rrf(lists, rrf_k)
-
 
 def _rank_map(order: Sequence[int]) -> dict[int, int]:
     return {cid: i + 1 for i, cid in enumerate(order)}
@@ -233,14 +169,10 @@ def finish(settings: Settings, query: str, legs: Legs, k: int, cfg: SearchConfig
     """Fuse, fetch, dedup, rerank and diversify; returns the top k passages and stage timings."""
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    fused = fuse_legs(legs.lists, cfg.rrf_k) if len(legs.lists) > 1 else [
-        Fused(h.chunk_id, h.score, {leg: i}, {leg: h.score})
-        for leg, hits in legs.lists.items() for i, h in enumerate(hits, 1)]
+    fused = rrf(legs.lists, cfg.rrf_k)
     head = fused[:max(cfg.fetch_depth, k)]
     collection_of = {h.chunk_id: h.collection for hits in legs.lists.values() for h in hits}
-    stored = isinstance(choice.reranker, SentenceReranker) and cfg.stored_sentences and bool(head)
-    if stored and legs.query_vector is None:
-        legs.query_vector = choice.reranker.embedder.embed_query(query)
+    stored = isinstance(choice.reranker, SentenceReranker) and bool(head)
     rows = fetch_rows(conn, [(collection_of[f.chunk_id], f.chunk_id) for f in head],
                       legs.query_vector if stored else None)
     head = [f for f in head if f.chunk_id in rows]  # a chunk deleted meanwhile is skipped
@@ -284,12 +216,10 @@ def finish(settings: Settings, query: str, legs: Legs, k: int, cfg: SearchConfig
 
 def _sentence_scores(reranker: SentenceReranker, query: str, legs: Legs, rows: Sequence[Mapping]) -> dict[int, float]:
     """Sentence-reranker scores: the stored ones fetched with the rows (``fetch_rows``); a chunk
-    indexed before they existed, or a search told not to use them, has its sentences embedded now."""
+    indexed before they existed has its sentences embedded now."""
     scores = {int(r["chunk_id"]): float(r["sentence_score"]) for r in rows if r.get("sentence_score") is not None}
     missing = [r for r in rows if int(r["chunk_id"]) not in scores]
     if missing:
-        if legs.query_vector is None:
-            legs.query_vector = reranker.embedder.embed_query(query)
         vals = reranker.score(query, [rerank_text(r["context"], r["text"]) for r in missing],
                               query_vector=legs.query_vector)
         scores.update({int(r["chunk_id"]): v for r, v in zip(missing, vals, strict=True)})

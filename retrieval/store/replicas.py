@@ -16,8 +16,7 @@
 
 The result says which server answered (``server``) and, with standbys, what choosing it cost
 (``timings_ms["replica.route"]``, of which ``["replica.wait"]`` waiting for writes to be replayed).
-Reads nested in a read (a question's search) run on the server already chosen. A keyword leg run on
-its own thread (search ``mode="parallel"``) is not watched: its failure is the read's error.
+Reads nested in a read (a question's search) run on the server already chosen.
 """
 
 from __future__ import annotations
