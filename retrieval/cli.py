@@ -400,7 +400,7 @@ def ask(
     when the index cannot be reached (the database is down); the reason says so."""
     from retrieval.store import db  # noqa: PLC0415
     with timed("imports"):
-        from retrieval.answer.answer_view import as_json, as_text  # noqa: PLC0415
+        from retrieval.answer.answer_view import as_text  # noqa: PLC0415
         from retrieval.answer.ask import ask as run_ask  # noqa: PLC0415
         from retrieval.answer.refusals import index_unavailable  # noqa: PLC0415
 
@@ -423,7 +423,7 @@ def ask(
             result = run_ask(settings, question, collections=collection, answerer=answerer)
         stage_ms["ask.search"] = result.timings_ms.get("search", 0.0)
     if json_out:
-        emit(as_json(result))
+        emit(result.model_dump())
     else:
         shown = [c.document for c in result.citations] + [n.document for n in result.nearest]
         typer.echo(as_text(result, titles_of(settings, shown), collection))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
-from typing import Any
 
 from retrieval.models import Answer, Citation
 from retrieval.text.textnorm import normalize, readable
@@ -50,12 +49,6 @@ def page_words(page: int, label: str | None) -> str:
     if label and label != str(page):
         return f"p. {label} (PDF p. {page})"
     return f"p. {page}"
-
-
-def as_json(answer: Answer) -> dict[str, Any]:
-    data = answer.model_dump()
-    data["citations"] = [c.model_dump() for c in answer.citations]
-    return data
 
 
 def _quote_block(i: int, c: Citation, titles: Mapping[str, str | None] | None = None) -> str:
