@@ -32,9 +32,9 @@ EVENT_KEEP_S = 24 * 3600  # Slack redelivers an event within minutes; keys older
 _QUESTION_DONE = ("UPDATE bot_events SET question = NULL, owner_host = NULL, owner_pid = NULL "
                   "WHERE workspace = %(ws)s AND event_key = %(key)s")
 _INSERT_TURN = ("INSERT INTO bot_turns (workspace, id, channel, thread_ts, message_ts, user_id, question, answer, "
-                "refusal, collections, result, reply_ts) OVERRIDING SYSTEM VALUE VALUES (%(ws)s, "
-                "coalesce(%(id)s, nextval(pg_get_serial_sequence('bot_turns', 'id'))), %(channel)s, %(thread)s, "
-                "%(message)s, %(user)s, %(question)s, %(said)s, %(refusal)s, %(collections)s, %(result)s, %(reply)s)")
+                "refusal, collections, result, reply_ts) OVERRIDING SYSTEM VALUE VALUES (%(ws)s, %(id)s, %(channel)s, "
+                "%(thread)s, %(message)s, %(user)s, %(question)s, %(said)s, %(refusal)s, %(collections)s, %(result)s, "
+                "%(reply)s)")
 # the bot takes part in the thread from its first question on (replies there are follow-ups): a CTE
 _JOIN_THREAD = ("thread AS (INSERT INTO bot_threads (workspace, channel, thread_ts) "
                 "VALUES (%(ws)s, %(channel)s, %(thread)s) ON CONFLICT DO NOTHING) ")
@@ -62,7 +62,7 @@ class Claim:
 class TurnRecord:
     """One exchange, recorded once its reply is out (``Store.finish_question``)."""
 
-    id: int | None  # ``Claim.turn_id``; None: a new one
+    id: int  # ``Claim.turn_id``
     channel: str
     thread_ts: str
     message_ts: str  # the question's message
@@ -218,15 +218,6 @@ class Store:
             row = conn.execute("SELECT 1 FROM bot_threads WHERE workspace = %s AND channel = %s AND thread_ts = %s",
                                (workspace, channel, thread_ts)).fetchone()
         return row is not None
-
-    def save_turn(self, workspace: str, channel: str, thread_ts: str, message_ts: str, user_id: str,
-                  answer: Answer, collections: Sequence[str], reply_ts: str | None = None) -> int:
-        """Record an exchange of no claimed question (tests; the bot records its turns with
-        ``finish_question``), the thread joined; its id."""
-        turn = TurnRecord(None, channel, thread_ts, message_ts, user_id, answer, tuple(collections))
-        with self._conn() as conn:
-            return int(conn.execute(f"WITH {_JOIN_THREAD} {_INSERT_TURN} RETURNING id",
-                                    _turn_args(workspace, turn, reply_ts)).fetchone()["id"])
 
     def remember_workspace(self, workspace: str, name: str, url: str) -> None:
         """The workspace's web address (auth.test's ``url``), for links in ``bot.digest``."""

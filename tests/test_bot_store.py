@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from bot.store import Store
+from tests.bot_helpers import save_turn
 
 
 def test_event_keys_dedup_and_old_keys_are_forgotten(settings) -> None:
@@ -58,8 +59,8 @@ def test_a_question_is_claimed_once_with_its_context_and_finished_in_one_stateme
     store.finish_question(ws, "C1:100.000001", first, "100.000002")
     store.finish_question(ws, "C1:100.000001", first, "100.000002")  # repeated: nothing changes
     for i in range(HISTORY_TURNS + 1):  # more earlier exchanges than a follow-up is given
-        store.save_turn(ws, *thread, f"10{i + 1}.000001", "U1", Answer(question=f"q{i}?", refusal=False,
-                                                                      answer=f"a{i}."), ["none"])
+        save_turn(store, ws, *thread, f"10{i + 1}.000001", "U1",
+                  Answer(question=f"q{i}?", refusal=False, answer=f"a{i}."), ["none"])
     follow = store.claim_question(ws, "C1:200.000001", {"text": "and?"}, thread=thread, collections=["none"],
                                   history_before="200.000001")
     assert follow is not None and follow.turn_id != claim.turn_id

@@ -18,6 +18,7 @@ from bot.store import Store
 from retrieval.store import pool
 from retrieval.models import Answer, Citation, NearestPassage
 from retrieval.settings import Settings
+from tests.bot_helpers import save_turn
 from tests.conftest import run_cli, scratch_database
 from tests.fake_slack import FakeSlack, wait_for
 from tests.fake_slack import fake  # noqa: F401  (the module's fake Slack: a pytest fixture)
@@ -53,7 +54,7 @@ class Asked:
         self.n += 1
         ts = f"1764700{self.n:03d}.000100"
         thread = thread_ts or ts
-        turn = self.store.save_turn(team, channel, thread, ts, "U0ASKER", answer, collections)
+        turn = save_turn(self.store, team, channel, thread, ts, "U0ASKER", answer, collections)
         if days_ago:
             self.store.run(lambda conn: conn.execute(
                 "UPDATE bot_turns SET created_at = now() - make_interval(secs => %s) WHERE workspace = %s AND id = %s",

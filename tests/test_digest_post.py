@@ -11,6 +11,7 @@ from bot.store import Store
 from retrieval.store import db, pool
 from retrieval.models import Answer, NearestPassage
 from retrieval.settings import Settings
+from tests.bot_helpers import save_turn
 from tests.conftest import scratch_database
 from tests.fake_slack import (
     BOT_TOKEN,
@@ -33,11 +34,11 @@ def test_the_digest_is_posted_once_a_period_whatever_the_number_of_bots(pg_url, 
         db.ready(settings)
         try:
             store = Store(settings)
-            store.save_turn(TEAM, "C0GENERAL", "1764900001.000100", "1764900001.000100", "U0ASKER",
-                            Answer(question="Where is the purple knob?", refusal=True,
-                                   reason="The documents do not support an answer to this question.",
-                                   nearest=[NearestPassage(document="ops.pdf", page=3, snippet="…")]),
-                            ("slack-T0FAKE",))
+            save_turn(store, TEAM, "C0GENERAL", "1764900001.000100", "1764900001.000100", "U0ASKER",
+                      Answer(question="Where is the purple knob?", refusal=True,
+                             reason="The documents do not support an answer to this question.",
+                             nearest=[NearestPassage(document="ops.pdf", page=3, snippet="…")]),
+                      ("slack-T0FAKE",))
             with db.connection(settings) as conn:
                 conn.execute("INSERT INTO bot_workspaces (workspace, name, url) VALUES (%s, 'Fake', "
                              "'https://fake.slack.com/')", [TEAM])

@@ -14,6 +14,7 @@ from ingest.sources import read_path
 from retrieval.store import db, pool
 from retrieval.models import Answer, Citation
 from retrieval.settings import Settings
+from tests.bot_helpers import save_turn
 from tests.conftest import run_cli, scratch_database
 from tests.pdfgen import text_pdf
 
@@ -43,7 +44,7 @@ def test_answers_whose_quotes_left_the_new_edition_are_listed_as_stale(pg_url, e
                                                ("dropped", answered("How is fuel checked at a stop?", DROPPED)),
                                                ("refused", Answer(question="Purple knob?", refusal=True))]):
                 ts = f"1764800{i:03d}.000100"
-                turns[key] = store.save_turn(TEAM, "C0GENERAL", ts, ts, "U0ASKER", answer, (COLL,))
+                turns[key] = save_turn(store, TEAM, "C0GENERAL", ts, ts, "U0ASKER", answer, (COLL,))
             before = datetime.now(UTC)
             with db.connection(settings) as conn:
                 assert digest(conn, before - timedelta(days=7))["stale"] == []  # nothing replaced yet

@@ -16,6 +16,7 @@ from psycopg.types.json import Jsonb
 from bot.answer import ASK_AGAIN, Answering, Question
 from bot.inflight import InFlightKeeper
 from bot.store import Store, job_owner
+from tests.bot_helpers import save_turn
 from tests.test_bot_answer import GOOD, StubClient
 
 
@@ -99,7 +100,7 @@ def test_another_hosts_question_is_adopted_only_when_its_heartbeat_is_stale(part
 def test_a_question_whose_reply_went_out_is_not_answered_twice(parts, settings) -> None:
     store, client, keeper, team = parts
     q, placeholder = interrupted(settings, team, client)
-    store.save_turn(team, q.channel, q.thread_ts, q.ts, q.user, GOOD, ["dev"], reply_ts=placeholder)
+    save_turn(store, team, q.channel, q.thread_ts, q.ts, q.user, GOOD, ["dev"], reply_ts=placeholder)
     keeper.adopt(starting=True)
     assert client.messages[placeholder]["text"] == "Looking through the handbooks…"  # untouched
     assert row(settings, team, q.key)["question"] is None
