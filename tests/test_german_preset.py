@@ -21,7 +21,7 @@ from retrieval.encode.embed import get_embedder
 from retrieval.settings import SettingsError, preset_profile
 from retrieval.store.collections import collection_profile, recorded_presets, set_preset
 from retrieval.search.filters import Scope
-from retrieval.search.keyword import bm25
+from chapterverse_lab.bm25 import bm25
 from retrieval.store import db
 from tests.pdfgen import text_pdf
 

@@ -1,4 +1,4 @@
-"""The keyword leg as searched (retrieval.search.keyword.bm25: numpy over the packed postings of
+"""The keyword leg as searched (chapterverse_lab.bm25.bm25: numpy over the packed postings of
 retrieval.store.postings) returns exactly the ranking and the scores of the SQL statement scoring every
 chunk that has any query lexeme, on the real collections and their real questions, with document and
 multi-collection scopes, and after a document is added and removed (its postings come and go with it)."""
@@ -13,12 +13,13 @@ import psycopg
 import pytest
 from psycopg.rows import tuple_row
 
+from chapterverse_lab.bm25 import bm25, bm25_all
 from ingest.pipeline import ingest_source
 from ingest.sources import read_path
 from ingest.store import remove_document
 from retrieval.store import pool
 from retrieval.search.filters import Scope
-from retrieval.search.keyword import BM25Params, bm25, bm25_all, bm25_params, postings_sql, top_scores
+from retrieval.search.keyword import bm25_params, postings_sql, top_scores
 from retrieval.store.postings import POSTING, decode
 from tests.corpus2_fixture import manuals_corpus  # noqa: F401  (fixture)
 from tests.pdfgen import text_pdf
@@ -132,8 +133,8 @@ def test_scattered_chunk_ids_and_collections_score_as_packed_ones(settings, dev_
         recs = np.frombuffer(postings, POSTING).copy()
         recs["offset"] = recs["offset"] * 1_000_003
         spread.append((o, w, avgdl, coll, base * 1_000_003, recs.tobytes()))
-    packed = top_scores(rows, 10, BM25Params())
-    scattered = top_scores(spread, 10, BM25Params())
+    packed = top_scores(rows, 10)
+    scattered = top_scores(spread, 10)
     assert [(h.chunk_id * 1_000_003, h.score, h.collection) for h in packed] == _ranking(scattered)
     assert {h.collection for h in packed} <= {dev_corpus, manuals_corpus} and len(packed) == 10
 

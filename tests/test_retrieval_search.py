@@ -11,7 +11,7 @@ import pytest
 
 from retrieval.store import pool
 from retrieval.search.filters import Scope
-from retrieval.search.keyword import bm25
+from chapterverse_lab.bm25 import bm25
 from retrieval.search.rerank import FALLBACK, choose
 from retrieval.search.search import search
 from retrieval.settings import Settings

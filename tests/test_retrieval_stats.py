@@ -15,7 +15,7 @@ from ingest.store import remove_document
 from retrieval.store import db, pool
 from retrieval.answer.answerers.extractive.keyterms import PhraseStats
 from retrieval.search.filters import Scope
-from retrieval.search.keyword import bm25
+from chapterverse_lab.bm25 import bm25
 from retrieval.search.rerank import SENTENCES, choose
 from retrieval.search.search import search
 from retrieval.encode.sentence_index import windows_of

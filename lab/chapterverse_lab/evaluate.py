@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from retrieval.store import pool
 from retrieval.encode.embed import get_embedder
 from retrieval.search.filters import Scope
-from retrieval.search.keyword import BM25Params, _hits
+from chapterverse_lab.bm25 import BM25Params, hits as _hits
 from retrieval.search.fuse import Hit
 from retrieval.models import Passage
 from retrieval.search.rerank import NONE, SENTENCES, Choice, choose

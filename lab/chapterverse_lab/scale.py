@@ -28,7 +28,7 @@ from chapterverse_lab.bench import percentiles
 from retrieval.encode.embed import get_embedder
 from chapterverse_lab.evaluate import load_questions
 from retrieval.search.filters import Scope
-from retrieval.search.keyword import bm25, bm25_all
+from chapterverse_lab.bm25 import bm25, bm25_all
 from retrieval.store.postings import write_collection_postings
 from retrieval.search.search import default_config, search_with
 from chapterverse_lab.results import machine, stamp

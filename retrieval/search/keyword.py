@@ -1,6 +1,6 @@
-"""Keyword search over the chunks' stored ``chunks.tsv`` (as its postings, or its GIN index).
+"""Keyword search over the chunks' stored ``chunks.tsv``, through the postings kept at ingest.
 
-The default ranking is BM25 (``bm25_all_sql`` states it in SQL):
+The ranking is BM25:
 
 * the query's lexemes come from ``to_tsvector(config, query)`` for each text-search configuration
   the searched documents were indexed with (``documents.text_search``, from the collection's profile
@@ -14,57 +14,27 @@ The default ranking is BM25 (``bm25_all_sql`` states it in SQL):
   ``documents.chunk_count`` / ``token_total``. Nothing is counted over the chunks per query;
 * term frequency is the number of positions the lexeme has in the chunk's tsvector
   (``unnest(tsv)``); document length is the chunk's word-piece count, normalised by the scope's
-  average (k1 = 1.2, b = 0.75 by default). A chunk's score is summed in lexeme order, so equal
+  average (k1 = 1.2, b = 0.75). A chunk's score is summed in lexeme order, so equal
   chunks get bit-equal scores whatever the plan, and ties fall to the lower id.
 
-Scoring every chunk that has *any* query lexeme costs time in proportion to the postings of the
-query's commonest words ("aircraft", "pilot"), which grow with the collection: at a million chunks a
-long question has up to three million postings, and SQL spends about a microsecond on each as a row
-(unnest, join, sum per chunk). ``bm25`` computes the same sum over the same postings in numpy: the
-postings kept at ingest (``retrieval.store.postings``: per document and lexeme, one packed ``bytea`` of
-(chunk id, tf, length) records) of the question's lexemes are read in one statement, with each
-lexeme's IDF and the scope's average length computed as above; numpy adds each lexeme's weights into
-a score per chunk, lexeme by lexeme in the SQL order of the lexemes, with the same float8 operations
-in the same order as the SQL sum, so the scores are bit-equal to ``bm25_all_sql``'s; the best
-``limit`` are taken by score, then lower id. Nothing is pruned: the ranking is exact by construction.
-
-``bm25_all_sql`` scores every candidate of the GIN index the plain way in SQL (unnest and join), kept
-as the reference the tests compare against.
+The keyword leg reads the postings (``retrieval.store.postings``) of the question's lexemes in one
+statement (``postings_sql``) and sums their weights in numpy (``top_scores``), bit-equal to the SQL
+sum; nothing is pruned. The lab keeps that SQL sum as the reference (``chapterverse_lab.bm25``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from operator import itemgetter
 
 import numpy as np
-import psycopg
-from psycopg.rows import tuple_row
 
 from retrieval.search.filters import Scope
 from retrieval.search.fuse import Hit
 from retrieval.store.postings import POSTING, decode
 from retrieval.text.identifiers import identifier_terms
 
-@dataclass(frozen=True)
-class BM25Params:
-    k1: float = 1.2
-    b: float = 0.75
-
-
-def _score_all_sql(cand: str) -> str:
-    """BM25 of each chunk of the candidate CTE ``cand`` (collection, id, tsv, dl): every lexeme of the
-    chunk's tsvector is unnested and joined to the query's (the reference way)."""
-    return f"""SELECT cand.collection, cand.id,
-           sum(idf.w * (tf.n * (%(k1)s + 1)) / (tf.n + %(k1)s * (1 - %(b)s + %(b)s * cand.dl / stats.avgdl))
-               ORDER BY tf.lexeme) AS score
-    FROM {cand} cand
-    CROSS JOIN stats
-    CROSS JOIN LATERAL (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS n
-                        FROM unnest(cand.tsv) u) tf
-    JOIN idf ON idf.lexeme = tf.lexeme
-    GROUP BY cand.collection, cand.id"""
+K1, B = 1.2, 0.75
 
 
 def lexemes_sql(scope: Scope, text_param: str) -> str:
@@ -76,7 +46,7 @@ def lexemes_sql(scope: Scope, text_param: str) -> str:
 
 
 def _head_sql(scope: Scope) -> str:
-    """The query's lexemes with their IDF (``q``, ``stats``, ``idf``), shared by both statements."""
+    """The query's lexemes with their IDF (``q``, ``stats``, ``idf``), shared with the lab's reference."""
     dcond = scope.documents_sql("d")
     return f"""q AS (
     {lexemes_sql(scope, "query")}
@@ -86,35 +56,13 @@ def _head_sql(scope: Scope) -> str:
            coalesce(sum(d.token_total)::float8 / nullif(sum(d.chunk_count), 0), 1)::float8 AS avgdl
     FROM documents d WHERE {dcond}
 ), idf AS MATERIALIZED (
-    SELECT q.lexeme, df.df, ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5)) AS w,
-           quote_literal(q.lexeme)::tsquery AS tsq, q.lexeme = ANY(%(terms)s::text[]) AS identifier
+    SELECT q.lexeme, df.df, ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5)) AS w
     FROM q CROSS JOIN stats
     CROSS JOIN LATERAL (
         SELECT coalesce(sum(l.df), 0)::float8 AS df FROM document_lexemes l
         JOIN documents d ON d.collection = l.collection AND d.id = l.document_id
         WHERE {dcond} AND l.lexeme = q.lexeme) df
 )"""
-
-
-def _candidates_sql(scope: Scope, match: str) -> str:
-    return (f"SELECT c.collection, c.id, c.tsv, greatest(c.token_count, 1)::float8 AS dl "
-            f"FROM {scope.from_clause()} WHERE {scope.sql()} AND {match}")
-
-
-def bm25_all_sql(scope: Scope) -> str:
-    """BM25 over every chunk that contains any query lexeme (no pruning): the reference ranking."""
-    return f"""
-WITH {_head_sql(scope)}, qq AS (
-    SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tsq FROM q
-), cand AS (
-    {_candidates_sql(scope, "c.tsv @@ (SELECT tsq FROM qq)")}
-), scored AS (
-    {_score_all_sql("cand")}
-)
-SELECT collection, id AS chunk_id, score FROM scored
-ORDER BY score DESC, id
-LIMIT %(limit)s
-"""
 
 
 def _docs_join(scope: Scope) -> str:
@@ -135,21 +83,11 @@ WHERE {scope.sql("p", "d")}
 """
 
 
-def query_terms(query: str) -> list[str]:
-    """The identifier terms a query adds to its English lexemes (see ``retrieval.text.identifiers``)."""
-    return identifier_terms(query)
+def bm25_params(query: str, limit: int, scope: Scope) -> dict[str, object]:
+    return {**scope.params(), "query": query, "terms": identifier_terms(query), "k1": K1, "b": B, "limit": limit}
 
 
-def bm25_params(query: str, limit: int, scope: Scope, params: BM25Params = BM25Params()) -> dict[str, object]:
-    return {**scope.params(), "query": query, "terms": query_terms(query), "k1": params.k1, "b": params.b,
-            "limit": limit}
-
-
-def _hits(rows: list[dict]) -> list[Hit]:
-    return [Hit(int(r["chunk_id"]), float(r["score"]), r.get("collection")) for r in rows]
-
-
-def top_scores(rows: Sequence[Sequence], limit: int, params: BM25Params = BM25Params()) -> list[Hit]:
+def top_scores(rows: Sequence[Sequence], limit: int) -> list[Hit]:
     """The best ``limit`` chunks by BM25, then lower id, of the rows of ``postings_sql`` (as tuples).
 
     Each posting's weight is ``(w * (tf * (k1 + 1))) / (tf + k1 * ((1 - b) + (b * dl) / avgdl))``, the
@@ -160,7 +98,7 @@ def top_scores(rows: Sequence[Sequence], limit: int, params: BM25Params = BM25Pa
     if not rows or limit < 1:
         return []
     rows = sorted(rows, key=itemgetter(0))  # by lexeme (stable: the index's order of documents within)
-    k1, b, avgdl = float(params.k1), float(params.b), float(rows[0][2])
+    k1, b, avgdl = K1, B, float(rows[0][2])
     counts = np.fromiter((len(r[5]) // POSTING.itemsize for r in rows), np.int64, len(rows))
     records = np.frombuffer(b"".join(r[5] for r in rows), POSTING)
     ids, tf, dl = decode(np.fromiter((r[4] for r in rows), np.int64, len(rows)), counts, records)
@@ -213,22 +151,3 @@ def top_scores(rows: Sequence[Sequence], limit: int, params: BM25Params = BM25Pa
         coll = {int(c): collections[int(k)] for c, k in zip(ids[at], code[at])}
     return [Hit(int(cids[i]), float(scores[i]), coll[int(cids[i])]) for i in order]
 
-
-def postings_rows(conn: psycopg.Connection, query: str, scope: Scope = Scope(),
-                  params: BM25Params = BM25Params()) -> list[tuple]:
-    """The rows of ``postings_sql`` for ``query`` (tuples, as ``top_scores`` reads them)."""
-    with conn.cursor(row_factory=tuple_row) as cur:
-        return cur.execute(postings_sql(scope), bm25_params(query, 0, scope, params), binary=True).fetchall()
-
-
-def bm25(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Scope(),
-         params: BM25Params = BM25Params()) -> list[Hit]:
-    """BM25 over every chunk with any query lexeme, scored in numpy from the stored postings (module doc)."""
-    return top_scores(postings_rows(conn, query, scope, params), limit, params)
-
-
-def bm25_all(conn: psycopg.Connection, query: str, limit: int, scope: Scope = Scope(),
-             params: BM25Params = BM25Params()) -> list[Hit]:
-    """The same ranking without pruning (every chunk with any query lexeme is scored): the reference."""
-    rows = conn.execute(bm25_all_sql(scope), bm25_params(query, limit, scope, params)).fetchall()
-    return _hits(rows)

@@ -7,8 +7,9 @@ the keyword leg reads alone: the rows of a lexeme are side by side there). A row
 the chunk's length times 512 plus the lexeme's term frequency in it (its positions in the tsvector,
 at most 256; 1 for identifier terms, which have none; the length is ``greatest(token_count, 1)``).
 That is everything BM25 needs of a posting besides the scope's statistics (IDF, average length),
-which change with every document and so are never stored. ``retrieval.search.keyword.bm25`` reads the
-rows of a question's lexemes and scores every posting in numpy, instead of one SQL row per posting.
+which change with every document and so are never stored. The keyword leg (``retrieval.search.keyword``)
+reads the rows of a question's lexemes and scores every posting in numpy, instead of one SQL row per
+posting.
 
 The rows are computed in SQL from the chunks as stored (``lexeme_postings_of``, migration 0021, which
 also backfills the documents indexed before it) and removed with their document (ON DELETE CASCADE).
