@@ -38,7 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
-from bot.queue import Job, JobLost, record_done
+from bot.queue import Job, JobLost, claim_of, record_done
 from ingest.pipeline import IngestResult
 from ingest.progress import ProgressLog
 from ingest.sources import InputError, Source
@@ -103,8 +103,7 @@ def ingest_confined(settings: Settings, src: Source, collection: str, *, actor: 
     records the job done in the document's transaction (``bot.queue.record_done``)."""
     header = {"settings": settings_payload(settings), "collection": collection, "actor": asdict(actor),
               "source": {"name": src.name, "origin": src.origin, "url": src.url}, "bytes": len(src.data),
-              "job": None if job is None else {"ws": job.workspace, "id": job.id, "host": job.owner[0],
-                                               "pid": job.owner[1], "attempts": job.attempts},
+              "job": None if job is None else claim_of(job),
               "deadline_s": deadline_s}
     with tempfile.TemporaryFile() as errors:
         read_end, write_end = os.pipe()
@@ -228,13 +227,11 @@ class _Forwarding(ProgressLog):
     to the parent as it happens (the job's Slack progress paces its own updates)."""
 
     def __init__(self, name: str, send: Callable[[list], None]) -> None:
-        self._send: Callable[[list], None] | None = None
         super().__init__(name, 10 ** 9, stream=sys.stderr)  # its own timer never writes
         self._send = send
 
     def _changed(self) -> None:
-        if self._send is not None:
-            self._send(["state", _state(self)])
+        self._send(["state", _state(self)])
 
     def pages_changed(self) -> None:
         self._changed()

@@ -146,15 +146,11 @@ class JobQueue:
     _MINE = ("workspace = %(ws)s AND id = %(id)s AND status = 'running' AND owner_host = %(host)s "
              "AND owner_pid = %(pid)s AND attempts = %(attempts)s")
 
-    def _mine(self, job: Job) -> dict[str, object]:
-        return {"ws": job.workspace, "id": job.id, "host": job.owner[0], "pid": job.owner[1],
-                "attempts": job.attempts}
-
     def heartbeat(self, job: Job) -> Literal["ok", "expired", "lost"]:
         """Refresh the job's heartbeat: "ok"; "expired" when this claim ran past its deadline (the job
         is failed here, by its own worker); "lost" when it is no longer this claim's (failed for its
         deadline by another worker, or requeued and claimed elsewhere). ``job.lost`` is set unless "ok"."""
-        args = {**self._mine(job), "deadline": self.deadline_s, "message": self.deadline_message()}
+        args = {**claim_of(job), "deadline": self.deadline_s, "message": self.deadline_message()}
 
         def run(conn) -> Literal["ok", "expired", "lost"]:  # noqa: ANN001
             with conn.transaction():
@@ -183,7 +179,7 @@ class JobQueue:
         """Record the end, only if the job is still this claim's (False otherwise, and ``job.lost``
         is set); the payload's URL (which may carry a signed query string) and the slash command's
         response_url (which can post to the channel for 30 minutes) are dropped."""
-        args = {**self._mine(job), "status": "done" if ok else "failed", "message": message, "pages": pages,
+        args = {**claim_of(job), "status": "done" if ok else "failed", "message": message, "pages": pages,
                 "chunks": chunks}
         if job.spec is None or job.owner == ("", 0):  # a row that cannot run: claimed and failed at once
             where = "workspace = %(ws)s AND id = %(id)s"
@@ -195,16 +191,6 @@ class JobQueue:
         if not done:
             job.lost.set()
         return done
-
-    def finish_within(self, conn, job: Job, *, message: str, pages: int | None = None,  # noqa: ANN001
-                      chunks: int | None = None) -> None:
-        """Record the job done inside the caller's transaction (the document's write,
-        ``ingest.store.write_document(before_commit=...)``), only if it is still this claim's and
-        inside its deadline (by the clock now, not the transaction's start); otherwise raise
-        ``JobLost``, which rolls the write back. The job row stays locked until the commit, so a
-        heartbeat that would fail it for its deadline waits, then finds it done: a document that
-        commits is never reported as "nothing was changed", and one reported so never commits."""
-        record_done(conn, self._mine(job), self.deadline_s, message, pages, chunks, job)
 
     def recover(self, stale_s: float = STALE_S, *, starting: bool = False) -> tuple[int, int]:
         """Jobs whose worker is gone: requeued while attempts remain, else failed; jobs running past
@@ -247,10 +233,20 @@ class JobQueue:
         return self.store.run(run)
 
 
+def claim_of(job: Job) -> dict[str, object]:
+    """The job's claim as the values ``JobQueue._MINE`` matches (JSON-able: ``bot.confined`` sends it
+    to its child)."""
+    return {"ws": job.workspace, "id": job.id, "host": job.owner[0], "pid": job.owner[1], "attempts": job.attempts}
+
+
 def record_done(conn, mine: dict[str, object], deadline_s: float, message: str,  # noqa: ANN001
-                pages: int | None, chunks: int | None, job: Job | None = None) -> None:
-    """``JobQueue.finish_within`` for a claim given as ``JobQueue._mine`` values (also usable in a
-    process that has no ``JobQueue``: the child that runs a bot's ingest job, ``bot.confined``)."""
+                pages: int | None, chunks: int | None) -> None:
+    """Record the job of claim ``mine`` (``claim_of``) done inside the caller's transaction (the
+    document's write, ``ingest.store.write_document(before_commit=...)``, in ``bot.confined``'s child),
+    only if it is still this claim's and inside its deadline (by the clock now, not the transaction's
+    start); otherwise raise ``JobLost``, which rolls the write back. The job row stays locked until the
+    commit, so a heartbeat that would fail it for its deadline waits, then finds it done: a document
+    that commits is never reported as "nothing was changed", and one reported so never commits."""
     row = conn.execute(
         "UPDATE bot_jobs SET status = 'done', message = %(message)s, pages = %(pages)s, chunks = %(chunks)s, "  # noqa: S608
         "finished_at = now(), payload = payload - 'url' #- '{report,response_url}' "
@@ -258,6 +254,4 @@ def record_done(conn, mine: dict[str, object], deadline_s: float, message: str, 
         "RETURNING id", {**mine, "message": message, "pages": pages, "chunks": chunks,
                          "deadline": deadline_s}).fetchone()
     if row is None:
-        if job is not None:
-            job.lost.set()
         raise JobLost(int(mine["id"]))  # type: ignore[call-overload]

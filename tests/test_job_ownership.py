@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from bot.queue import JobLost, JobQueue, JobSpec, ReportTo
+from bot.queue import JobLost, JobQueue, JobSpec, ReportTo, claim_of, record_done
 from bot.runner import JobRunner
 from bot.store import Store
 
@@ -126,7 +126,11 @@ def _ingest_for(settings, embedder, job, queue: JobQueue, pdf, collection: str, 
     from ingest.sources import read_path  # noqa: PLC0415
 
     def before_commit(conn, status: str, pages: int, chunks: int) -> None:  # noqa: ANN001
-        queue.finish_within(conn, job, message=status, pages=pages, chunks=chunks)
+        try:  # as bot.confined's child does; its parent marks the job lost
+            record_done(conn, claim_of(job), queue.deadline_s, status, pages, chunks)
+        except JobLost:
+            job.lost.set()
+            raise
         if during_commit is not None:
             during_commit()
 
