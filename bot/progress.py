@@ -54,24 +54,10 @@ def dm_message(client: WebClient, user: str, render: Callable[[str], slack.Slack
     return show
 
 
-class _Timer:
-    """The stream ``ProgressLog``'s timer thread writes to: each line is a chance to update."""
-
-    def __init__(self, progress: SlackProgress) -> None:
-        self.progress = progress
-
-    def write(self, _line: str) -> int:
-        self.progress.due()
-        return 0
-
-    def flush(self) -> None:
-        pass
-
-
 class SlackProgress(ProgressLog):
     def __init__(self, job: Job, name: str, interval_s: float, show: Show,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(name, interval_s, stream=_Timer(self), clock=clock)  # type: ignore[arg-type]
+        super().__init__(name, interval_s, clock=clock)
         self.job = job
         self._show = show
         self._last = self.started
@@ -81,13 +67,11 @@ class SlackProgress(ProgressLog):
         self._closing = False
         self.updates = 0  # texts handed to Slack
         self._sender = threading.Thread(target=self._send_loop, name=f"progress-{job.id}", daemon=True)
-        self._ready = True
 
     # -------------------------------------------------------------- what the pipeline reports
     def pages_changed(self) -> None:
         """A page read."""
-        if getattr(self, "_ready", False):
-            self._check()
+        self._check()
 
     def advance(self, n: int) -> None:
         super().advance(n)
@@ -100,6 +84,11 @@ class SlackProgress(ProgressLog):
         self.due()
 
     # -------------------------------------------------------------- updates
+    def _run(self) -> None:
+        """The base class's timer, for steps that report nothing (the database write): an update when due."""
+        while not self._stop.wait(self.interval_s):
+            self.due()
+
     def due(self) -> None:
         now = self.clock()
         with self._due_lock:
