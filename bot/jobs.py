@@ -20,7 +20,7 @@ from slack_sdk.errors import SlackApiError
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from bot import slack, urls
-from bot.progress import SlackProgress, dm_message
+from bot.progress import SlackProgress
 from bot.queue import Job, JobLost, JobQueue, JobSpec, QueueFull, ReportTo
 from bot.render import render_documents
 from bot.scope import scope_for
@@ -82,20 +82,22 @@ def ephemeral_reporter(client: WebClient, who: Requester, respond: Callable[...,
     return report
 
 
-def thread_reporter(client: WebClient, channel: str, thread_ts: str, user: str,
+def status_reporter(client: WebClient, channel: str, user: str, thread_ts: str | None = None,
                     status_ts: str | None = None) -> Reporter:
-    """One status message in the thread (``status_ts`` if already posted), updated as the job goes on."""
-    state: dict[str, str] = {"ts": status_ts} if status_ts else {}
+    """One status message to ``user``, updated (chat.update) as the job goes on: in ``channel``'s thread
+    ``thread_ts`` (``status_ts`` if already posted), or a direct message when ``channel`` is the user's
+    id; posted on first use."""
+    where = {"channel": channel, "ts": status_ts}
 
     def report(text: str) -> None:
         msg = status_message(user, text)
         try:
-            if "ts" in state:
-                slack.update(client, channel, state["ts"], msg)
+            if where["ts"]:
+                slack.update(client, where["channel"], where["ts"], msg)
             else:
-                state["ts"] = slack.post(client, channel, msg, thread_ts)
+                where["channel"], where["ts"] = slack.post_to(client, channel, msg, thread_ts)
         except SlackApiError as exc:
-            log.error("could not report job status: %s", exc.response.get("error"))
+            log.warning("could not show the job's status to %s: %s", user, exc.response.get("error"))
 
     return report
 
@@ -118,7 +120,7 @@ def webhook_respond(response_url: str) -> Callable[..., object]:
 
 def reporter_for(client: WebClient, to: ReportTo) -> Reporter:
     if to.mode == "thread":
-        return thread_reporter(client, to.channel, to.thread_ts or "", to.user, to.status_ts)
+        return status_reporter(client, to.channel, to.user, to.thread_ts or "", to.status_ts)
     respond = webhook_respond(to.response_url) if to.response_url else None
     return ephemeral_reporter(client, Requester("", to.channel, to.user), respond, to.thread_ts)
 
@@ -293,8 +295,7 @@ class Jobs:
         own reporter), or a direct message for a slash command, whose replies cannot be edited."""
         if job.spec.report.mode == "thread":
             return report
-        return _redacting(dm_message(client, job.spec.report.user,
-                                     lambda text: status_message(job.spec.report.user, text)))
+        return _redacting(status_reporter(client, job.spec.report.user, job.spec.report.user))
 
     def _ingest(self, job: Job, load: Callable[[], Source], report: Reporter, client: WebClient) -> None:
         """``job.source`` is what people are shown (no query string); every report is redacted too,

@@ -22,10 +22,6 @@ import threading
 import time
 from collections.abc import Callable
 
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
-
-from bot import slack
 from bot.queue import Job, JobLost
 from bot.render import ingest_progress_text
 from ingest.progress import ProgressLog
@@ -33,25 +29,6 @@ from ingest.progress import ProgressLog
 log = logging.getLogger(__name__)
 
 Show = Callable[[str], None]
-
-
-def dm_message(client: WebClient, user: str, render: Callable[[str], slack.SlackMessage]) -> Show:
-    """A direct message to ``user``, posted on first use and updated (chat.update) after that."""
-    state: dict[str, str] = {}
-
-    def show(text: str) -> None:
-        msg = render(text)
-        try:
-            if "ts" in state:
-                slack.update(client, state["channel"], state["ts"], msg)
-            else:
-                resp = client.chat_postMessage(channel=user, text=msg.text, blocks=msg.blocks or None,
-                                               unfurl_links=False, unfurl_media=False)
-                state["channel"], state["ts"] = str(resp["channel"]), str(resp["ts"])
-        except SlackApiError as exc:
-            log.warning("could not show ingest progress to %s: %s", user, exc.response.get("error"))
-
-    return show
 
 
 class SlackProgress(ProgressLog):

@@ -36,9 +36,14 @@ def make_client(settings: Settings, bot_token: str | None) -> WebClient:
 
 def post(client: WebClient, channel: str, msg: SlackMessage, thread_ts: str | None = None) -> str:
     """Post a message (in a thread when ``thread_ts``); returns its ts."""
+    return post_to(client, channel, msg, thread_ts)[1]
+
+
+def post_to(client: WebClient, channel: str, msg: SlackMessage, thread_ts: str | None = None) -> tuple[str, str]:
+    """``post``, returning (channel id, ts): a message to a user's id goes to a direct message channel."""
     resp = client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=msg.text, blocks=msg.blocks or None,
                                    unfurl_links=False, unfurl_media=False)
-    return str(resp["ts"])
+    return str(resp["channel"]), str(resp["ts"])
 
 
 def update(client: WebClient, channel: str, ts: str, msg: SlackMessage) -> None:

@@ -49,7 +49,7 @@ class StubClient:
         self._n += 1
         ts = f"1.{self._n:06d}"
         self.messages[ts] = {"text": kw["text"], "blocks": kw.get("blocks"), "thread_ts": kw.get("thread_ts")}
-        return {"ok": True, "ts": ts}
+        return {"ok": True, "channel": kw["channel"], "ts": ts}
 
     def chat_update(self, **kw: Any) -> dict[str, Any]:
         self._call("chat.update", kw)
