@@ -29,7 +29,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -37,6 +37,8 @@ import psycopg
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from bot.render import escape, fallback, sections
+from retrieval.answer.answer_view import page_words
 from retrieval.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,7 @@ ERROR_REASONS = ("The index is unavailable", "Something went wrong while answeri
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(m|min|h|d|w)\s*", re.IGNORECASE)
 _UNITS = {"m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 SLACK_CHANNEL_LINK = "https://slack.com/app_redirect?team={team}&channel={channel}"
+CHECK_S = 3600.0  # how often the digest poster looks for due posts
 
 QUERY = """
 SELECT t.workspace, t.id, t.channel, t.thread_ts, t.message_ts, t.user_id, t.question, t.answer, t.refusal,
@@ -111,18 +114,15 @@ def thread_link(team: str, channel: str, thread_ts: str, message_ts: str, worksp
 
 def _nearest(result: dict[str, Any], refusal: bool) -> dict[str, Any] | None:
     """{document, page, page_label} the item is grouped under, or None."""
-    if refusal:
-        best = result.get("best_evidence")
-        if best and best.get("document"):
-            label = next((n.get("page_label") for n in result.get("nearest") or []
-                          if n.get("document") == best["document"] and n.get("page") == best.get("page")), None)
-            return {"document": best["document"], "page": best.get("page"), "page_label": label}
-        near = result.get("nearest") or []
-        return ({"document": near[0]["document"], "page": near[0].get("page"), "page_label": near[0].get("page_label")}
-                if near else None)
-    cites = result.get("citations") or []
-    return ({"document": cites[0]["document"], "page": cites[0].get("page"), "page_label": cites[0].get("page_label")}
-            if cites else None)
+    near = result.get("nearest" if refusal else "citations") or []
+    best = result.get("best_evidence") if refusal else None
+    if best and best.get("document"):
+        label = next((n.get("page_label") for n in near
+                      if n.get("document") == best["document"] and n.get("page") == best.get("page")), None)
+        return {"document": best["document"], "page": best.get("page"), "page_label": label}
+    if not near:
+        return None
+    return {"document": near[0]["document"], "page": near[0].get("page"), "page_label": near[0].get("page_label")}
 
 
 @dataclass
@@ -132,10 +132,6 @@ class Group:
     refused: int = 0
     downvoted: int = 0
     items: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"document": self.document, "title": self.title, "refused": self.refused,
-                "downvoted": self.downvoted, "items": self.items}
 
 
 def _titles(conn: psycopg.Connection, names: Sequence[str]) -> dict[str, str]:
@@ -217,7 +213,7 @@ def digest(conn: psycopg.Connection, since: datetime, *, collection: str | None 
             "totals": {"refused": sum(g.refused for g in ordered), "downvoted": sum(g.downvoted for g in ordered),
                        "errors": len(errors), "documents": sum(1 for g in ordered if g.document),
                        "stale": len(stale)},
-            "documents": [g.as_dict() for g in ordered], "errors": errors, "stale": stale}
+            "documents": [asdict(g) for g in ordered], "errors": errors, "stale": stale}
 
 
 # ------------------------------------------------------------------------------------------ text
@@ -226,10 +222,7 @@ def _when(iso: str) -> str:
 
 
 def _page(item: dict[str, Any]) -> str:
-    if item["page"] is None:
-        return ""
-    label = item["page_label"]
-    return f"p. {label} (PDF p. {item['page']})" if label and label != str(item["page"]) else f"p. {item['page']}"
+    return "" if item["page"] is None else page_words(item["page"], item["page_label"])
 
 
 def _counts(refused: int, downvoted: int) -> str:
@@ -269,32 +262,25 @@ def as_text(d: dict[str, Any]) -> str:
         for it in g["items"]:
             mark = "refused" if it["kind"] == "refused" else f"👎 ×{it['downvotes']}"
             where = f" · {'nearest' if it['kind'] == 'refused' else 'quoted'} {_page(it)}" if _page(it) else ""
-            lines.append(f"  {_when(it['asked_at'])}  {mark}  “{_one_line(it['question'])}”{where}")
+            lines.append(f"  {_when(it['asked_at'])}  {mark}  “{fallback(it['question'], 160)}”{where}")
             lines.append(f"      {it['link']}")
     if d["errors"]:
         lines.append(f"\nNot answered because something failed (not about the documents): {len(d['errors'])}")
         for it in d["errors"]:
-            lines.append(f"  {_when(it['asked_at'])}  “{_one_line(it['question'])}”: {_one_line(it['reason'], 100)}")
+            lines.append(f"  {_when(it['asked_at'])}  “{fallback(it['question'], 160)}”: {fallback(it['reason'], 100)}")
             lines.append(f"      {it['link']}")
     if d.get("stale"):
         lines.append(f"\n{STALE_HEADING}: {len(d['stale'])}")
         for it in d["stale"]:
-            lines.append(f"  {_when(it['asked_at'])}  “{_one_line(it['question'])}” quoted {_stale_name(it)} "
-                         f"{_page(it)}, replaced {_when(it['replaced_at'])}: “{_one_line(it['missing_quotes'][0]['quote'] or '', 100)}” "
+            lines.append(f"  {_when(it['asked_at'])}  “{fallback(it['question'], 160)}” quoted {_stale_name(it)} "
+                         f"{_page(it)}, replaced {_when(it['replaced_at'])}: “{fallback(it['missing_quotes'][0]['quote'] or '', 100)}” "
                          "is no longer in it")
             lines.append(f"      {it['link']}")
     return "\n".join(lines)
 
 
-def _one_line(text: str, limit: int = 160) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def as_mrkdwn(d: dict[str, Any], *, max_documents: int = 10, max_items: int = 3) -> str:
     """The digest for Slack (an ephemeral reply): the top documents and a few items each, linked."""
-    from bot.render import escape  # noqa: PLC0415
-
     lines = [f"*{escape(_heading(d))}*"]
     if not d["documents"] and not d["errors"] and not d.get("stale"):
         lines.append("Nothing: every question in this period was answered and no answer got a 👎.")
@@ -304,7 +290,7 @@ def as_mrkdwn(d: dict[str, Any], *, max_documents: int = 10, max_items: int = 3)
         for it in g["items"][:max_items]:
             mark = "refused" if it["kind"] == "refused" else "👎"
             page = f" · {_page(it)}" if _page(it) else ""
-            lines.append(f"• <{it['link']}|{escape(_one_line(it['question'], 120)).replace('|', '¦')}> {mark}{page}")
+            lines.append(f"• <{it['link']}|{escape(fallback(it['question'], 120)).replace('|', '¦')}> {mark}{page}")
         if len(g["items"]) > max_items:
             lines.append(f"  … and {len(g['items']) - max_items} more")
     if len(d["documents"]) > max_documents:
@@ -315,7 +301,7 @@ def as_mrkdwn(d: dict[str, Any], *, max_documents: int = 10, max_items: int = 3)
     if d.get("stale"):
         lines.append(f"\n*{escape(STALE_HEADING)}*: {len(d['stale'])}")
         for it in d["stale"][:max_documents]:
-            lines.append(f"• <{it['link']}|{escape(_one_line(it['question'], 120)).replace('|', '¦')}> "
+            lines.append(f"• <{it['link']}|{escape(fallback(it['question'], 120)).replace('|', '¦')}> "
                          f"quoted {escape(_stale_name(it))} {_page(it)}")
         if len(d["stale"]) > max_documents:
             lines.append(f"  … and {len(d['stale']) - max_documents} more: `chapterverse digest` lists all.")
@@ -349,16 +335,15 @@ class DigestPoster:
     sent, so several bot processes and restarts post it once; a failed post is logged and waits for
     the next period (the digest is always there on demand: ``/chapterverse digest``)."""
 
-    def __init__(self, settings: Settings, clients: Callable[[str], WebClient], *, check_s: float = 3600.0) -> None:
+    def __init__(self, settings: Settings, clients: Callable[[str], WebClient]) -> None:
         """``clients(team)``: the workspace's WebClient (``bot.clients.Clients``); due posts are looked
-        for at start and every ``check_s``."""
-        self.settings, self.clients, self.check_s = settings, clients, check_s
+        for at start and every ``CHECK_S``."""
+        self.settings, self.clients = settings, clients
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="digest-poster", daemon=True)
 
     def post_due(self, now: datetime | None = None) -> list[tuple[str, str]]:
         """Post every digest that is due; the (workspace, channel) pairs posted."""
-        from bot.render import sections  # noqa: PLC0415
         from retrieval.store import pool  # noqa: PLC0415
 
         now = now or datetime.now(UTC)
@@ -388,7 +373,7 @@ class DigestPoster:
                 self.post_due()
             except Exception:  # noqa: BLE001  (database down: the next check)
                 log.warning("digest posting failed; trying again at the next check", exc_info=True)
-            if self._stop.wait(self.check_s):
+            if self._stop.wait(CHECK_S):
                 return
 
     def start(self) -> DigestPoster:

@@ -128,9 +128,10 @@ def clip(mrkdwn: str, limit: int = SECTION_LIMIT) -> str:
     return mrkdwn[:cut].rstrip() + "…"
 
 
-def fallback(text: str) -> str:
+def fallback(text: str, limit: int = FALLBACK_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= FALLBACK_CHARS else flat[:FALLBACK_CHARS - 1].rstrip() + "…"
+    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
 
 
 # -------------------------------------------------------------------------------------- blocks
