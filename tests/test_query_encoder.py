@@ -96,7 +96,7 @@ def _export_path(root: Path) -> Path:
 def test_onnx_vectors_match_torch_one_by_one_and_batched(exported: Path, reference: np.ndarray) -> None:
     emb = Embedder(BUNDLED, query_cache=exported)
     singles = np.vstack([emb.embed_query(q) for q in QUERIES])
-    assert emb._encoder is not None and not emb.loaded  # ONNX answered; torch never loaded
+    assert emb._encoder is not None and emb._model is None  # ONNX answered; torch never loaded
     assert singles.dtype == np.float32 and singles.shape == (len(QUERIES), 384)
     assert _cosines(singles, reference).min() >= 0.9999
     batch = emb.embed_queries(QUERIES)  # padded batch, as the extractive answerer sends
@@ -128,7 +128,7 @@ def test_concurrent_queries_from_several_threads(exported: Path, reference: np.n
     assert len(out) == 24
     for i, vec in out.values():
         assert float(vec @ reference[i]) >= 0.9999
-    assert not emb.loaded
+    assert emb._model is None
 
 
 def test_concurrent_first_queries_without_an_export(tmp_path: Path, reference: np.ndarray) -> None:
@@ -176,7 +176,7 @@ def test_broken_export_falls_back_to_torch_and_is_rewritten(tmp_path: Path, expo
 
     emb = Embedder(BUNDLED, query_cache=root)
     vec = emb.embed_query(QUERIES[0])  # torch, then export for the next process
-    assert emb.loaded
+    assert emb._model is not None
     assert float(vec @ reference[0]) >= 0.9999
     assert qe.load(root, MODEL_PATH) is not None  # rewritten and trustworthy again
     assert not [p for p in root.iterdir() if p.name.startswith(".")]  # no temporary or stale directory left
@@ -219,7 +219,7 @@ def test_local_model_without_tokenizer_json_uses_torch(tmp_path: Path, reference
     root = tmp_path / "cache"
     emb = Embedder(str(local), query_cache=root)
     vec = emb.embed_query(QUERIES[0])
-    assert emb.loaded and emb._encoder is None
+    assert emb._model is not None and emb._encoder is None
     assert float(vec @ reference[0]) >= 0.9999
     meta = qe.read_meta(qe.export_dir(root, qe.model_key(local)))
     assert meta is not None and meta.unsupported and "tokenizer.json" in meta.unsupported
@@ -235,10 +235,10 @@ def test_local_model_copy_gets_its_own_export(tmp_path: Path, reference: np.ndar
     root = tmp_path / "cache"
     first = Embedder(str(local), query_cache=root)
     first.prepare_queries()  # no export yet: torch, which writes one
-    assert first.loaded
+    assert first._model is not None
     second = Embedder(str(local), query_cache=root)  # the next process
     vecs = second.embed_queries(QUERIES)
-    assert not second.loaded and second._encoder is not None
+    assert second._model is None and second._encoder is not None
     assert _cosines(vecs, reference).min() >= 0.9999
 
 

@@ -62,7 +62,7 @@ def _prepare_encoder(settings: Settings) -> dict:
     are those of every later ingest; returns what it cost."""
     t0, c0 = time.perf_counter(), time.process_time()
     emb = get_embedder(settings.search.embedding_model, load=False)
-    emb.prepare_passages()  # export if missing: the benchmark wants it outside the clock
+    emb.passage_encoder()  # export if missing: the benchmark wants it outside the clock
     return {"status": emb.passage_encoder_status(), "seconds": round(time.perf_counter() - t0, 2),
             "cpu_seconds": round(time.process_time() - c0, 2)}
 

@@ -96,7 +96,7 @@ class Embedder:
         self._requested = name
         self._path = resolve_model_path(name)
         self._model = None
-        self._pieces = None  # tokenizers.Tokenizer for word_pieces, False when there is none
+        self._pieces = None  # tokenizers.Tokenizer for count_tokens, False when there is none
         self._load_lock = threading.Lock()
         self._pieces_lock = threading.Lock()  # not the load lock: a torch load + export takes seconds
         # torch modules are not safe to call from several threads at once; reentrant because a first
@@ -111,17 +111,7 @@ class Embedder:
         self._passages_state = "untried"  # untried | loaded | failed (chunks embedded with torch)
         self._passages_lock = threading.Lock()
         dim = configured_dim(self._path)
-        self.dim = dim if dim is not None else self._dim_of(self.model)
-
-    @staticmethod
-    def _dim_of(model) -> int:
-        dim = model.get_embedding_dimension() if hasattr(model, "get_embedding_dimension") \
-            else model.get_sentence_embedding_dimension()
-        return int(dim or 0)
-
-    @property
-    def loaded(self) -> bool:
-        return self._model is not None
+        self.dim = dim if dim is not None else int(self.model.get_embedding_dimension() or 0)
 
     @property
     def model(self):
@@ -146,8 +136,9 @@ class Embedder:
         except Exception as exc:  # noqa: BLE001  (hub/network/format errors all end here)
             raise ModelError(f"could not load embedding model {self._requested!r}: {str(exc).splitlines()[0]}") from exc
         log.info("loaded embedding model %s in %.1f s", self.name, time.perf_counter() - t0)
-        if hasattr(self, "dim") and self._dim_of(model) != self.dim:
-            raise ModelError(f"embedding model {self._requested!r} produces {self._dim_of(model)}-d vectors, "
+        dim = int(model.get_embedding_dimension() or 0)
+        if hasattr(self, "dim") and dim != self.dim:
+            raise ModelError(f"embedding model {self._requested!r} produces {dim}-d vectors, "
                              f"its files declare {self.dim}")
         return model
 
@@ -213,17 +204,21 @@ class Embedder:
 
     def count_tokens(self, text: str) -> int:
         """Word pieces of ``text`` without special tokens: the Rust tokenizer of the model's
-        tokenizer.json when it ships one (the same ids, checked at export), else the loaded model's."""
+        tokenizer.json when it ships one (the same ids, checked at export; no torch), else the loaded
+        model's."""
         tok = self._word_tokenizer()
         if tok is None:
             return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
         return len(tok.encode(text, add_special_tokens=False).ids)
 
+    word_pieces = count_tokens  # how many pieces the tokenizer cuts a word into (the extractive answerer's)
+
     # -- the passage encoder (ingest) -------------------------------------------------------
 
-    def _passage_encoder(self) -> pe.PassageEncoder | None:
+    def passage_encoder(self) -> pe.PassageEncoder | None:
         """The ONNX passage encoder, exported on first need (torch loads once for that); None when
-        this model has none and chunks are embedded with torch."""
+        this model has none and chunks are embedded with torch. The lab calls it to have the export
+        made before it times anything."""
         if self._passages_state != "untried" or self._passage_cache is None:
             return self._passages
         with self._passages_lock:
@@ -280,11 +275,6 @@ class Embedder:
             return "unsupported"
         return "whole" if qe.onnx_bytes(qe.export_dir(self._query_cache, key)) == meta.onnx_bytes else "missing"
 
-    def prepare_passages(self) -> None:
-        """Make ``embed_chunks`` ready now: load the ONNX passage encoder, exporting it first if needed
-        (torch is loaded once for that); a model without one embeds with torch later."""
-        self._passage_encoder()
-
     def passage_encoder_status(self) -> str:
         if self._passage_cache is None:
             return "torch (no passage-encoder cache configured)"
@@ -298,20 +288,12 @@ class Embedder:
         (``late_chunk``), else torch twice (the chunk, then each distinct window)."""
         from retrieval.encode.sentence_index import embed_windows, late_chunk, windows_of  # noqa: PLC0415
 
-        enc = self._passage_encoder()
+        enc = self.passage_encoder()
         if enc is not None:
             return late_chunk(enc, indexed, sources, on_batch=on_batch)
         vectors = self.embed(indexed, on_batch=on_batch)
         return vectors, embed_windows([windows_of(c, t) for c, t in sources],
                                       lambda ws: self.embed(ws, batch_size=64))
-
-    def word_pieces(self, word: str) -> int:
-        """How many pieces the model's tokenizer cuts ``word`` into. Read from the model's
-        tokenizer.json with ``tokenizers`` when it ships one (no torch), else from the loaded model."""
-        tok = self._word_tokenizer()
-        if tok is None:
-            return self.count_tokens(word)
-        return len(tok.encode(word, add_special_tokens=False).ids)
 
     def _word_tokenizer(self):
         with self._pieces_lock:

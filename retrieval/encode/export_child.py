@@ -21,13 +21,13 @@ Kind = Literal["queries", "passages"]
 TIMEOUT_S = 900  # an export takes 10-30 s on 2 cores; a hung tracer must not hang the ingest
 
 
-def run(kind: Kind, model_path: str, cache_root: Path, timeout: float = TIMEOUT_S) -> None:
+def run(kind: Kind, model_path: str, cache_root: Path) -> None:
     """Write the ``kind`` export of the model at ``model_path`` under ``cache_root`` in a child
     process. Raises QueryEncoderError (one line saying why) when the child fails; a model that has
     no such export is not a failure (its meta says ``unsupported``)."""
     cmd = [sys.executable, "-m", "retrieval.encode.export_child", kind, model_path, str(cache_root)]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise qe.QueryEncoderError(f"the {kind} export process did not finish: {qe.first_line(exc)}") from exc
     if done.returncode != 0:

@@ -33,16 +33,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ValidationError
 
 from retrieval.encode import query_encoder as qe
 
@@ -57,29 +53,17 @@ BATCH = 8  # texts per run: smaller batches are a little faster per token on 2 c
 Spans = Sequence[tuple[int, int]]  # character spans [start, end) into one text
 
 
-class Meta(BaseModel):
-    """``meta.json``: a usable export, or the reason this model has none."""
+class Meta(qe.Meta):
+    """``meta.json``: the query encoder's record, with the graph's precision; ``probe_vectors`` are
+    this graph's own vectors of the first LOAD_PROBES probes."""
 
-    format: int
-    key: str
-    model_path: str
-    unsupported: str | None = None
-    inputs: list[str] = []
-    max_length: int = 0
-    dim: int = 0
     precision: Literal["int8", "fp32"] = "int8"
     probe_cosine: float = 0.0  # the smallest cosine between this graph's and torch's probe vectors
     int8_note: str = ""  # why the int8 graph was not kept, when it was not
-    onnx_bytes: int = 0
-    onnx_sha256: str = ""
-    probe_vectors: list[list[float]] = []  # this graph's own vectors of the first LOAD_PROBES probes
 
 
 def read_meta(directory: Path) -> Meta | None:
-    try:
-        return Meta.model_validate_json((directory / "meta.json").read_text())
-    except (OSError, ValidationError, ValueError):
-        return None
+    return qe.read_meta(directory, Meta)
 
 
 def cores() -> int:
@@ -96,29 +80,17 @@ class Encoded:
     missing: list[tuple[int, int]]  # (text, window) whose spans hold no token (truncated, not found)
 
 
-class PassageEncoder:
+class PassageEncoder(qe.OnnxEncoder):
     """A loaded export: ``encode`` gives passage vectors and, for given character spans of each
     passage, the pooled vectors of the tokens inside them. One onnxruntime session with one thread
     per core, batches sorted by length and padded to the batch's longest."""
 
-    def __init__(self, directory: Path, model_path: str, meta: Meta) -> None:
-        import onnxruntime as ort  # noqa: PLC0415
-        from tokenizers import Tokenizer  # noqa: PLC0415
+    NAME = "passage"
+    GRAPH = GRAPH
+    threads = staticmethod(cores)
 
-        graph = directory / GRAPH
-        data = graph.read_bytes()
-        if hashlib.sha256(data).hexdigest() != meta.onnx_sha256:
-            raise qe.QueryEncoderError(f"{graph} is not the file its export wrote (checksum)")
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        opts.intra_op_num_threads = cores()
-        # idle threads spinning would burn the CPU seconds ingest is measured in
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.meta = meta
-        self._session = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
-        self._tokenizer = Tokenizer.from_file(str(Path(model_path) / "tokenizer.json"))
-        self._tokenizer.enable_truncation(meta.max_length)
-        self._tokenizer.no_padding()
+    def vectors(self, texts: Sequence[str]) -> np.ndarray:
+        return self.encode(texts).vectors
 
     def encode(self, texts: Sequence[str], spans: Sequence[Sequence[Spans]] | None = None, *,
                batch_size: int = BATCH, on_batch: Callable[[int], object] | None = None) -> Encoded:
@@ -176,44 +148,15 @@ def _tokens_inside(offsets: np.ndarray, special: np.ndarray, pieces: Spans) -> n
 # finding and loading an export
 
 def checked_export(cache_root: Path, model_path: str) -> tuple[Path, Meta]:
-    """The export directory and record for the model's files as they are now (raises
-    QueryEncoderError: none, another model's, unsupported, truncated)."""
-    key = qe.model_key(model_path, FORMAT)
-    if key is None:
-        raise qe.QueryEncoderError(f"{model_path} is not a local model directory")
-    directory = qe.export_dir(cache_root, key)
-    meta = read_meta(directory)
-    if meta is None:
-        raise qe.QueryEncoderError(f"no passage export at {directory}")
-    if meta.format != FORMAT or meta.key != key:
-        raise qe.QueryEncoderError(f"{directory} holds an export for other model files")
-    if meta.unsupported:
-        raise qe.QueryEncoderError(f"no ONNX passage encoder for this model: {meta.unsupported}")
-    try:
-        size = (directory / GRAPH).stat().st_size
-    except OSError:
-        size = -1
-    if size != meta.onnx_bytes:
-        raise qe.QueryEncoderError(f"{directory / GRAPH} has {size} bytes (-1: missing), its export wrote "
-                                   f"{meta.onnx_bytes}")
-    return directory, meta
+    """The export directory and record for the model's files as they are now (``qe.checked_export``)."""
+    return qe.checked_export(cache_root, model_path, PassageEncoder, Meta, FORMAT)
 
 
 def load(cache_root: Path, model_path: str) -> PassageEncoder:
     """The export for the model's files as they are now, checked on its probe texts (raises
     QueryEncoderError when there is none or it cannot be trusted)."""
     directory, meta = checked_export(cache_root, model_path)
-    try:
-        enc = PassageEncoder(directory, model_path, meta)
-        got = enc.encode(qe.PROBES[:qe.LOAD_PROBES]).vectors
-    except qe.QueryEncoderError:
-        raise
-    except Exception as exc:  # noqa: BLE001  (onnxruntime/tokenizers raise their own types)
-        raise qe.QueryEncoderError(f"{directory} could not be loaded: {qe.first_line(exc)}") from exc
-    want = np.asarray(meta.probe_vectors, dtype=np.float32)
-    if qe.agreement(got, want) < LOAD_MIN_COSINE:
-        raise qe.QueryEncoderError(f"{directory} does not reproduce its probe vectors")
-    return enc
+    return qe.trusted(PassageEncoder, directory, model_path, meta, LOAD_MIN_COSINE)
 
 
 def status(cache_root: Path, model_path: str) -> str:
@@ -235,10 +178,7 @@ def unsupported_reason(model: Any) -> str | None:
     if not kinds or kinds[0] != "Transformer" or any(k not in ("Transformer", "Pooling", "Normalize") for k in kinds) \
             or kinds.count("Pooling") != 1:
         return f"modules {kinds} are not transformer + mean pooling"
-    pooling = model[kinds.index("Pooling")]
-    mode = getattr(pooling, "pooling_mode", None)  # sentence-transformers 6; older ones have a method
-    if not isinstance(mode, str):
-        mode = pooling.get_pooling_mode_str() if hasattr(pooling, "get_pooling_mode_str") else ""
+    mode = model[kinds.index("Pooling")].pooling_mode
     if mode != "mean":
         return f"pooling mode {mode!r} is not the mean of token states"
     return None
@@ -266,24 +206,17 @@ def _eager(model_path: str, model: Any) -> Any:
     return eager_model(model_path) or model
 
 
-@contextmanager
-def _quiet_logging():
-    """onnxruntime's quantizer logs advice through the root logger; not for our users."""
-    logging.disable(logging.WARNING)
-    try:
-        yield
-    finally:
-        logging.disable(logging.NOTSET)
-
-
 def _quantize(fp32: Path, int8: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic  # noqa: PLC0415
 
-    with _quiet_logging():
+    logging.disable(logging.WARNING)  # the quantizer logs advice through the root logger; not for our users
+    try:
         # per channel and MatMul only: per-tensor int8 or quantized embedding lookups move vectors
         # to cosine 0.83 of fp32's; this keeps 0.98 at 2.4-3x torch's speed (measured on 14 CFR 91)
         quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8, per_channel=True,
                          op_types_to_quantize=["MatMul"])
+    finally:
+        logging.disable(logging.NOTSET)
 
 
 def _finish(tmp: Path, meta: Meta, model_path: str, want: np.ndarray) -> Meta:
@@ -300,18 +233,13 @@ def _finish(tmp: Path, meta: Meta, model_path: str, want: np.ndarray) -> Meta:
 def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
     base = Meta(format=FORMAT, key=key, model_path=str(model_path))
     reason = unsupported_reason(model)
-    max_length = int(getattr(model, "max_seq_length", 0) or 0)
-    if reason is None and max_length <= 0:
-        reason = "the model declares no maximum sequence length"
-    if reason is None:
-        try:
-            inputs = qe.check_tokenizer(model, model_path, max_length)
-        except qe.QueryEncoderError as exc:
-            reason = str(exc)
     if reason is not None:
         return base.model_copy(update={"unsupported": reason})
-    want = np.asarray(model.encode(list(qe.PROBES), normalize_embeddings=True, convert_to_numpy=True,
-                                   show_progress_bar=False), dtype=np.float32)
+    try:
+        max_length, inputs = qe.check_tokenizer(model, model_path)
+    except qe.QueryEncoderError as exc:
+        return base.model_copy(update={"unsupported": str(exc)})
+    want = qe.torch_vectors(model)
     fp32 = tmp / "fp32.onnx"
     try:
         eager = _eager(model_path, model)
@@ -337,22 +265,8 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
 
 
 def export(model: Any, model_path: str, cache_root: Path) -> Meta:
-    """Export a loaded SentenceTransformer's passage encoder under ``cache_root`` (atomically).
-    Returns the meta written (usable, or ``unsupported`` with the reason); raises QueryEncoderError
-    when torch or onnxruntime failed (nothing written) and OSError when the directory is not writable."""
-    key = qe.model_key(model_path, FORMAT)
-    if key is None:
-        raise qe.QueryEncoderError(f"{model_path} is not a local model directory")
-    cache_root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=cache_root))
-    try:
-        meta = _build(model, model_path, key, tmp)
-        if meta.unsupported:
-            for f in tmp.iterdir():
-                f.unlink()
-        (tmp / "meta.json").write_text(meta.model_dump_json(indent=1))
-        qe.publish(tmp, qe.export_dir(cache_root, key))
-        qe.prune(cache_root, key, str(model_path), read=read_meta)
-        return meta
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    """Export a loaded SentenceTransformer's passage encoder under ``cache_root`` (atomically, as
+    ``qe.export``). Returns the meta written (usable, or ``unsupported`` with the reason); raises
+    QueryEncoderError when torch or onnxruntime failed (nothing written) and OSError when the
+    directory is not writable."""
+    return qe.export(model, model_path, cache_root, _build, FORMAT)

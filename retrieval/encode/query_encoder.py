@@ -35,7 +35,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
@@ -76,7 +76,11 @@ class Meta(BaseModel):
     dim: int = 0
     onnx_bytes: int = 0
     onnx_sha256: str = ""
-    probe_vectors: list[list[float]] = []
+    probe_vectors: list[list[float]] = []  # torch's vectors of the probes (the load checks the first LOAD_PROBES)
+
+
+M = TypeVar("M", bound=Meta)
+E = TypeVar("E", bound="OnnxEncoder")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,19 +104,31 @@ def export_dir(cache_root: Path, key: str) -> Path:
     return cache_root / key
 
 
-def onnx_bytes(directory: Path) -> int:
+def onnx_bytes(directory: Path, graph: str = "model.onnx") -> int:
     """The size of the export's graph file (-1: missing)."""
     try:
-        return (directory / "model.onnx").stat().st_size
+        return (directory / graph).stat().st_size
     except OSError:
         return -1
 
 
-def read_meta(directory: Path) -> Meta | None:
+def read_meta(directory: Path, kind: type[M] = Meta) -> M | None:
+    """The export's ``meta.json`` as ``kind`` (this module's Meta or the passage encoder's), or None."""
     try:
-        return Meta.model_validate_json((directory / "meta.json").read_text())
+        return kind.model_validate_json((directory / "meta.json").read_text())
     except (OSError, ValidationError, ValueError):
         return None
+
+
+def tokenizer(model_path: str, max_length: int) -> Any:
+    """The model's Rust tokenizer (``tokenizer.json``) set up as sentence-transformers tokenizes:
+    truncated to the model's window (tokenizer.json's own settings are not ST's), unpadded."""
+    from tokenizers import Tokenizer  # noqa: PLC0415
+
+    tok = Tokenizer.from_file(str(Path(model_path) / "tokenizer.json"))
+    tok.enable_truncation(max_length)
+    tok.no_padding()
+    return tok
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,29 +137,48 @@ def read_meta(directory: Path) -> Meta | None:
 BATCH = 4  # texts per run; 17 answer-time texts: 12.8 → 6.0 CPU-s over 30 questions with 4 (2: 5.3, 8: 8.2)
 
 
-class QueryEncoder:
-    """An exported model: ``encode(texts)`` gives L2-normalised float32 vectors, like
-    ``SentenceTransformer.encode(texts, normalize_embeddings=True)``. Safe to call from several
-    threads at once (onnxruntime sessions are; the tokenizer is configured once, before use)."""
+class OnnxEncoder:
+    """An export's graph (``GRAPH`` in its directory, checked against its checksum) in an onnxruntime
+    session, and the model's tokenizer. Safe to call from several threads at once (onnxruntime
+    sessions are; the tokenizer is configured once, before use)."""
+
+    GRAPH = "model.onnx"
 
     def __init__(self, directory: Path, model_path: str, meta: Meta) -> None:
-        import onnxruntime as ort  # noqa: PLC0415  (~0.1 s; only when queries are embedded)
-        from tokenizers import Tokenizer  # noqa: PLC0415
+        import onnxruntime as ort  # noqa: PLC0415  (~0.1 s; only when something is embedded)
 
         self.meta = meta
-        graph = directory / "model.onnx"
-        if meta.onnx_sha256 and hashlib.sha256(graph.read_bytes()).hexdigest() != meta.onnx_sha256:
+        graph = directory / self.GRAPH
+        if hashlib.sha256(graph.read_bytes()).hexdigest() != meta.onnx_sha256:
             # the probes cannot see every weight (e.g. the embedding rows of words they do not use)
-            raise QueryEncoderError(f"{directory / 'model.onnx'} is not the file its export wrote (checksum)")
+            raise QueryEncoderError(f"{graph} is not the file its export wrote (checksum)")
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
-        # Spinning idle threads would compete with the search and answer threads for 2 cores.
+        opts.intra_op_num_threads = self.threads()
+        # Idle threads spinning would compete with the search and answer threads, and burn the CPU
+        # seconds ingest is measured in.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         # from the path (~0.1 s faster than from the bytes just hashed, which are then in the page cache)
         self._session = ort.InferenceSession(str(graph), opts, providers=["CPUExecutionProvider"])
-        self._tokenizer = Tokenizer.from_file(str(Path(model_path) / "tokenizer.json"))
-        self._tokenizer.enable_truncation(meta.max_length)  # tokenizer.json's own settings are not ST's
-        self._tokenizer.no_padding()
+        self._tokenizer = tokenizer(model_path, meta.max_length)
+
+    @staticmethod
+    def threads() -> int:
+        return 0  # onnxruntime's default
+
+    def vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """The L2-normalised vectors of ``texts`` (what the probes check)."""
+        raise NotImplementedError
+
+
+class QueryEncoder(OnnxEncoder):
+    """An exported model: ``encode(texts)`` gives L2-normalised float32 vectors, like
+    ``SentenceTransformer.encode(texts, normalize_embeddings=True)``."""
+
+    NAME = "query"
+
+    def vectors(self, texts: Sequence[str]) -> np.ndarray:
+        return self.encode(texts)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Runs of ``BATCH`` texts of similar length (a question with its candidate sentences wastes
@@ -182,24 +217,26 @@ def agreement(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.min(np.sum(a * b, axis=1)))
 
 
-def checked_export(cache_root: Path, model_path: str) -> tuple[Path, Meta]:
-    """The export directory and its record for the model's files as they are now, when its files
-    look intact (raises QueryEncoderError: none, another model's, unsupported, truncated). Reads
-    files only; ``load`` then runs it on its probe texts."""
-    key = model_key(model_path)
+def checked_export(cache_root: Path, model_path: str, encoder: type[OnnxEncoder] = QueryEncoder,
+                   kind: type[M] = Meta, fmt: int = FORMAT) -> tuple[Path, M]:
+    """The export directory and its record (``kind``, format ``fmt``) for the model's files as they
+    are now, when its files look intact (raises QueryEncoderError: none, another model's,
+    unsupported, truncated). Reads files only; ``load`` then runs it on its probe texts. The
+    defaults are the query encoder's; ``retrieval.encode.passage_encoder`` passes its own."""
+    key = model_key(model_path, fmt)
     if key is None:
         raise QueryEncoderError(f"{model_path} is not a local model directory")
     directory = export_dir(cache_root, key)
-    meta = read_meta(directory)
+    meta = read_meta(directory, kind)
     if meta is None:
         raise QueryEncoderError(f"no export at {directory}")
-    if meta.format != FORMAT or meta.key != key:
+    if meta.format != fmt or meta.key != key:
         raise QueryEncoderError(f"{directory} holds an export for other model files")
     if meta.unsupported:
-        raise QueryEncoderError(f"no ONNX query encoder for this model: {meta.unsupported}")
-    size = onnx_bytes(directory)
+        raise QueryEncoderError(f"no ONNX {encoder.NAME} encoder for this model: {meta.unsupported}")
+    size = onnx_bytes(directory, encoder.GRAPH)
     if size != meta.onnx_bytes:
-        raise QueryEncoderError(f"{directory / 'model.onnx'} has {size} bytes (-1: missing), its export wrote "
+        raise QueryEncoderError(f"{directory / encoder.GRAPH} has {size} bytes (-1: missing), its export wrote "
                                 f"{meta.onnx_bytes}")
     if not meta.onnx_sha256:
         raise QueryEncoderError(f"{directory} has no checksum")
@@ -219,15 +256,21 @@ def load(cache_root: Path, model_path: str) -> QueryEncoder:
     """The export for the model's files as they are now (raises QueryEncoderError: none, another
     model's, corrupt, or not reproducing its probe vectors)."""
     directory, meta = checked_export(cache_root, model_path)
+    return trusted(QueryEncoder, directory, model_path, meta, MIN_COSINE)
+
+
+def trusted(encoder: type[E], directory: Path, model_path: str, meta: Meta, min_cosine: float) -> E:
+    """The ``encoder`` of the export in ``directory``, when it reproduces the vectors its export
+    recorded for the first LOAD_PROBES probes to ``min_cosine`` (raises QueryEncoderError)."""
     try:
-        enc = QueryEncoder(directory, model_path, meta)
-        got = enc.encode(PROBES[:LOAD_PROBES])
+        enc = encoder(directory, model_path, meta)
+        got = enc.vectors(PROBES[:LOAD_PROBES])
     except QueryEncoderError:
         raise
     except Exception as exc:  # noqa: BLE001  (onnxruntime/tokenizers raise their own types)
         raise QueryEncoderError(f"{directory} could not be loaded: {first_line(exc)}") from exc
     want = np.asarray(meta.probe_vectors[:LOAD_PROBES], dtype=np.float32)
-    if agreement(got, want) < MIN_COSINE:
+    if agreement(got, want) < min_cosine:
         raise QueryEncoderError(f"{directory} does not reproduce its probe vectors")
     return enc
 
@@ -236,22 +279,18 @@ def load(cache_root: Path, model_path: str) -> QueryEncoder:
 # making an export (needs torch; called from a process that has loaded the SentenceTransformer)
 
 def features(model: Any, texts: Sequence[str]) -> dict[str, Any]:
-    prep = getattr(model, "preprocess", None) or model.tokenize
-    feats = prep(list(texts))
-    return {k: v for k, v in feats.items() if hasattr(v, "shape")}
+    return {k: v for k, v in model.preprocess(list(texts)).items() if hasattr(v, "shape")}
 
 
-def check_tokenizer(model: Any, model_path: str, max_length: int) -> list[str]:
-    """The graph's input names, if the Rust tokenizer gives exactly sentence-transformers' input
-    on every probe (raises QueryEncoderError otherwise)."""
-    from tokenizers import Tokenizer  # noqa: PLC0415
-
-    path = Path(model_path) / "tokenizer.json"
-    if not path.is_file():
+def check_tokenizer(model: Any, model_path: str) -> tuple[int, list[str]]:
+    """The model's window and the graph's input names, if the Rust tokenizer gives exactly
+    sentence-transformers' input on every probe (raises QueryEncoderError with the reason otherwise)."""
+    max_length = int(getattr(model, "max_seq_length", 0) or 0)
+    if max_length <= 0:
+        raise QueryEncoderError("the model declares no maximum sequence length")
+    if not (Path(model_path) / "tokenizer.json").is_file():
         raise QueryEncoderError("the model directory has no tokenizer.json")
-    tok = Tokenizer.from_file(str(path))
-    tok.enable_truncation(max_length)
-    tok.no_padding()
+    tok = tokenizer(model_path, max_length)
     for text in PROBES:
         feats = features(model, [text])
         names = list(feats)
@@ -263,7 +302,13 @@ def check_tokenizer(model: Any, model_path: str, max_length: int) -> list[str]:
             if feats[name][0].tolist() != ours[name]:
                 raise QueryEncoderError(f"tokenizer.json does not reproduce sentence-transformers' {name} "
                                         f"for {text[:40]!r}")
-    return [n for n in SUPPORTED_INPUTS if n in names]
+    return max_length, [n for n in SUPPORTED_INPUTS if n in names]
+
+
+def torch_vectors(model: Any) -> np.ndarray:
+    """sentence-transformers' own vectors of the probes, which an export must reproduce."""
+    return np.asarray(model.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True,
+                                   show_progress_bar=False), dtype=np.float32)
 
 
 def trace(module: Any, model: Any, inputs: list[str], target: Path, *, key: str, output: str,
@@ -311,23 +356,27 @@ def publish(tmp: Path, final: Path) -> None:
     shutil.rmtree(stale, ignore_errors=True)
 
 
-def export(model: Any, model_path: str, cache_root: Path) -> Meta:
-    """Export a loaded SentenceTransformer for ``model_path`` under ``cache_root`` (atomically).
+def export(model: Any, model_path: str, cache_root: Path, build: Callable[..., M] | None = None,
+           fmt: int = FORMAT) -> Meta | M:
+    """Export a loaded SentenceTransformer for ``model_path`` under ``cache_root`` (atomically):
+    ``build(model, model_path, key, directory)`` writes the graph and returns its meta (the default:
+    the query encoder's; ``retrieval.encode.passage_encoder`` passes its own, and its ``fmt``).
 
     Returns the written meta: a usable export, or one marked ``unsupported`` with the reason when
     the ONNX path would not give the same vectors. Raises QueryEncoderError when the model is not a
     local directory or the tracer or onnxruntime failed (nothing is written: that may be the
     environment's fault, so a later process tries again), OSError when the directory is not
     writable."""
-    key = model_key(model_path)
+    key = model_key(model_path, fmt)
     if key is None:
         raise QueryEncoderError(f"{model_path} is not a local model directory")
     cache_root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=cache_root))
     try:
-        meta = _build(model, model_path, key, tmp)
+        meta = (build or _build)(model, model_path, key, tmp)
         if meta.unsupported:
-            (tmp / "model.onnx").unlink(missing_ok=True)
+            for f in tmp.iterdir():
+                f.unlink()
         (tmp / "meta.json").write_text(meta.model_dump_json(indent=1))
         publish(tmp, export_dir(cache_root, key))
         prune(cache_root, key, str(model_path))
@@ -336,10 +385,9 @@ def export(model: Any, model_path: str, cache_root: Path) -> Meta:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def prune(cache_root: Path, key: str, model_path: str, read: Callable[[Path], Any] = read_meta) -> None:
+def prune(cache_root: Path, key: str, model_path: str) -> None:
     """Remove this model's exports for files it no longer has, and temporary directories a killed
-    export left behind (older than an hour, so a running export elsewhere keeps its own). ``read``:
-    the export kind's meta reader (anything with a ``model_path``)."""
+    export left behind (older than an hour, so a running export elsewhere keeps its own)."""
     cutoff = time.time() - 3600
     for entry in cache_root.iterdir():
         if entry.name == key or not entry.is_dir():
@@ -348,22 +396,18 @@ def prune(cache_root: Path, key: str, model_path: str, read: Callable[[Path], An
             if entry.stat().st_mtime < cutoff:
                 shutil.rmtree(entry, ignore_errors=True)
             continue
-        meta = read(entry)
+        meta = read_meta(entry)
         if meta is not None and meta.model_path == model_path:
             shutil.rmtree(entry, ignore_errors=True)
 
 
 def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
     base = {"format": FORMAT, "key": key, "model_path": str(model_path)}
-    max_length = int(getattr(model, "max_seq_length", 0) or 0)
-    if max_length <= 0:
-        return Meta(**base, unsupported="the model declares no maximum sequence length")
     try:
-        inputs = check_tokenizer(model, model_path, max_length)
+        max_length, inputs = check_tokenizer(model, model_path)
     except QueryEncoderError as exc:
         return Meta(**base, unsupported=str(exc))
-    want = np.asarray(model.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True,
-                                   show_progress_bar=False), dtype=np.float32)
+    want = torch_vectors(model)
     # An exception here may be the environment's (the onnx package missing, an old onnxruntime):
     # nothing is written, so a later process tries again; a mismatch below is the model's own.
     try:

@@ -4,8 +4,9 @@ The ranking is BM25:
 
 * the query's lexemes come from ``to_tsvector(config, query)`` for each text-search configuration
   the searched documents were indexed with (``documents.text_search``, from the collection's profile
-  at ingest; 'english' unless a preset says otherwise: stemming, stop words dropped) plus its identifier terms (``retrieval.text.identifiers``: ``gnu_source``, ``%in%``, ``c++``,
-  which chunks carry in their tsvector too), so a question is a bag of terms, not a boolean expression;
+  at ingest; 'english' unless a preset says otherwise: stemming, stop words dropped) plus its
+  identifier terms (``retrieval.text.identifiers``: ``gnu_source``, ``%in%``, ``c++``, which chunks
+  carry in their tsvector too), so a question is a bag of terms, not a boolean expression;
 * candidates are the chunks having *any* of the lexemes: a word of a long question that the corpus
   never uses cannot empty the result;
 * each lexeme's document frequency over the searched scope is a sum of per-document counts kept at
