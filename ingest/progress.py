@@ -20,20 +20,15 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import TextIO
-from urllib.parse import urlsplit, urlunsplit
+
+from retrieval.text.urls import shown_url
 
 
 def shown_name(origin: str) -> str:
     """A URL without its query string, fragment or credentials; a path as it is."""
-    if not origin[:8].lower().startswith(("http://", "https://")):
-        return origin
-    try:
-        p = urlsplit(origin)
-        return urlunsplit((p.scheme, p.netloc.rsplit("@", 1)[-1], p.path, "", ""))
-    except ValueError:
-        return origin.split("?", 1)[0].split("#", 1)[0]
+    return shown_url(origin) if origin[:8].lower().startswith(("http://", "https://")) else origin
 
 
 def _elapsed(seconds: float) -> str:
@@ -71,7 +66,7 @@ class ProgressLog:
     # -------------------------------------------------------------- what the pipeline reports
     @property
     def pages_done(self) -> int:
-        """Pages read so far (the pipeline counts them here, or through ``pages``)."""
+        """Pages read so far (the pipeline counts them here)."""
         return self._pages_done
 
     @pages_done.setter
@@ -84,14 +79,6 @@ class ProgressLog:
 
     def document(self, name: str) -> None:
         self.name = shown_name(name)
-
-    def pages(self, total: int, iterable: Iterable[int]) -> Iterator[int]:
-        """Wraps the page loop: counts pages as they are read."""
-        self.pages_total, self.pages_done = total, 0
-        self.begin("reading pages")
-        for i in iterable:
-            yield i
-            self.pages_done += 1
 
     def begin(self, step: str, total: int | None = None, done: int = 0) -> None:
         """A new step of ``total`` units, ``done`` of them done already (passages embedded while the

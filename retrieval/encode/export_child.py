@@ -16,6 +16,7 @@ from typing import Literal
 
 from retrieval.encode import passage_encoder as pe
 from retrieval.encode import query_encoder as qe
+from retrieval.store.db import first_line
 
 Kind = Literal["queries", "passages"]
 TIMEOUT_S = 900  # an export takes 10-30 s on 2 cores; a hung tracer must not hang the ingest
@@ -29,7 +30,7 @@ def run(kind: Kind, model_path: str, cache_root: Path) -> None:
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise qe.QueryEncoderError(f"the {kind} export process did not finish: {qe.first_line(exc)}") from exc
+        raise qe.QueryEncoderError(f"the {kind} export process did not finish: {first_line(exc)}") from exc
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         raise qe.QueryEncoderError(f"the {kind} export process failed (exit status {done.returncode}): "
@@ -54,7 +55,7 @@ def main() -> None:
         model = _load(model_path, eager=kind == "passages")
         meta = (pe.export if kind == "passages" else qe.export)(model, model_path, cache_root)
     except (qe.QueryEncoderError, OSError) as exc:
-        sys.exit(qe.first_line(exc))
+        sys.exit(first_line(exc))
     print(meta.unsupported or "written")
 
 

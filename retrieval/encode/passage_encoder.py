@@ -41,6 +41,7 @@ from typing import Any, Literal
 import numpy as np
 
 from retrieval.encode import query_encoder as qe
+from retrieval.store.db import first_line
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ def eager_model(model_path: str) -> Any | None:
     try:
         return SentenceTransformer(model_path, device="cpu", model_kwargs={"attn_implementation": "eager"})
     except Exception as exc:  # noqa: BLE001  (an older transformers without that option)
-        log.info("no eager-attention copy of %s (%s)", model_path, qe.first_line(exc))
+        log.info("no eager-attention copy of %s (%s)", model_path, first_line(exc))
         return None
 
 
@@ -247,7 +248,7 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
                  output_axes={0: "batch", 1: "tokens"})
         _quantize(fp32, tmp / GRAPH)
     except Exception as exc:  # noqa: BLE001  (the tracer and quantizer raise many types)
-        raise qe.QueryEncoderError(f"could not export the passage encoder: {qe.first_line(exc)}") from exc
+        raise qe.QueryEncoderError(f"could not export the passage encoder: {first_line(exc)}") from exc
     meta = base.model_copy(update={"inputs": inputs, "max_length": max_length, "dim": int(want.shape[1])})
     try:
         meta = _finish(tmp, meta, model_path, want)
@@ -256,7 +257,7 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
             os.replace(fp32, tmp / GRAPH)
             meta = _finish(tmp, meta.model_copy(update={"precision": "fp32", "int8_note": note}), model_path, want)
     except Exception as exc:  # noqa: BLE001
-        raise qe.QueryEncoderError(f"onnxruntime could not run the passage export: {qe.first_line(exc)}") from exc
+        raise qe.QueryEncoderError(f"onnxruntime could not run the passage export: {first_line(exc)}") from exc
     fp32.unlink(missing_ok=True)
     if meta.probe_cosine < INT8_MIN_COSINE:
         return base.model_copy(update={"unsupported": f"the exported graph's vectors differ from "

@@ -40,6 +40,8 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from retrieval.store.db import first_line
+
 log = logging.getLogger(__name__)
 
 FORMAT = 1  # bump when the layout, the graph's inputs/outputs or the probes change
@@ -203,11 +205,6 @@ def padded(encs: Sequence[Any], inputs: Sequence[str]) -> dict[str, np.ndarray]:
             if name in arrays:
                 arrays[name][i, :n] = values
     return arrays
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else repr(exc)
 
 
 def agreement(a: np.ndarray, b: np.ndarray) -> float:
