@@ -14,6 +14,7 @@ import pytest
 from pydantic import SecretStr
 
 from retrieval.answer.answerers.model import gemini as gemini_mod
+from retrieval.answer.answerers.model import structured
 from retrieval.answer.ask import ask
 from retrieval.answer.refusals import NO_SUPPORT
 from retrieval.models import Answer, Turn
@@ -33,7 +34,7 @@ def fake() -> Iterator[fg.FakeGemini]:
 @pytest.fixture()
 def gsettings(settings, dev_corpus, fake, monkeypatch):
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.base_url)
-    monkeypatch.setattr(gemini_mod, "BACKOFF_BASE_S", 0.2)
+    monkeypatch.setattr(structured, "BACKOFF_BASE_S", 0.2)
     return settings.but(answer={"gemini_api_key": SecretStr(fake.api_key), "gemini_model": "gemini-test", "gemini_timeout_s": 2.0, "gemini_retry_budget_s": 6.0})
 
 
@@ -131,10 +132,10 @@ def test_one_client_per_settings_is_reused(gsettings, fake, monkeypatch) -> None
     for _ in range(3):
         assert not run(gsettings).refusal
     assert len(built) == 1  # not one per ask()
-    a1 = gemini_mod.GeminiAnswerer.from_settings(gsettings)
-    a2 = gemini_mod.GeminiAnswerer.from_settings(gsettings)
+    a1 = gemini_mod.GeminiAnswerer(gsettings)
+    a2 = gemini_mod.GeminiAnswerer(gsettings)
     assert a1._client is a2._client
-    other = gemini_mod.GeminiAnswerer.from_settings(gsettings.but(answer={"gemini_timeout_s": 3.0}))
+    other = gemini_mod.GeminiAnswerer(gsettings.but(answer={"gemini_timeout_s": 3.0}))
     assert other._client is not a1._client and len(built) == 2
     gemini_mod.close_clients()
 

@@ -37,7 +37,7 @@ def fake() -> Iterator[fo.FakeOpenAI]:
 
 @pytest.fixture()
 def osettings(settings, dev_corpus, fake, monkeypatch):
-    monkeypatch.setattr(openai_compat, "BACKOFF_BASE_S", 0.2)
+    monkeypatch.setattr(structured, "BACKOFF_BASE_S", 0.2)
     return settings.but(answer={"answerer": "openai", "gemini_api_key": None, "openai_base_url": fake.base_url, "openai_api_key": SecretStr(fake.api_key), "openai_model": "local-test-model", "openai_timeout_s": 2.0, "openai_retry_budget_s": 6.0})
 
 
@@ -203,9 +203,9 @@ def test_local_server_without_a_key(osettings, fake) -> None:
 
 
 def test_one_client_per_settings_is_reused(osettings, fake) -> None:
-    a1 = openai_compat.OpenAICompatAnswerer.from_settings(osettings)
-    a2 = openai_compat.OpenAICompatAnswerer.from_settings(osettings)
-    other = openai_compat.OpenAICompatAnswerer.from_settings(osettings.but(answer={"openai_timeout_s": 3.0}))
+    a1 = openai_compat.OpenAICompatAnswerer(osettings)
+    a2 = openai_compat.OpenAICompatAnswerer(osettings)
+    other = openai_compat.OpenAICompatAnswerer(osettings.but(answer={"openai_timeout_s": 3.0}))
     assert a1._client is a2._client and other._client is not a1._client
 
 

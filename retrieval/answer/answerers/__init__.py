@@ -1,15 +1,10 @@
 """Answerers: turn a question and the page texts it was shown into a draft answer with claimed quotes.
 
-A draft is never shown as is: ``retrieval.answer.ask`` verifies every claimed quote against the shown page
-texts (``retrieval.answer.verify``) and keeps only the source's own words. Three answerers exist:
-``gemini`` (google-genai, structured output), ``openai`` (any OpenAI-compatible server through the
-``openai`` client: Ollama, vLLM, llama.cpp, LM Studio, OpenAI), both in ``model``, and ``extractive``
-(verbatim best sentences, no model service; its own package). All implement ``Answerer``: each says how many passages
-it reads and answers through ``respond``; ``retrieval.answer.drafting.Drafting`` is that for both: the
-answerer says what it is shown (``request``: one ``Request``), drafts from it and checks its own draft
-after verification (``settle``), and ``retrieval.answer.answerers.fallback`` wraps a model answerer so that a failed model
-degrades to the extractive answerer. The two model answerers share everything but their provider
-call (``model.structured``).
+A draft is never shown as is: every claimed quote is verified against the shown page texts
+(``retrieval.answer.verify``) and only the source's own words are kept. Three answerers implement
+``Answerer`` through ``retrieval.answer.drafting.Drafting``: ``gemini`` and ``openai`` (``model``,
+sharing all but their provider call) and ``extractive`` (verbatim best sentences, no model service).
+``registry`` builds them by name; ``fallback`` lets a failed model degrade to the extractive answerer.
 """
 
 from __future__ import annotations
@@ -57,7 +52,6 @@ class Draft(BaseModel):
     claims: list[Claim] = Field(default_factory=list)
     evidence_score: float | None = None  # the extractive answerer's evidence score for its first quote (None for models)
     agreement: float | None = None  # its second judge's probability for the first quote if it ranks it first too, else 0 (None: no judge)
-    model_calls: int = 0
     best: Claim | None = None  # the extractive answerer's best sentence, also when it refuses
 
 

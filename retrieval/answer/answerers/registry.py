@@ -11,35 +11,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from typing import TYPE_CHECKING
-
 from retrieval.answer.answerers import ANSWERERS, Answerer
 from retrieval.answer.answerers.fallback import Fallback
 from retrieval.profile import Profile
 from retrieval.settings import Settings
 
-if TYPE_CHECKING:
-    from retrieval.answer.answerers.model.structured import StructuredAnswerer
-
 log = logging.getLogger(__name__)
-EXTRACTIVE = "extractive"
 
 
 def _gemini(settings: Settings, profile: Profile) -> Answerer:
     from retrieval.answer.answerers.model.gemini import GeminiAnswerer  # noqa: PLC0415  (imports google-genai)
 
-    return _with_fallback(GeminiAnswerer.from_settings(settings), settings, profile)
+    return Fallback(GeminiAnswerer(settings, profile), lambda: build_extractive(settings, profile))
 
 
 def _openai(settings: Settings, profile: Profile) -> Answerer:
     from retrieval.answer.answerers.model.openai_compat import OpenAICompatAnswerer  # noqa: PLC0415  (imports openai)
 
-    return _with_fallback(OpenAICompatAnswerer.from_settings(settings), settings, profile)
-
-
-def _with_fallback(model: StructuredAnswerer, settings: Settings, profile: Profile) -> Answerer:
-    model.profile = profile
-    return Fallback(model, lambda: build_extractive(settings, profile))
+    return Fallback(OpenAICompatAnswerer(settings, profile), lambda: build_extractive(settings, profile))
 
 
 def choose_answerer(settings: Settings, name: str | None) -> str:
@@ -88,5 +77,5 @@ def sentence_reader(settings: Settings, purpose: str = "answer"):
 
 
 REGISTRY: dict[str, Callable[[Settings, Profile], Answerer]] = {
-    "gemini": _gemini, "openai": _openai, EXTRACTIVE: build_extractive}
+    "gemini": _gemini, "openai": _openai, "extractive": build_extractive}
 assert set(REGISTRY) == set(ANSWERERS)

@@ -1,22 +1,18 @@
 """The OpenAI-compatible answerer (``openai`` client): any server speaking ``POST /v1/chat/completions``
-— Ollama, vLLM, llama.cpp's server, LM Studio, OpenAI itself — with the Gemini answerer's contract.
+— Ollama, vLLM, llama.cpp's server, LM Studio, OpenAI itself — as the provider call of
+``structured.StructuredAnswerer`` (the Gemini answerer's contract).
 
-- The passages go in as data with ids (``retrieval.answer.answerers.model.prompt``, shared with Gemini).
-- Output is requested with ``response_format`` ``json_schema`` (strict) built from the same pydantic
-  model (``structured.strict_schema``) and validated from the message text with pydantic
-  (``structured.parse_output``); a refusal (the ``refusal`` field, or plain text instead of JSON), a
-  cut-off (``finish_reason`` length), a content filter or an empty reply give ``AnswererError``.
-- One request at a time goes through ``_complete`` (the single provider call): an explicit timeout
-  per request, the client's own retries off, and 429, 5xx, timeouts and dropped connections retried
-  by ``structured.RetryBudget`` (the Gemini policy), after exactly the server's ``Retry-After`` when
-  it gives one, bounded in total time.
-- One client per (key, base URL, timeout) for the process (``structured.ClientCache``).
+- Output is requested with ``response_format`` ``json_schema`` (strict, ``structured.strict_schema``);
+  a refusal (the ``refusal`` field, or plain text instead of JSON), a cut-off (``finish_reason``
+  length), a content filter or an empty reply give ``AnswererError``.
+- An explicit timeout per request and the client's own retries off: 429, 5xx, timeouts and dropped
+  connections are retried by ``StructuredAnswerer._request``, after exactly the server's
+  ``Retry-After`` when it gives one.
 Errors never include the API key (it is only ever sent in the Authorization header).
 """
 
 from __future__ import annotations
 
-import logging
 import re
 
 import openai
@@ -24,18 +20,9 @@ from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
 
 from retrieval.answer.answerers import AnswererError, unconfigured
-from retrieval.answer.answerers.model.structured import (
-    BACKOFF_BASE_S,
-    BACKOFF_MAX_S,
-    DEFAULT_MAX_ATTEMPTS,
-    ClientCache,
-    RetryBudget,
-    StructuredAnswerer,
-    strict_schema,
-)
+from retrieval.answer.answerers.model.structured import ClientCache, StructuredAnswerer, strict_schema
+from retrieval.profile import DEFAULT_PROFILE, Profile
 from retrieval.settings import Settings
-
-log = logging.getLogger(__name__)
 
 PROVIDER = "the OpenAI-compatible server"
 NO_KEY = "no-key"  # local servers take any key; the client insists on one
@@ -80,7 +67,7 @@ _CLIENTS: ClientCache[openai.OpenAI] = ClientCache("OpenAI")
 
 
 def client_for(api_key: str, base_url: str | None, timeout_s: float) -> openai.OpenAI:
-    """The process-wide client for these settings; its own retries are off (``RetryBudget`` retries)."""
+    """The process-wide client for these settings; its own retries are off (``_request`` retries)."""
     url = base_url or OPENAI_URL  # explicit: the client would read OPENAI_BASE_URL again (Settings did)
     return _CLIENTS.get((api_key, url, timeout_s), lambda: openai.OpenAI(
         api_key=api_key, base_url=url, timeout=timeout_s, max_retries=0))
@@ -113,36 +100,19 @@ class OpenAICompatAnswerer(StructuredAnswerer):
     name = "openai"
     provider = PROVIDER
 
-    def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
-                 timeout_s: float = 60.0, retry_budget_s: float = 90.0,
-                 max_attempts: int = DEFAULT_MAX_ATTEMPTS, settings: Settings | None = None) -> None:
-        """``settings``: where the process-wide cap on concurrent model calls comes from
-        (``CHAPTERVERSE_MODEL_CONCURRENCY``, ``retrieval.answer.answerers.model.slots``, shared with Gemini)."""
-        self.model = model
-        self._settings = settings or Settings()
-        self._client = client_for(api_key or NO_KEY, base_url, timeout_s)
-        self._budget = RetryBudget(max_attempts, retry_budget_s, retry_after_s, base_s=BACKOFF_BASE_S,
-                                   max_s=BACKOFF_MAX_S)
-        self.calls = 0
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> OpenAICompatAnswerer:
+    def __init__(self, settings: Settings, profile: Profile = DEFAULT_PROFILE) -> None:
+        answer = settings.answer
         missing = unconfigured(settings, "openai")
-        if missing or not settings.answer.openai_model:
+        if missing or not answer.openai_model:
             raise AnswererError(f"the openai answerer needs {missing}")
-        key = settings.answer.openai_api_key.get_secret_value() if settings.answer.openai_api_key else None
-        return cls(settings.answer.openai_model, api_key=key, base_url=settings.answer.openai_base_url,
-                   timeout_s=settings.answer.openai_timeout_s, retry_budget_s=settings.answer.openai_retry_budget_s,
-                   settings=settings)
+        super().__init__(settings, profile, answer.openai_model, answer.openai_retry_budget_s, retry_after_s)
+        key = answer.openai_api_key.get_secret_value() if answer.openai_api_key else NO_KEY
+        self._client = client_for(key, answer.openai_base_url, answer.openai_timeout_s)
 
-    # -- the one provider call ------------------------------------------------------------------
-    def _complete(self, system: str, prompt: str, schema: type[BaseModel]) -> ChatCompletion:
+    def _text(self, system: str, prompt: str, schema: type[BaseModel]) -> str:
         response_format = {"type": "json_schema",
                            "json_schema": {"name": schema.__name__, "strict": True, "schema": strict_schema(schema)}}
         messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
-        return self._request(lambda: self._client.chat.completions.create(
+        return message_text(self._request(lambda: self._client.chat.completions.create(
             model=self.model, temperature=0.0, response_format=response_format,  # type: ignore[arg-type]
-            messages=messages), is_retryable, describe)
-
-    def _text(self, system: str, prompt: str, schema: type[BaseModel]) -> str:
-        return message_text(self._complete(system, prompt, schema))
+            messages=messages), is_retryable, describe))

@@ -2,7 +2,7 @@
 schema, pydantic validation of the model's text, the retry policy and the client cache.
 
 A provider module supplies only its call: ``StructuredAnswerer._text(system, prompt, schema)`` sends
-one structured request (with retries through ``RetryBudget``) and returns the model's JSON text, or
+one structured request (retried by ``StructuredAnswerer._request``) and returns the model's JSON text, or
 raises ``AnswererError`` with one clear line. Everything after it — validation against the pydantic
 model, turning it into a ``Draft``, the answer/repair/rewrite prompts — is here, so both providers
 keep the same contract: passages as data (``retrieval.answer.answerers.model.prompt``), structured output
@@ -15,12 +15,11 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
-from tenacity import RetryCallState, Retrying, retry_if_exception
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay, wait_exponential
 
 from retrieval.answer.answerers import AnswererError, Draft, Request, Response, Retrieved
 from retrieval.answer.answerers.model.checks import settled
@@ -36,11 +35,12 @@ from retrieval.answer.context import model_pages
 from retrieval.answer.drafting import Drafting
 from retrieval.answer.verify import Claim, Verdict
 from retrieval.models import Answer, Turn
-from retrieval.profile import DEFAULT_PROFILE, Profile
+from retrieval.profile import Profile
+from retrieval.settings import Settings
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_ATTEMPTS = 4
+MAX_ATTEMPTS = 4
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 16.0
 
@@ -106,36 +106,8 @@ def parse_output(text: str, schema: type[M], provider: str) -> M:
 def to_draft(out: ModelAnswer) -> Draft:
     claims = [Claim(c.document, c.page, c.quote) for c in out.citations]
     if not out.answerable:
-        return Draft(refusal=True, reason=out.reason or "the model found no answer in the passages", model_calls=1)
-    return Draft(refusal=False, answer=out.answer, claims=claims, model_calls=1)
-
-
-class RetryBudget:
-    """Stop and wait policies for tenacity: exponential backoff (or exactly the delay the server
-    asked for, read by ``server_delay``), at most ``max_attempts`` calls, and no retry that would
-    end past ``budget_s`` of total time."""
-
-    def __init__(self, max_attempts: int, budget_s: float,
-                 server_delay: Callable[[BaseException], float | None] = lambda exc: None, *,
-                 base_s: float = BACKOFF_BASE_S, max_s: float = BACKOFF_MAX_S) -> None:
-        self.max_attempts = max_attempts
-        self.budget_s = budget_s
-        self.server_delay = server_delay
-        self.base_s = base_s
-        self.max_s = max_s
-
-    def wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        server = self.server_delay(exc) if exc is not None else None
-        if server is not None:
-            return server  # the server said when to come back
-        return min(self.max_s, self.base_s * 2 ** (state.attempt_number - 1))
-
-    def stop(self, state: RetryCallState) -> bool:
-        if state.attempt_number >= self.max_attempts:
-            return True
-        elapsed = time.monotonic() - state.start_time
-        return elapsed + self.wait(state) > self.budget_s
+        return Draft(refusal=True, reason=out.reason or "the model found no answer in the passages")
+    return Draft(refusal=False, answer=out.answer, claims=claims)
 
 
 C = TypeVar("C")
@@ -174,29 +146,42 @@ MODEL_PASSAGES = 12  # ranked passages a model reads (their pages shown whole or
 
 class StructuredAnswerer(Drafting):
     """An ``Answerer`` backed by a model that replies with JSON for a pydantic schema. Subclasses
-    set ``name``, ``provider`` (for messages) and ``model``, and implement ``_text``."""
+    set ``name`` and ``provider`` (for messages), build their client and implement ``_text``."""
 
     provider = ""
     passages_wanted = MODEL_PASSAGES
-    profile: Profile = DEFAULT_PROFILE  # the searched collections' (the registry sets it)
 
-    _budget: RetryBudget  # set by subclasses: retries of one request
-    _settings: Any  # retrieval.settings.Settings: the process-wide cap on model calls
+    def __init__(self, settings: Settings, profile: Profile, model: str, budget_s: float,
+                 server_delay: Callable[[BaseException], float | None]) -> None:
+        """``settings`` also hold the process-wide cap on model calls (``slots``); ``profile``: the
+        searched collections'; ``budget_s``: the time all attempts of one request may take, waits
+        included; ``server_delay``: the wait a provider error asks for, if any."""
+        self._settings = settings
+        self.profile = profile
+        self.model = model
+        self._budget_s = budget_s
+        self._server_delay = server_delay
 
     def _text(self, system: str, prompt: str, schema: type[BaseModel]) -> str:
         """One structured request (retried within the budget): the model's JSON text."""
         raise NotImplementedError
 
+    def _wait(self, state: RetryCallState) -> float:
+        """Exactly the delay the server asked for, else exponential backoff."""
+        delay = self._server_delay(state.outcome.exception()) if state.outcome else None
+        return wait_exponential(BACKOFF_BASE_S, max=BACKOFF_MAX_S)(state) if delay is None else delay
+
     def _request(self, send: Callable[[], R], retryable: Callable[[BaseException], bool],
                  describe: Callable[[BaseException], str]) -> R:
-        """``send()`` retried on ``retryable`` errors within the budget, each attempt holding a slot of
-        the process-wide cap on model calls (``slots.provider_slot``); any other failure becomes one
-        AnswererError line (``describe``), never the provider's text."""
-        retrying = Retrying(retry=retry_if_exception(retryable), wait=self._budget.wait, stop=self._budget.stop,
-                            reraise=True)
+        """``send()`` retried on ``retryable`` errors, at most ``MAX_ATTEMPTS`` times and never when the
+        retry would end past the budget, each attempt holding a slot of the process-wide cap on model
+        calls (``slots.provider_slot``); any other failure becomes one AnswererError line
+        (``describe``), never the provider's text."""
+        retrying = Retrying(retry=retry_if_exception(retryable), wait=self._wait, reraise=True,
+                            stop=stop_after_attempt(MAX_ATTEMPTS) | stop_before_delay(self._budget_s))
         try:
             for attempt in retrying:
-                with attempt, provider_slot(self._settings, wait_s=self._budget.budget_s):
+                with attempt, provider_slot(self._settings, wait_s=self._budget_s):
                     self.calls += 1
                     return send()
         except AnswererError:
