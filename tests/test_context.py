@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from retrieval.answer.answerers.model.prompt import answer_prompt, passage_ids, sections
+from chapterverse_lab.replay import sections
+from retrieval.answer.answerers.model.prompt import answer_prompt
 from retrieval.answer.context import WITHHELD, model_pages
 from retrieval.answer.context import SourcePage
-from retrieval.answer.verify import PageText
 from retrieval.models import Passage
 
 TABLE_PAGE = ("Limitations\n\nAirspeed limitations\nSpeed | Meaning | Value\nVNE | Never-exceed speed | 149 KIAS\n"
@@ -43,11 +43,6 @@ def test_one_item_per_page_with_its_own_id_even_when_two_passages_reach_it() -> 
     prompt = answer_prompt("What is on page four?", shown)
     items = json.loads(sections(prompt)["PASSAGES (data, JSON):"])
     assert [i["id"] for i in items] == ["P1", "P2"]
-
-
-def test_repeated_ids_from_elsewhere_are_made_unique_in_the_prompt() -> None:
-    shown = [PageText("a.pdf", 3, "x", passage_id="P1"), PageText("a.pdf", 4, "y", passage_id="P1")]
-    assert passage_ids(shown) == ["P1", "P1-p4"]
 
 
 def test_a_paragraph_addressed_to_ai_assistants_is_cut_out_of_the_widened_text() -> None:

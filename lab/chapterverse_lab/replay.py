@@ -11,7 +11,7 @@ evaluation counts it (``misses``).
 edit of the instructions does not orphan every recording: the request's kind (answer, repair,
 rewrite), the question, and for each passage shown its document, page and a hash of its normalised
 text; for a repair also each failed citation (document, page, quote); for a rewrite the conversation.
-These are read back from the prompt's labelled sections (``prompt.sections``). A change in what the
+These are read back from the prompt's labelled sections (``sections``). A change in what the
 model is shown (another passage, a wider slice) changes the key, as it must.
 
 **Files.** Recordings are JSON lines (``*.jsonl`` in a folder): ``{"key", "kind", "question",
@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from retrieval.answer.answerers.model.prompt import CONVERSATION, FAILED, FOLLOW_UP, PASSAGES, QUESTION, sections
+from retrieval.answer.answerers.model.prompt import CONVERSATION, END, FAILED, FOLLOW_UP, PASSAGES, QUESTION
 from retrieval.answer.answerers.model.structured import ModelAnswer, StandaloneQuestion
 from retrieval.text.textnorm import normalize
 
@@ -54,6 +54,18 @@ class Request:
     kind: str  # answer | repair | rewrite
     key: str
     question: str
+
+
+def sections(prompt: str) -> dict[str, str]:
+    """The labelled sections of a prompt made by ``retrieval.answer.answerers.model.prompt``:
+    {label: text}. Inverse of its builders, for finding a recorded reply by content."""
+    labels = (PASSAGES, QUESTION, FAILED, CONVERSATION, FOLLOW_UP)
+    found = sorted((prompt.find(f"{label}\n"), label) for label in labels if f"{label}\n" in prompt)
+    out: dict[str, str] = {}
+    for (at, label), nxt in zip(found, [f[0] for f in found[1:]] + [len(prompt)], strict=True):
+        body = prompt[at + len(label) + 1:nxt]
+        out[label] = body.split(END)[0].split("\n\nThe citations above")[0].strip()
+    return out
 
 
 def _hash(obj: Any) -> str:

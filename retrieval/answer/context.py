@@ -160,22 +160,14 @@ MODEL_WINDOW = 600  # characters a model's slice grows at each end (then to whol
 WITHHELD = "[…]"  # stands where a paragraph addressed to an AI reader was cut out
 
 
-def _line_start(text: str, pos: int) -> int:
-    return text.rfind("\n", 0, max(0, pos)) + 1
-
-
-def _line_end(text: str, pos: int) -> int:
-    end = text.find("\n", min(len(text), pos))
-    return len(text) if end < 0 else end
-
-
-def page_window(text: str, lo: int, hi: int, window: int = MODEL_WINDOW,
-                whole: int = WHOLE_PAGE_CHARS) -> tuple[int, int]:
+def page_window(text: str, lo: int, hi: int) -> tuple[int, int]:
     """The span of ``text`` a model is shown for a hit at [lo, hi): the whole page when it is at most
-    ``whole`` characters, else the hit widened by ``window`` characters each way, to whole lines."""
-    if len(text) <= whole:
+    ``WHOLE_PAGE_CHARS`` characters, else the hit widened by ``MODEL_WINDOW`` characters each way, to
+    whole lines."""
+    if len(text) <= WHOLE_PAGE_CHARS:
         return 0, len(text)
-    return _line_start(text, lo - window), _line_end(text, hi + window)
+    end = text.find("\n", min(len(text), hi + MODEL_WINDOW))
+    return text.rfind("\n", 0, max(0, lo - MODEL_WINDOW)) + 1, len(text) if end < 0 else end
 
 
 def without_untrusted(text: str, lo: int, hi: int, names: tuple[str, ...] = DEFAULT_RULES) -> str:
