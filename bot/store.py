@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -74,22 +73,15 @@ class TurnRecord:
 class Store:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._ready = False
-        self._ready_lock = threading.Lock()
         self._claims = 0
 
     # ------------------------------------------------------------------ plumbing
     def ensure_ready(self) -> None:
-        """Start/migrate the database once it can be reached (cheap after the first success)."""
-        if self._ready:
-            return
-        with self._ready_lock:
-            if not self._ready:
-                try:
-                    db.ready(self.settings)
-                except psycopg.Error as exc:
-                    raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
-                self._ready = True
+        """Start/migrate the database once it can be reached (``db.ready``: cheap after the first success)."""
+        try:
+            db.ready(self.settings)
+        except psycopg.Error as exc:
+            raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
 
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection]:
@@ -97,8 +89,6 @@ class Store:
             self.ensure_ready()
             with pool.connection(self.settings) as conn:
                 yield conn
-        except IndexUnavailable:
-            raise
         except psycopg.OperationalError as exc:
             raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
         except psycopg.Error as exc:
