@@ -31,6 +31,7 @@ from retrieval.store.db import DatabaseError, IndexUnavailable
 from retrieval.encode.embed import ModelError
 from retrieval.settings import Settings
 from retrieval.store.placement import placed
+from retrieval.text.urls import redact_urls, shown_url
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,6 @@ class Queued:
 
     ok: bool
     text: str
-    job_id: int | None = None
-    duplicate: bool = False  # the event was handled already (a redelivery)
 
 
 @dataclass(frozen=True)
@@ -131,7 +130,7 @@ def _actor(job: Job) -> Actor:
 
 
 def _redacting(report: Reporter) -> Reporter:
-    return lambda text: report(urls.redact(text))
+    return lambda text: report(redact_urls(text))
 
 
 class Jobs:
@@ -152,31 +151,25 @@ class Jobs:
         return self.settings.ingest.max_file_bytes
 
     # ---------------------------------------------------------------- queueing (any thread but the socket's)
-    def submit(self, who: Requester, source: str, spec: JobSpec, *, claim: str | None = None) -> Queued:
-        """Queue a job; what to tell the person. ``claim``: an event key recorded in the same
-        transaction (a shared file's message), so a redelivered event cannot queue it twice and a
-        claimed event always has its job."""
+    def submit(self, who: Requester, source: str, said: str, response_url: str | None, **spec: str) -> Queued:
+        """Queue a job (``spec``: its ``JobSpec`` fields) on the channel's collection; what to tell the
+        person: ``said`` with the {source}, the {collection} and the {job} filled in, once it is queued."""
+        coll = scope_for(self.settings, who.team, who.channel).write
+        report = ReportTo(channel=who.channel, user=who.user, response_url=response_url)
         try:
-            job_id, ahead = self.queue.enqueue(who.team, who.user, source, spec, claim=claim)
+            job_id, ahead = self.queue.enqueue(who.team, who.user, source, JobSpec(collection=coll, report=report, **spec))
         except QueueFull as exc:
             return Queued(False, f":x: {exc}")
         except DatabaseError as exc:
-            return Queued(False, f":x: Could not queue {urls.redact(source)}: {exc}. Please try again later.")
-        if job_id is None:
-            return Queued(False, "", duplicate=True)
+            return Queued(False, f":x: Could not queue {redact_urls(source)}: {exc}. Please try again later.")
         self._wake()
-        return Queued(True, f"job #{job_id}" + (f", queued behind {ahead} job(s)" if ahead else ""), job_id)
+        job = f"job #{job_id}" + (f", queued behind {ahead} job(s)" if ahead else "")
+        return Queued(True, said.format(source=source, collection=coll, job=job))
 
     def ingest_url(self, who: Requester, url: str, response_url: str | None = None) -> Queued:
         """Queue the download of ``url`` (its query string lives only in the unfinished job's payload)."""
-        coll = scope_for(self.settings, who.team, who.channel).write
-        spec = JobSpec(kind="ingest", collection=coll, url=url,
-                       report=ReportTo(channel=who.channel, user=who.user, response_url=response_url))
-        q = self.submit(who, urls.shown(url), spec)
-        if q.ok:
-            return dataclasses.replace(q, text=f":inbox_tray: Ingesting {urls.shown(url)} into `{coll}` ({q.text}). "
-                                                "I'll tell you how it goes (only you see this).")
-        return q
+        return self.submit(who, shown_url(url), ":inbox_tray: Ingesting {source} into `{collection}` ({job}). "
+                           "I'll tell you how it goes (only you see this).", response_url, kind="ingest", url=url)
 
     def ingest_files(self, who: Requester, files: list[tuple[str, str]], thread_ts: str, claim: str | None) -> bool:
         """PDFs shared in a thread, as (file id, name): queued with the message's event claim in one
@@ -210,13 +203,8 @@ class Jobs:
         return True
 
     def remove(self, who: Requester, name: str, response_url: str | None = None) -> Queued:
-        coll = scope_for(self.settings, who.team, who.channel).write
-        spec = JobSpec(kind="remove", collection=coll, name=name,
-                       report=ReportTo(channel=who.channel, user=who.user, response_url=response_url))
-        q = self.submit(who, name, spec)
-        if q.ok:
-            return dataclasses.replace(q, text=f":wastebasket: Removing `{name}` from `{coll}` ({q.text})…")
-        return q
+        return self.submit(who, name, ":wastebasket: Removing `{source}` from `{collection}` ({job})…", response_url,
+                           kind="remove", name=name)
 
     def holding(self, collection: str) -> Store:
         """The store of the database holding ``collection``: the bot's own, unless it is placed on another
@@ -288,7 +276,7 @@ class Jobs:
             raise InputError(f"{name}: Slack gave no download link")
         src = fetch_url(str(url), self.limit, self.settings.ingest.download_timeout_s,
                         headers={"Authorization": f"Bearer {client.token}"})
-        return dataclasses.replace(src, name=name, origin=name, url=urls.shown(str(info.get("url_private") or url)))
+        return dataclasses.replace(src, name=name, origin=name, url=shown_url(str(info.get("url_private") or url)))
 
     def _live(self, job: Job, client: WebClient, report: Reporter) -> Reporter:
         """Where a running ingest's progress is shown in place: the thread's status message (the job's
@@ -333,7 +321,7 @@ class Jobs:
         except (JobLost, IndexUnavailable):
             raise  # IndexUnavailable: _ingest_through_outages tries again
         except (InputError, DatabaseError, ModelError) as exc:
-            self._finish(job, ok=False, message=urls.redact(str(exc)))
+            self._finish(job, ok=False, message=redact_urls(str(exc)))
             final(f":x: Job #{job.id} failed: {exc}")
             return
         except Exception as exc:  # noqa: BLE001

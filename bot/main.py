@@ -37,12 +37,12 @@ from bot.queue import JobQueue
 from bot.runner import JobRunner
 from bot.slack import RedactTokens
 from bot.store import Store
-from bot.urls import shown
 from bot.workers import WorkerPool
 from retrieval.answer.answerers import unconfigured
 from retrieval.store.db import DatabaseError
 from retrieval.logs import quiet_libraries
 from retrieval.settings import Settings
+from retrieval.text.urls import shown_url
 
 log = logging.getLogger("bot")
 
@@ -105,7 +105,7 @@ def unreachable(settings: Settings, exc: BaseException) -> ConfigError:
         text = reason.strerror
     else:
         text = str(reason).splitlines()[0] if str(reason) else type(reason).__name__
-    return ConfigError(f"could not reach Slack at {shown(settings.slack.api_url)} ({text})")
+    return ConfigError(f"could not reach Slack at {shown_url(settings.slack.api_url)} ({text})")
 
 
 def check_slack(settings: Settings, bot_token: str | None) -> dict[str, Any]:
@@ -126,16 +126,16 @@ def check_slack(settings: Settings, bot_token: str | None) -> dict[str, Any]:
         # Slack's error codes are identifiers ("invalid_auth"); the SDK puts "Received a response in a
         # non-JSON format: <the page>" there when the server is some other web server
         if not isinstance(data, dict) or not re.fullmatch(r"[a-z0-9_.]+", str(data.get("error") or "")):
-            raise ConfigError(f"could not reach Slack at {shown(settings.slack.api_url)} (HTTP "
+            raise ConfigError(f"could not reach Slack at {shown_url(settings.slack.api_url)} (HTTP "
                               f"{exc.response.status_code}, not a Slack Web API answer; check SLACK_API_URL)") from None
         code = str(data["error"])
         if bot_token and code in TOKEN_REJECTED:
             raise ConfigError(f"Slack rejected SLACK_BOT_TOKEN ({code})") from None
-        raise ConfigError(f"Slack at {shown(settings.slack.api_url)} answered with an error ({code})") from None
+        raise ConfigError(f"Slack at {shown_url(settings.slack.api_url)} answered with an error ({code})") from None
     except (URLError, OSError) as exc:
         raise unreachable(settings, exc) from None
     except Exception as exc:  # noqa: BLE001  (not JSON: the URL is not a Slack Web API)
-        raise ConfigError(f"could not reach Slack at {shown(settings.slack.api_url)} (the answer is not from the "
+        raise ConfigError(f"could not reach Slack at {shown_url(settings.slack.api_url)} (the answer is not from the "
                           f"Slack Web API: {type(exc).__name__}); check SLACK_API_URL") from None
     return dict(resp.data) if isinstance(resp.data, dict) else {}
 

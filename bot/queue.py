@@ -77,19 +77,17 @@ class JobQueue:
         self.store, self.limit = store, limit
         self.deadline_s = deadline_s if deadline_s is not None else store.settings.jobs.deadline_s
 
-    def enqueue(self, workspace: str, requested_by: str, source: str, spec: JobSpec,
-                claim: str | None = None) -> tuple[int | None, int]:
+    def enqueue(self, workspace: str, requested_by: str, source: str, spec: JobSpec) -> tuple[int, int]:
         """Queue a job; (its id, how many unfinished jobs of the workspace are ahead of it).
-        Raises ``QueueFull`` when the workspace has ``limit`` unfinished jobs already. With ``claim``
-        (an event key, ``Store.claim_event``) the event is claimed in the same transaction; the id is
-        None when it was claimed before (nothing queued)."""
-        ids, ahead = self._enqueue(workspace, requested_by, [(source, spec)], claim)
-        return (ids[0] if ids else None), ahead
+        Raises ``QueueFull`` when the workspace has ``limit`` unfinished jobs already."""
+        ids, ahead = self._enqueue(workspace, requested_by, [(source, spec)], None)
+        return ids[0], ahead  # type: ignore[index]
 
     def enqueue_all(self, workspace: str, requested_by: str, jobs: list[tuple[str, JobSpec]],
                     claim: str | None = None) -> list[int] | None:
-        """Queue several jobs (source, spec) in one transaction, all or none; their ids, or None when
-        ``claim`` was claimed before."""
+        """Queue several jobs (source, spec) in one transaction, all or none; their ids. With ``claim``
+        (an event key, ``Store.claim_event``) the event is claimed in the same transaction: None when
+        it was claimed before (nothing queued)."""
         ids, _ = self._enqueue(workspace, requested_by, jobs, claim)
         return ids
 

@@ -23,7 +23,7 @@ from ipaddress import IPv4Address, IPv6Address, ip_network
 from urllib.parse import urlsplit
 
 from retrieval.settings import Settings
-from retrieval.text.urls import redact_urls, shown_url
+from retrieval.text.urls import shown_url
 
 _LOCAL_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
 WEB_PORTS = (80, 443)
@@ -35,16 +35,6 @@ _NAT64 = ip_network("64:ff9b::/96")  # RFC 6052 well-known prefix
 _NAT64_LOCAL = ip_network("64:ff9b:1::/48")  # RFC 8215 local-use prefix
 _6TO4 = ip_network("2002::/16")
 _TEREDO = ip_network("2001::/32")
-
-
-def shown(url: str) -> str:
-    """The URL as shown to people: scheme, host, port and path only."""
-    return shown_url(url)
-
-
-def redact(text: str) -> str:
-    """``text`` with the query string and fragment of every http(s) URL in it removed."""
-    return redact_urls(text)
 
 
 def _v4(raw: bytes) -> IPv4Address:
@@ -139,9 +129,9 @@ def refusal(settings: Settings, url: str) -> str | None:
         host = parts.hostname
         port = parts.port
     except ValueError:
-        return f"Sorry, `{shown(url)}` is not a URL I can read."
+        return f"Sorry, `{shown_url(url)}` is not a URL I can read."
     if not host:
-        return f"Sorry, `{shown(url)}` has no host name."
+        return f"Sorry, `{shown_url(url)}` has no host name."
     host = host.rstrip(".").lower()
     if host in _LOCAL_NAMES or host.endswith((".localhost", ".local", ".internal")):
         return _polite(host)
@@ -153,7 +143,7 @@ def refusal(settings: Settings, url: str) -> str | None:
     if why:
         return _polite(host, why)
     if port is not None and port not in WEB_PORTS:
-        return (f"Sorry, I only download from the standard web ports (80 and 443), and `{shown(url)}` uses "
+        return (f"Sorry, I only download from the standard web ports (80 and 443), and `{shown_url(url)}` uses "
                 f"port {port}. Share the PDF with me in a mention instead.")
     return None
 

@@ -157,12 +157,12 @@ def test_document_list() -> None:
 
 
 def test_urls_are_shown_without_secrets() -> None:
-    from bot.urls import redact, shown
+    from retrieval.text.urls import redact_urls, shown_url
 
-    assert shown("https://u:pw@x.example:8443/a/b.pdf?X-Amz-Signature=abc#p=2") == "https://x.example:8443/a/b.pdf"
-    assert redact("https://x.example/a.pdf?sig=abc: download failed: HTTP 404") == \
+    assert shown_url("https://u:pw@x.example:8443/a/b.pdf?X-Amz-Signature=abc#p=2") == "https://x.example:8443/a/b.pdf"
+    assert redact_urls("https://x.example/a.pdf?sig=abc: download failed: HTTP 404") == \
         "https://x.example/a.pdf: download failed: HTTP 404"
-    assert redact("no url here?") == "no url here?"
+    assert redact_urls("no url here?") == "no url here?"
 
 
 def test_private_addresses_are_refused_unless_allowed() -> None:

@@ -92,7 +92,7 @@ def test_urls_are_shown_and_stored_without_query_fragment_or_user_info() -> None
     assert shown_url("https://user:pw@files.example:8443/a/b.pdf?token=secret") == "https://files.example:8443/a/b.pdf"
     text = "download of https://user:pw@b.example/m.pdf?X-Amz-Signature=secret failed, see http://x.example/?a=1."
     assert redact_urls(text) == "download of https://b.example/m.pdf failed, see http://x.example/."
-    assert urls.shown("http://127.0.0.1:9/m.pdf?sig=secret") == "http://127.0.0.1:9/m.pdf"
+    assert shown_url("http://127.0.0.1:9/m.pdf?sig=secret") == "http://127.0.0.1:9/m.pdf"
 
 
 # issue 32, item 5 ------------------------------------------------------------------------------
