@@ -1,5 +1,5 @@
-"""The intake's commands: ``ingest``, ``docs``, ``remove``, ``eval ingest`` and ``eval train-reader``,
-registered into the ``chapterverse`` app through the ``chapterverse.commands`` entry point."""
+"""The intake's commands: ``ingest``, ``docs``, ``remove`` and ``collections``, registered into the
+``chapterverse`` app through the ``chapterverse.commands`` entry point."""
 
 from __future__ import annotations
 

@@ -4,9 +4,9 @@ JSON document.
 This module holds the app, the shared helpers (settings, exit statuses, one-line errors, JSON output)
 and the commands of the shared core (``search``, ``ask``, ``db``). Every other command group registers
 itself through the entry-point group ``chapterverse.commands`` (pyproject.toml): ``ingest``/``docs``/
-``remove``/``eval ingest``/``eval train-reader`` from ``ingest.cli``, ``bot``/``worker``/``digest``
-from ``bot.cli``, the other ``eval`` commands from ``chapterverse_lab.cli``. Each entry point is a
-function ``register(app, eval_app)``; the core never imports the intake or the bot."""
+``remove``/``collections`` from ``ingest.cli``, ``bot``/``worker``/``digest`` from ``bot.cli``, the
+``eval`` commands from ``chapterverse_lab.cli``. Each entry point is a function
+``register(app, eval_app)``; the core never imports the intake or the bot."""
 
 from __future__ import annotations
 
@@ -17,15 +17,10 @@ import sys
 import time
 from typing import Annotated, Any
 
-# PyMuPDF imports its optional layout analyser (pymupdf_layout, an ONNX model: ~4 s) on import if
-# installed; Chapter & Verse never calls page.get_layout(), so the CLI skips that import.
-sys.modules.setdefault("pymupdf.layout", None)  # type: ignore[arg-type]
-os.environ.setdefault("PYMUPDF_SUGGEST_LAYOUT_ANALYZER", "0")
+import typer
+from typer.core import TyperGroup
 
-import typer  # noqa: E402
-from typer.core import TyperGroup  # noqa: E402
-
-from retrieval.clikit import (  # noqa: E402
+from retrieval.clikit import (
     EXIT_BAD_INPUT,
     TIMINGS_ENV,
     JsonOpt,
@@ -42,11 +37,11 @@ from retrieval.clikit import (  # noqa: E402
     stage_ms,
     timed,
 )
-from retrieval.store.db import DatabaseError  # noqa: E402
-from retrieval.encode.embed import ModelError  # noqa: E402
-from retrieval.logs import quiet_libraries  # noqa: E402
-from retrieval.settings import Settings  # noqa: E402
-from retrieval.text.question import text_problem  # noqa: E402
+from retrieval.store.db import DatabaseError
+from retrieval.encode.embed import ModelError
+from retrieval.logs import quiet_libraries
+from retrieval.settings import Settings
+from retrieval.text.question import text_problem
 
 EXIT_STATUSES = (
     "Exit status: 0 answered or refused (a refusal is an answer; also when the index cannot be reached, "
@@ -246,9 +241,6 @@ def require_model(settings: Settings) -> None:
             fail(str(exc))
 
 
-
-
-
 @app.command(epilog=SEARCH_EXIT_STATUSES)
 def search(
     query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
@@ -295,8 +287,6 @@ def search(
         snippet = " ".join(p.text.split())
         typer.echo(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}\n")
     typer.echo(f"reranker: {res.reranker} · {res.timings_ms.get('total', 0):.0f} ms (per-stage ranks and scores: --json)")
-
-
 
 
 @db_app.command("status")
@@ -378,12 +368,6 @@ def db_reembed() -> None:
             n += index.reembed(conn, emb.name, emb.dim, emb.embed_chunks)
     where = f" on {len(everywhere)} primaries" if len(everywhere) > 1 else ""
     typer.echo(f"re-embedded {n} chunks{where} with {emb.name} ({emb.dim} dims) in {time.perf_counter() - t0:.1f} s")
-
-
-
-
-
-
 
 
 @app.command(epilog=EXIT_STATUSES)

@@ -80,7 +80,7 @@ def run_once(code: Path, args: list[str], env: dict[str, str]) -> dict:
 
 def small_pdf(path: Path) -> Path:
     """A one-page PDF for the unchanged re-ingest (ingested once, untimed, before the timed runs)."""
-    import pymupdf  # noqa: PLC0415
+    from ingest.mupdf import pymupdf  # noqa: PLC0415
 
     doc = pymupdf.open()
     page = doc.new_page()

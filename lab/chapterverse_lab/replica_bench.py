@@ -82,7 +82,7 @@ def _client(url: str, read_urls: list[str], questions: list[str], rounds: int) -
 
 
 def _small_pdf(path: Path, n: int) -> Path:
-    import pymupdf  # noqa: PLC0415
+    from ingest.mupdf import pymupdf  # noqa: PLC0415
 
     doc = pymupdf.open()
     for i in range(3):
