@@ -64,8 +64,6 @@ class Bot:
     jobs: Jobs
     answers: WorkerPool  # questions (bounded: CHAPTERVERSE_SLACK_ANSWER_BACKLOG)
     quick: WorkerPool  # thread checks, feedback, listing
-    authz: Authorizer | None = None  # who may add and remove documents (default: bot.authz over ``clients``)
-    limiter: RateLimiter | None = None  # questions per person (default: CHAPTERVERSE_SLACK_USER_QUESTIONS_PER_MINUTE)
 
 
 def is_pdf(file: dict[str, Any]) -> bool:
@@ -144,8 +142,8 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
     logger = logger or logging.getLogger("slack_bolt")
     if not any(isinstance(f, _NotNews) for f in logger.filters):
         logger.addFilter(_NotNews())
-    authz = bot.authz or Authorizer(bot.settings, bot.clients)
-    limiter = bot.limiter or RateLimiter(bot.settings.slack.user_questions_per_minute)
+    authz = Authorizer(bot.settings, bot.clients)  # who may add and remove documents
+    limiter = RateLimiter(bot.settings.slack.user_questions_per_minute)  # questions per person
     app = App(client=client, process_before_response=False, ignoring_self_events_enabled=True,
               logger=logger, **auth)
 

@@ -32,7 +32,7 @@ from retrieval.settings import Settings
 log = logging.getLogger(__name__)
 
 ROLE_CACHE_S = 300.0  # a person's role is asked again after this long (promotions, demotions)
-LOOKUP_TIMEOUT_S = 2.0  # users.info runs before a slash command is acknowledged (Slack allows 3 s)
+LOOKUP_TIMEOUT_S = 2  # users.info runs before a slash command is acknowledged (Slack allows 3 s)
 EVERYONE = "*"
 
 
@@ -85,9 +85,9 @@ class Authorizer:
     acknowledgement window."""
 
     def __init__(self, settings: Settings, clients: Callable[[str], WebClient], *, cache_s: float = ROLE_CACHE_S,
-                 timeout_s: float = LOOKUP_TIMEOUT_S, clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.settings, self.clients = settings, clients
-        self.cache_s, self.timeout_s, self.clock = cache_s, timeout_s, clock
+        self.cache_s, self.clock = cache_s, clock
         self._roles: dict[tuple[str, str], tuple[float, str | None]] = {}
         self._lock = threading.Lock()
 
@@ -115,7 +115,7 @@ class Authorizer:
             return cached[1]
         try:
             base = self.clients(team)
-            quick = WebClient(token=base.token, base_url=base.base_url, timeout=max(1, int(self.timeout_s)),
+            quick = WebClient(token=base.token, base_url=base.base_url, timeout=LOOKUP_TIMEOUT_S,
                               retry_handlers=[])
             resp = quick.users_info(user=user)
         except SlackApiError as exc:

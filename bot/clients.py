@@ -36,10 +36,6 @@ class Clients:
         self._by_team: dict[str, tuple[float, WebClient]] = {}
         self._lock = threading.Lock()
 
-    @property
-    def multi_workspace(self) -> bool:
-        return self.installations is not None
-
     def for_team(self, team: str) -> WebClient:
         if self._fixed is not None:
             return self._fixed

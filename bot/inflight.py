@@ -27,10 +27,8 @@ STALE_S = 45.0  # no heartbeat for this long: the process answering it is gone
 
 
 class InFlightKeeper:
-    def __init__(self, answering: Answering, answers: WorkerPool, *, beat_s: float = BEAT_S,
-                 stale_s: float = STALE_S) -> None:
-        self.answering, self.answers = answering, answers
-        self.beat_s, self.stale_s = beat_s, stale_s
+    def __init__(self, answering: Answering, answers: WorkerPool, *, stale_s: float = STALE_S) -> None:
+        self.answering, self.answers, self.stale_s = answering, answers, stale_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="in-flight", daemon=True)
 
@@ -51,7 +49,7 @@ class InFlightKeeper:
                 self.answering.store.question_done(str(row["workspace"]), str(row["event_key"]))  # never again
                 continue
             log.warning("question %s was interrupted in a stopped process; answering it here", q.key)
-            self.answers.submit_anyway(self.answering.resume, q, row["placeholder_ts"], int(row["attempts"]))
+            self.answers.submit(self.answering.resume, q, row["placeholder_ts"], int(row["attempts"]), anyway=True)
         return len(rows)
 
     def _loop(self) -> None:
@@ -66,7 +64,7 @@ class InFlightKeeper:
                 log.info("in-flight questions not checked: %s", exc)
             except Exception:  # noqa: BLE001  (the keeper must keep going)
                 log.exception("in-flight check failed")
-            if self._stop.wait(self.beat_s):
+            if self._stop.wait(BEAT_S):
                 return
 
 

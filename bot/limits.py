@@ -10,25 +10,22 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 
 WINDOW_S = 60.0
 
 
 class RateLimiter:
-    def __init__(self, per_window: int, window_s: float = WINDOW_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.per_window, self.window_s = per_window, window_s
-        self._clock = clock
+    def __init__(self, per_window: int) -> None:
+        self.per_window = per_window
         self._seen: dict[tuple[str, str], deque[tuple[float, str]]] = {}
         self._lock = threading.Lock()
 
     def allow(self, team: str, user: str, key: str) -> bool:
         """Whether ``user`` may ask now; counts the question (``key``: its message) when allowed."""
-        now = self._clock()
+        now = time.monotonic()
         with self._lock:
             recent = self._seen.setdefault((team, user), deque())
-            while recent and recent[0][0] <= now - self.window_s:
+            while recent and recent[0][0] <= now - WINDOW_S:
                 recent.popleft()
             if any(k == key for _, k in recent):
                 return True  # the same message again (Slack redelivers): not a new question
@@ -36,5 +33,5 @@ class RateLimiter:
                 return False
             recent.append((now, key))
             if len(self._seen) > 10_000:  # forget people who have been quiet for a window
-                self._seen = {who: q for who, q in self._seen.items() if q and q[-1][0] > now - self.window_s}
+                self._seen = {who: q for who, q in self._seen.items() if q and q[-1][0] > now - WINDOW_S}
             return True
