@@ -110,7 +110,7 @@ class Answering:
                                               collections=scope.read, history_before=q.ts if q.is_followup else None)
         except DatabaseError as exc:
             log.warning("cannot dedup %s: %s", q.key, exc)
-            self._reply_problem(q, DB_DOWN)
+            self._problem(q, None, DB_DOWN)
             return
         if claim is None:
             log.info("already handled %s; ignoring the redelivery", q.key)
@@ -247,11 +247,13 @@ class Answering:
         if not messages:
             messages = [render_problem(UNEXPECTED.format("empty reply"))]
         try:
-            first_ts = self._deliver_first(q, placeholder, messages[0])
+            first_ts = self._show(q, placeholder, messages[0])
         except Exception as exc:  # noqa: BLE001
             log.error("could not post the reply to %s: %s", q.key, _error(exc))
             self._problem(q, placeholder, UNDELIVERED)
             return None
+        if placeholder and first_ts != placeholder:
+            self._retire(q, placeholder)
         lost = 0
         for i, msg in enumerate(messages[1:], start=2):
             try:
@@ -263,18 +265,17 @@ class Answering:
             self._problem(q, None, PARTLY_DELIVERED.format(lost, len(messages)))
         return first_ts
 
-    def _deliver_first(self, q: Question, placeholder: str | None, msg: slack.SlackMessage) -> str:
+    def _show(self, q: Question, placeholder: str | None, msg: slack.SlackMessage) -> str:
+        """``msg`` in place of the placeholder if possible, else as a new message in the thread; its ts.
+        Raises when it cannot be posted either."""
         if placeholder:
             try:
                 slack.update(self.clients(q.team), q.channel, placeholder, msg)
                 return placeholder
             except Exception as exc:  # noqa: BLE001
-                log.warning("could not update the placeholder for %s (%s); posting the reply instead",
+                log.warning("could not update the placeholder for %s (%s); posting a new message instead",
                             q.key, _error(exc))
-        ts = slack.post(self.clients(q.team), q.channel, msg, q.thread_ts)
-        if placeholder:
-            self._retire(q, placeholder)
-        return ts
+        return slack.post(self.clients(q.team), q.channel, msg, q.thread_ts)
 
     def _retire(self, q: Question, placeholder: str) -> None:
         """The reply went out as a new message: delete the placeholder (or at least say where the reply is)."""
@@ -290,20 +291,10 @@ class Answering:
 
     def _problem(self, q: Question, placeholder: str | None, text: str) -> None:
         """Show a problem message: in place of the placeholder if possible, else as a new message."""
-        msg = render_problem(text)
-        if placeholder:
-            try:
-                slack.update(self.clients(q.team), q.channel, placeholder, msg)
-                return
-            except Exception as exc:  # noqa: BLE001
-                log.warning("could not update the placeholder for %s: %s", q.key, _error(exc))
         try:
-            slack.post(self.clients(q.team), q.channel, msg, q.thread_ts)
+            self._show(q, placeholder, render_problem(text))
         except Exception as exc:  # noqa: BLE001
             log.error("could not tell %s about the problem: %s", q.key, _error(exc))
-
-    def _reply_problem(self, q: Question, text: str) -> None:
-        self._problem(q, None, text)
 
 
 class InlineExecutor(Executor):
