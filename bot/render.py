@@ -18,7 +18,6 @@ from retrieval.answer.answer_view import (
     ASK_BETTER,
     answer_repeats_quotes,
     named_note,
-    readable_name,
     shown_title,
 )
 from retrieval.models import Answer, Citation, NearestPassage
@@ -57,20 +56,12 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def document_title(name: str) -> str:
-    """A short human title for a file name (``retrieval.answer.answer_view.readable_name``)."""
-    return readable_name(name)
-
-
-def page_text(page: int, page_label: str | None) -> str:
-    """"p. 34 (PDF 34)" when the page has a printed label, else "PDF p. 34"."""
-    return f"p. {page_label} (PDF {page})" if page_label else f"PDF p. {page}"
-
-
 def source_label(document: str, page: int, page_label: str | None,
                  titles: Mapping[str, str | None] | None = None) -> str:
-    """"14 CFR Part 91 · p. 34 (PDF 34)": the document's title when known, else its cleaned file name."""
-    return f"{shown_title(document, titles)} · {page_text(page, page_label)}"
+    """"14 CFR Part 91 · p. 34 (PDF 34)": the document's title when known, else its cleaned file name;
+    "PDF p. 34" for a page without a printed label."""
+    where = f"p. {page_label} (PDF {page})" if page_label else f"PDF p. {page}"
+    return f"{shown_title(document, titles)} · {where}"
 
 
 def linkable(url: str | None) -> str | None:
@@ -198,17 +189,13 @@ def feedback_block(turn_id: int) -> Block:
     ]}
 
 
-def _block_chars(block: Block) -> int:
-    return len(str(block))
-
-
 def paginate(blocks: Sequence[Block], text: str, tail: Sequence[Block] = ()) -> list[SlackMessage]:
     """Pack blocks into messages of at most MAX_BLOCKS blocks and MESSAGE_CHAR_BUDGET characters;
     ``tail`` (the feedback buttons) ends the last message."""
     pages: list[list[Block]] = [[]]
     size = 0
     for block in [*blocks, *tail]:
-        n = _block_chars(block)
+        n = len(str(block))
         if pages[-1] and (len(pages[-1]) >= MAX_BLOCKS or size + n > MESSAGE_CHAR_BUDGET):
             pages.append([])
             size = 0

@@ -33,20 +33,13 @@ class WorkerPool:
         for t in self._threads:
             t.start()
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> int:
+    def submit(self, fn: Callable[..., Any], *args: Any, anyway: bool = False) -> int:
         """Queue ``fn(*args)``; returns how many tasks are ahead of it (queued or running). Raises
-        ``BacklogFull`` (nothing queued) when ``backlog`` tasks are already waiting."""
+        ``BacklogFull`` (nothing queued) when ``backlog`` tasks are already waiting, unless ``anyway``
+        (work accepted earlier: an interrupted question)."""
         with self._lock:
-            if self.backlog is not None and self._outstanding >= self.size + self.backlog:
+            if not anyway and self.backlog is not None and self._outstanding >= self.size + self.backlog:
                 raise BacklogFull(f"{self.name}: {self._outstanding} tasks waiting or running")
-            ahead = self._outstanding
-            self._outstanding += 1
-            self._queue.put((fn, args))
-        return ahead
-
-    def submit_anyway(self, fn: Callable[..., Any], *args: Any) -> int:
-        """``submit`` beyond the backlog bound: for work accepted earlier (an interrupted question)."""
-        with self._lock:
             ahead = self._outstanding
             self._outstanding += 1
             self._queue.put((fn, args))

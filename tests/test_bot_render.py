@@ -6,9 +6,10 @@ import json
 
 from bot.app import unwrap_url
 from bot.answer import strip_mentions
-from bot.render import (MAX_BLOCKS, SECTION_LIMIT, Searched, document_title, escape, render_answer,
-                        render_documents, source_label, split_text)
+from bot.render import (MAX_BLOCKS, SECTION_LIMIT, Searched, escape, render_answer, render_documents, source_label,
+                        split_text)
 from bot.scope import scope_for
+from retrieval.answer.answer_view import readable_name
 from retrieval.models import Answer, Citation, NearestPassage
 from retrieval.settings import Settings
 
@@ -37,9 +38,9 @@ def cite(quote: str, page: int = 34, label: str | None = "34") -> Citation:
 
 
 def test_titles_and_labels() -> None:
-    assert document_title("14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf") == "14 CFR Part 91"
-    assert document_title("FAA-S-ACS-6C_Private-Pilot-Airplane-ACS.pdf") == "FAA-S-ACS-6C"
-    assert document_title("handbook.pdf") == "handbook"
+    assert readable_name("14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf") == "14 CFR Part 91"
+    assert readable_name("FAA-S-ACS-6C_Private-Pilot-Airplane-ACS.pdf") == "FAA-S-ACS-6C"
+    assert readable_name("handbook.pdf") == "handbook"
     assert source_label("14-CFR-Part-91_X.pdf", 34, "34") == "14 CFR Part 91 · p. 34 (PDF 34)"
     assert source_label("manual.pdf", 12, None) == "manual · PDF p. 12"
     assert source_label("manual.pdf", 12, "iv") == "manual · p. iv (PDF 12)"
