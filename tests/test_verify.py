@@ -10,7 +10,6 @@ from retrieval.answer.context import SourcePage, page_slices, page_url, shown_sl
 from retrieval.answer.verify import (
     Claim,
     PageText,
-    Strictness,
     locate,
     reader_words,
     too_short,
@@ -175,10 +174,6 @@ def test_number_does_not_pad_a_short_quote_into_a_citation() -> None:
     v = verify_claim(Claim("cfr.pdf", 17, "below 10,000 feet"), [doc_page()])
     assert not v.ok and "too short" in v.reason
     assert verify_claim(Claim("cfr.pdf", 17, "below 10,000 feet MSL"), [doc_page()]).ok
-
-
-def test_strictness_is_configurable() -> None:
-    assert not too_short("Clear of clouds", Strictness(min_words=3, min_chars=10))
 
 
 # --- verify_claim --------------------------------------------------------------------------------

@@ -30,12 +30,6 @@ _NUMBER_GLUE = "-.,"
 
 
 @dataclass(frozen=True)
-class Strictness:
-    min_words: int = MIN_QUOTE_WORDS
-    min_chars: int = MIN_QUOTE_CHARS
-
-
-@dataclass(frozen=True)
 class PageText:
     """The text of one page as the answerer was shown it (a slice of the page's own text)."""
 
@@ -102,9 +96,9 @@ def reader_words(text: str) -> int:
     return sum(1 for tok in normalize(text).split() if _ALNUM.search(tok))
 
 
-def too_short(quote: str, strictness: Strictness = Strictness()) -> bool:
+def too_short(quote: str) -> bool:
     norm = normalize(quote)
-    return reader_words(norm) < strictness.min_words or len(norm) < strictness.min_chars
+    return reader_words(norm) < MIN_QUOTE_WORDS or len(norm) < MIN_QUOTE_CHARS
 
 
 def _boundary_ok(norm: str, start: int, end: int) -> bool:
@@ -162,11 +156,10 @@ def locate(quote: str, source: str) -> Match | None:
     return None
 
 
-def verify_claim(claim: Claim, shown: Sequence[PageText], strictness: Strictness = Strictness()) -> Verdict:
+def verify_claim(claim: Claim, shown: Sequence[PageText]) -> Verdict:
     """Check one claim against the page texts the answerer was shown."""
-    if too_short(claim.quote, strictness):
-        return Verdict(claim, None, f"quote is too short to be a citation (needs at least {strictness.min_words} "
-                                    "words)")
+    if too_short(claim.quote):
+        return Verdict(claim, None, f"quote is too short to be a citation (needs at least {MIN_QUOTE_WORDS} words)")
     same_doc = [p for p in shown if p.document == claim.document]
     if not same_doc:
         return Verdict(claim, None, f"document {claim.document!r} was not among the passages provided")
@@ -187,6 +180,5 @@ def verify_claim(claim: Claim, shown: Sequence[PageText], strictness: Strictness
                                 f"{claim.document!r}")
 
 
-def verify_claims(claims: Iterable[Claim], shown: Sequence[PageText],
-                  strictness: Strictness = Strictness()) -> Verification:
-    return Verification([verify_claim(c, shown, strictness) for c in claims])
+def verify_claims(claims: Iterable[Claim], shown: Sequence[PageText]) -> Verification:
+    return Verification([verify_claim(c, shown) for c in claims])

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from retrieval.answer.verify import Claim, PageText, Strictness, too_short, verify_claim
+from retrieval.answer.verify import Claim, PageText, too_short, verify_claim
 from retrieval.profile import DEFAULT_PROFILE, Profile
 from retrieval.text.contents import is_contents_entry
 from retrieval.text.spans import split_sentences
@@ -75,8 +75,7 @@ def blocks(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def sentences(text: str, strictness: Strictness = Strictness(),
-              profile: Profile = DEFAULT_PROFILE) -> list[tuple[int, int]]:
+def sentences(text: str, profile: Profile = DEFAULT_PROFILE) -> list[tuple[int, int]]:
     """Sentence spans of a page slice; short pieces are joined so each is quotable, over-long ones
     are cut into word windows. A short piece that opens with a number is a value belonging to what
     precedes it (a table row "Day, except as provided in § 91.155(b). 1 statute mile ...... Clear of
@@ -89,7 +88,7 @@ def sentences(text: str, strictness: Strictness = Strictness(),
                                     abbreviations=profile.abbreviations):
             if pending is not None:
                 s = pending[0]
-            short = too_short(text[s:e], strictness) or len(text[s:e].split()) < 6
+            short = too_short(text[s:e]) or len(text[s:e].split()) < 6
             if short and pending is None and block and text[s].isdigit() \
                     and len(text[block[-1][0]:e].split()) <= MAX_SENTENCE_WORDS:
                 block[-1] = (block[-1][0], e)
@@ -99,7 +98,7 @@ def sentences(text: str, strictness: Strictness = Strictness(),
                 continue
             pending = None
             block.append((s, e))
-        if pending is not None and not too_short(text[pending[0]:pending[1]], strictness):
+        if pending is not None and not too_short(text[pending[0]:pending[1]]):
             block.append(pending)
         for s, e in block:
             out.extend(_windows(text, s, e))
