@@ -85,50 +85,24 @@ def rules(names: tuple[str, ...] = DEFAULT_RULES) -> Rules:
     return Rules(tuple(strong), {k: tuple(v) for k, v in weak.items()})
 
 
-@dataclass(frozen=True)
-class Finding:
-    """Why a paragraph was flagged: the cue kinds and the text that matched first."""
-
-    cues: tuple[str, ...]
-    match: str
-
-
-def assess(text: str, names: tuple[str, ...] = DEFAULT_RULES) -> Finding | None:
-    """A finding when ``text`` (one paragraph) reads as prompt injection, else None."""
+def is_injection(text: str, names: tuple[str, ...] = DEFAULT_RULES) -> bool:
+    """Whether ``text`` (one paragraph) reads as prompt injection: a strong pattern matches, or weak
+    patterns of two different kinds do."""
     r = rules(names)
     flat = " ".join(text.split())
-    for pattern in r.strong:
-        m = pattern.search(flat)
-        if m:
-            return Finding(("strong",), m.group(0))
-    found: list[tuple[str, re.Match[str]]] = []
-    for kind, patterns in r.weak.items():
-        for p in patterns:
-            m = p.search(text if kind == "role" else flat)
-            if m:
-                found.append((kind, m))
-                break
-    if len(found) >= 2:
-        return Finding(tuple(k for k, _ in found), found[0][1].group(0))
-    return None
-
-
-def is_injection(text: str, names: tuple[str, ...] = DEFAULT_RULES) -> bool:
-    return assess(text, names) is not None
+    if any(pattern.search(flat) for pattern in r.strong):
+        return True
+    kinds = sum(any(p.search(text if kind == "role" else flat) for p in patterns) for kind, patterns in r.weak.items())
+    return kinds >= 2
 
 
 PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")  # a blank line
 
 
-def paragraphs(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
-    """Character spans of the paragraphs of ``text[start:end]`` (blocks separated by a blank line)."""
-    return pieces(text, PARAGRAPH_BREAK, start, end)
-
-
 def untrusted_spans(text: str, start: int = 0, end: int | None = None,
                     names: tuple[str, ...] = DEFAULT_RULES) -> tuple[tuple[int, int], ...]:
     """Spans of the paragraphs of ``text[start:end]`` that read as prompt injection."""
-    return tuple((s, e) for s, e in paragraphs(text, start, end) if is_injection(text[s:e], names))
+    return tuple((s, e) for s, e in pieces(text, PARAGRAPH_BREAK, start, end) if is_injection(text[s:e], names))
 
 
 def overlaps(spans: Sequence[tuple[int, int]], start: int, end: int) -> bool:
