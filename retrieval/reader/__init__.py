@@ -13,8 +13,6 @@ cost what 40 short sentences cost.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import threading
@@ -25,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel
+
+from retrieval.encode.query_encoder import padded
 
 log = logging.getLogger(__name__)
 
@@ -48,28 +48,6 @@ class Card(BaseModel):
     licence: str = ""
     training: dict = {}
     figures: dict = {}
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def padded(encodings: Sequence, idx: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Token ids, attention mask and type ids of ``encodings[idx]``, padded to the longest of them
-    (int64; shared by the trainer so training and answering build batches the same way)."""
-    width = max(len(encodings[i].ids) for i in idx)
-    ids = np.zeros((len(idx), width), dtype=np.int64)
-    mask = np.zeros_like(ids)
-    types = np.zeros_like(ids)
-    for r, i in enumerate(idx):
-        e = encodings[i]
-        n = len(e.ids)
-        ids[r, :n], mask[r, :n], types[r, :n] = e.ids, e.attention_mask, e.type_ids
-    return ids, mask, types
 
 
 class Reader:
@@ -105,21 +83,16 @@ class Reader:
     def name(self) -> str:
         return self.card.name
 
-    def encode(self, question: str, texts: Sequence[str]) -> list:
-        return self._tok.encode_batch([(question, t) for t in texts])
-
     def logits(self, question: str, texts: Sequence[str]) -> np.ndarray:
         """Raw scores, one per text (higher: more likely to state the answer)."""
         if not texts:
             return np.zeros(0, dtype=np.float32)
-        enc = self.encode(question, texts)
+        enc = self._tok.encode_batch([(question, t) for t in texts])
         order = sorted(range(len(enc)), key=lambda i: len(enc[i].ids))
         out = np.zeros(len(enc), dtype=np.float32)
         for b in range(0, len(order), BATCH):
             idx = order[b:b + BATCH]
-            ids, mask, types = padded(enc, idx)
-            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-            res = self._session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[0]
+            res = self._session.run(None, padded([enc[i] for i in idx], self._inputs))[0]
             out[idx] = res.reshape(len(idx), -1)[:, 0]
         return out
 
@@ -146,6 +119,3 @@ def load_reader(directory: Path | None = None) -> Reader:
     with _lock:
         return _cached(str(directory or reader_dir()))
 
-
-def card_of(directory: Path | None = None) -> Card:
-    return Card.model_validate(json.loads(((directory or reader_dir()) / "card.json").read_text()))
