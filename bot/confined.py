@@ -1,23 +1,14 @@
-"""A bot's ingest job in a process of its own, under an address-space limit, so one document cannot
-take the bot down (issue 32, item 1).
+"""A bot's ingest job in a process of its own, ``python -m bot.confined``, under an address-space
+limit (``RLIMIT_AS``, CHAPTERVERSE_INGEST_MAX_MEMORY_MB), so one hostile document fails its own job, with
+the limit named, instead of growing the bot (issue 32, item 1). The child is a fresh interpreter (none
+of the bot's threads, sockets or Slack clients) that sets the limit before it loads anything.
 
-The bot (and ``chapterverse worker``) used to run ``ingest.pipeline.ingest_source`` in its own
-process: a small hostile file whose pages all draw one big content stream grew the bot to 2.8 GB.
-Now each ingest job runs in ``python -m bot.confined`` (a fresh interpreter: none of the bot's
-threads, sockets or Slack clients) that sets ``RLIMIT_AS`` (CHAPTERVERSE_INGEST_MAX_MEMORY_MB) on
-itself before it loads anything; the document limits of ``ingest`` (characters per page and per
-document, passages per document) stop a hostile file first, with the limit named, and the address
-space limit stops whatever they miss: the job fails with that limit named, and the bot answers on.
-
-The conversation: the parent writes one JSON line (settings, collection, who, the source's name,
-origin and URL, the job's claim, the PDF's length) and the PDF's bytes on the child's stdin; the
-child answers in JSON lines on a pipe of its own (its descriptor on the command line; stdout is
-stderr there): ``note`` (the pipeline's ``on_progress`` text), ``state`` (where the ingest is, for
-the job's Slack progress: at each page, step and batch, and every half second), then ``result`` or
-``error`` (a kind and one line).
-The document is written and the job recorded done in one transaction, in the child
-(``bot.queue.record_done``). A job that stops being this worker's while the child runs (its
-deadline, another worker) kills the child; its transaction, if one was open, is rolled back.
+The parent writes one JSON line (``ingest_confined``'s header) and the PDF's bytes on the child's
+stdin; the child answers in JSON lines on a pipe of its own: ``note`` (the pipeline's progress text),
+``state`` (where the ingest is), then ``result`` or ``error``. The document is written and the job
+recorded done in one transaction, in the child (``bot.queue.record_done``); a job that stops being
+this worker's while the child runs (its deadline, another worker) kills the child, and its
+transaction, if one was open, is rolled back.
 """
 
 from __future__ import annotations
