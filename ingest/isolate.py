@@ -282,12 +282,11 @@ def _parts(msg: list, number: int) -> PageParts | None:
 
 def _converse(child: subprocess.Popen, channel: Any, data: bytes, on_start: Callable[[int, str], object] | None,
               on_page: Callable[[PageParts], object] | None, damage: list[str], limits: Limits,
-              name: str = "", repaired: list[bool] | None = None) -> tuple[str, list[PageParts]] | str | None:
+              name: str, repaired: list[bool]) -> tuple[str, list[PageParts]] | str | None:
     """The title and every page's parts, the reason the child refused the file, or None (it died,
     or broke the protocol). MuPDF's messages are logged and added to ``damage``; ``repaired`` gets
     an entry when MuPDF had to repair the file or lost a page (otherwise the messages are noise of a
     sound file, such as "bogus font ascent/descent values")."""
-    repaired = [] if repaired is None else repaired
     try:
         child.stdin.write(data)
         child.stdin.close()

@@ -255,14 +255,15 @@ def edge_signatures(text: str) -> set[str]:
     return {line_signature(t) for _, _, t in lines[:EDGE_LINES] + lines[-EDGE_LINES:]}
 
 
-def running_need(pages: int, min_share: float = 0.2, min_pages: int = 3) -> int:
-    """On how many of ``pages`` pages a line must stand at an edge to be a running header or footer."""
-    return max(min_pages, int(min_share * pages + 0.999))
+def running_need(pages: int) -> int:
+    """On how many of ``pages`` pages a line must stand at an edge to be a running header or footer:
+    a fifth of them, and at least 3."""
+    return max(3, int(0.2 * pages + 0.999))
 
 
-def find_running_lines(texts: Sequence[str], min_share: float = 0.2, min_pages: int = 3) -> set[str]:
+def find_running_lines(texts: Sequence[str]) -> set[str]:
     """Signatures of lines repeated near the top or bottom of many pages."""
-    so_far = RunningSoFar(min_share, min_pages)
+    so_far = RunningSoFar()
     for text in texts:
         so_far.add(text)
     return {sig for sig in so_far.counts if sig in so_far}
@@ -272,18 +273,16 @@ class RunningSoFar:
     """The running lines ``find_running_lines`` would find in the pages added so far, kept up to date
     page by page (for a guess at the bounds of pages read before the whole document has been)."""
 
-    def __init__(self, min_share: float = 0.2, min_pages: int = 3) -> None:
+    def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.pages = 0
-        self.min_share, self.min_pages = min_share, min_pages
 
     def add(self, text: str) -> None:
         self.counts.update(edge_signatures(text))
         self.pages += 1
 
     def __contains__(self, sig: object) -> bool:
-        return isinstance(sig, str) and bool(sig) and \
-            self.counts[sig] >= running_need(self.pages, self.min_share, self.min_pages)
+        return isinstance(sig, str) and bool(sig) and self.counts[sig] >= running_need(self.pages)
 
 
 def body_bounds(text: str, running: Container[str]) -> tuple[int, int]:

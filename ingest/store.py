@@ -112,8 +112,7 @@ def _lock_key(collection: str, name: str) -> str:
 def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha256: str, source: str,
                    url: str | None, size: int, pages: Sequence[Page], chunks: Sequence[Chunk],
                    search_texts: Sequence[str], vectors: np.ndarray, pipeline_version: str,
-                   title: str | None = None, terms: Sequence[Sequence[str]] | None = None,
-                   sentence_vectors: Sequence[np.ndarray] | None = None,
+                   title: str | None, terms: Sequence[Sequence[str]], sentence_vectors: Sequence[np.ndarray],
                    actor: Actor | None = None, preset: str = DEFAULT_PRESET,
                    before_commit: Callable[[psycopg.Connection, bool], None] | None = None) -> tuple[int, bool]:
     """Insert the document, replacing an older version of the same name atomically.
@@ -131,9 +130,7 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
     its deadline: ``bot.queue.JobQueue.finish_within``).
     """
     actor = actor or Actor.local()
-    terms = terms if terms is not None else [[] for _ in chunks]
-    if len(chunks) != len(vectors) or len(chunks) != len(search_texts) or len(chunks) != len(terms) or (
-            sentence_vectors is not None and len(sentence_vectors) != len(chunks)):
+    if not len(chunks) == len(vectors) == len(search_texts) == len(terms) == len(sentence_vectors):
         raise ValueError("chunks, search texts, terms and vectors differ in length")
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_lock_key(collection, name),))
@@ -168,11 +165,10 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
             "WHERE c.collection = %s AND c.document_id = %s GROUP BY c.collection, c.document_id, u.lexeme",
             (collection, doc_id))
         write_postings(conn, collection, doc_id)  # keyword postings (retrieval.store.postings)
-        if sentence_vectors is not None:
-            ids = {r["ordinal"]: int(r["id"]) for r in conn.execute(
-                "SELECT ordinal, id FROM chunks WHERE collection = %s AND document_id = %s", (collection, doc_id))}
-            copy_rows(conn, ((collection, ids[c.ordinal], i, vec) for c, sv in zip(chunks, sentence_vectors, strict=True)
-                             for i, vec in enumerate(sv)))
+        ids = {r["ordinal"]: int(r["id"]) for r in conn.execute(
+            "SELECT ordinal, id FROM chunks WHERE collection = %s AND document_id = %s", (collection, doc_id))}
+        copy_rows(conn, ((collection, ids[c.ordinal], i, vec) for c, sv in zip(chunks, sentence_vectors, strict=True)
+                         for i, vec in enumerate(sv)))
         flagged = [c.ordinal for c in chunks if c.untrusted]  # prompt injection (retrieval.text.injection)
         if flagged:
             conn.execute("UPDATE chunks SET untrusted = true WHERE collection = %s AND document_id = %s "

@@ -141,7 +141,7 @@ def test_a_child_that_breaks_the_protocol_is_a_crash(lines, reason):
     script = "import sys\nsys.stdin.buffer.read()\n" + "".join(f"print({line!r}, flush=True)\n" for line in lines)
     child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        result = isolate._converse(child, child.stdout, b"%PDF-1.7", None, None, [], isolate.Limits())
+        result = isolate._converse(child, child.stdout, b"%PDF-1.7", None, None, [], isolate.Limits(), "", [])
     finally:
         child.stdout.close()
         child.wait(10)

@@ -66,15 +66,14 @@ class SentenceReranker:
 
     name = SENTENCES
 
-    def __init__(self, embedder: Embedder, window: int = 1) -> None:
+    def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
-        self.window = window
 
     def score(self, query: str, passages: Sequence[str], query_vector: np.ndarray | None = None) -> list[float]:
         if not passages:
             return []
         qv = self.embedder.embed_query(query) if query_vector is None else query_vector
-        windows = [sentences(p, window=self.window) for p in passages]
+        windows = [sentences(p) for p in passages]
         flat = [w for ws in windows for w in ws]
         vecs = self.embedder.embed(flat, batch_size=64)
         sims = vecs @ qv

@@ -46,10 +46,8 @@ def mark_written(conn: psycopg.Connection, collections: Sequence[str]) -> None:
 
 def recorded_presets(conn: psycopg.Connection, collections: Sequence[str] | None = None) -> dict[str, str]:
     """collection → preset, for ``collections`` (every collection when None)."""
-    if collections is None:
-        rows = conn.execute("SELECT collection, preset FROM collections ORDER BY collection").fetchall()
-    else:
-        rows = conn.execute("SELECT collection, preset FROM collections WHERE collection = ANY(%s)", (list(collections),)).fetchall()
+    rows = conn.execute("SELECT collection, preset FROM collections WHERE %(c)s::text[] IS NULL OR collection = ANY(%(c)s) "
+                        "ORDER BY collection", {"c": None if collections is None else list(collections)})
     return {r["collection"]: r["preset"] for r in rows}
 
 
