@@ -20,7 +20,6 @@ from retrieval.answer.answerers.extractive.scoring import (
     Scored,
     agreement,
     choose_quotes,
-    evidence_score,
     passage_rank,
     unfamiliar_words,
 )
@@ -133,6 +132,9 @@ def test_specific_terms_are_names_and_designators_not_bare_numbers() -> None:
 
 
 def test_evidence_score_weighs_heading_lexical_and_rank() -> None:
+    def evidence_score(cos: float, lex: float, rank: int) -> float:
+        return Scored(Candidate(0, 0, 10, "x" * 10), cos, lex, rank, True).evidence
+
     base = evidence_score(0.6, 0.5, 1)
     assert evidence_score(0.8, 0.5, 1) > base
     assert evidence_score(0.6, 0.7, 1) > base

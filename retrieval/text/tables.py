@@ -66,10 +66,6 @@ class Table:
     def row_texts(self, lines: Sequence[Line]) -> list[str]:
         return [CELL_SEP.join(" ".join(lines[i].text.split()) for i in row) for row in self.rows]
 
-    @property
-    def header(self) -> tuple[int, ...]:
-        return self.rows[0]
-
 
 def bands(lines: Sequence[Line]) -> list[list[int]]:
     """Line indices grouped by vertical centre (top to bottom), each band left to right."""

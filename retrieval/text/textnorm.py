@@ -19,7 +19,7 @@ import unicodedata
 
 _QUOTES = {"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
            "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"', "`": "'"}
-_DASHES = {c: "-" for c in "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u00ad\ufe58\ufe63\uff0d"}
+_DASHES = set("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u00ad\ufe58\ufe63\uff0d")
 _SOFT = {"\u200b", "\u200c", "\u200d", "\ufeff"}
 
 
@@ -29,7 +29,7 @@ def _char_forms(ch: str) -> str:
     if ch in _QUOTES:
         return _QUOTES[ch]
     if ch in _DASHES:
-        return _DASHES[ch] if ch != "\u00ad" else "-"
+        return "-"
     if ch.isspace():
         return " "
     if ord(ch) < 128:

@@ -8,8 +8,6 @@ import re
 from retrieval.profile import DEFAULT_PROFILE, Profile
 from retrieval.text.textnorm import normalize
 
-STOPWORDS = DEFAULT_PROFILE.stopwords  # the default profile's; pass a profile to the functions below
-
 TOKEN = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 
 

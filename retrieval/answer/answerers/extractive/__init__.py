@@ -7,32 +7,19 @@ continues into the following lines ("(1) During the day ...; or (2) At night, ..
 a table value ("1 statute mile ......") stays with the row label before it. Word lists (stopwords,
 units, question words) come from the collection's ``retrieval.profile.Profile``.
 
-Features (cheap lexical ones first; only the ``MAX_EMBEDDED`` most promising sentences are embedded):
-
-- ``lex``: the share of the question's content words (stemmed, stopwords dropped) found in the
-  sentence itself and its section heading, each word weighted by its inverse document frequency in
-  the index (rare words weigh most), counting only words some shown passage uses — so a
-  paraphrase's own words ("crowded town") neither help nor hurt, while a word the documents do use
-  ("night") tells the night rule from the day rule;
-- ``cos``: bi-encoder cosine of the question and the sentence *under its section heading*
-  (``Passage.context``), so "400 feet AGL" under "Engine Failure After Liftoff" reads as what it is;
-- the retrieval rank of the passage the sentence came from: ``RANK_PENALTY`` per rank below the first.
+Features (``scoring``; cheap lexical ones first, only the ``MAX_EMBEDDED`` most promising sentences
+are embedded): ``lex``, the share of the question's content words found in the sentence and its
+section heading, weighted by rarity and counting only words some shown passage uses
+(``scoring.shown_weights``); ``cos``, the bi-encoder cosine of the question and the sentence *under
+its section heading* (``Passage.context``); and the retrieval rank of the passage it came from:
 
 ``evidence = cos + LEX_WEIGHT * lex - RANK_PENALTY * (rank - 1)``
-(both cosines are the same one-vector-per-sentence cosine since the latency work).
 
-Gates before any threshold (``retrieval.answer.answerers.extractive.evidence``, ``retrieval.answer.answerers.extractive.keyterms``):
-
-- **answer type**: a quantity question ("how high", "what is the maximum weight", "which
-  frequencies") only takes sentences that state a compatible quantity (a number with a unit of that
-  kind); when none of the shown sentences does, the answerer refuses;
-- **specific terms**: when a name or designator of the question ("Cessna", "172S") occurs nowhere
-  in the searched collection (document frequency 0), the answerer refuses;
-- **key terms**: when the question uses technical phrases the collection knows ("emergency locator
-  transmitter", "light-sport"), a sentence is only eligible when its passage is about them;
-- **about**: a sentence (with its heading) must carry at least ``MIN_COVERAGE`` of the question's
-  weight, and every name of the form word + letter/number ("Class G", "Part 61") the shown text
-  uses: "Class D" does not answer "Class G".
+Gates before any threshold: the **answer type** a quantity question needs and its **specific
+terms** the collection must use (``evidence``), its **key terms**, which the sentence's passage must
+be about (``keyterms``), and **about**: a sentence (with its heading) must carry at least
+``MIN_COVERAGE`` of the question's weight and every name like "Class G" or "Part 61" the shown text
+uses ("Class D" does not answer "Class G").
 
 Then the best eligible sentence must score at least ``threshold`` (calibrated on the dev set with
 ``chapterverse eval answers ... --calibrate``; see ``chapterverse_lab.answer_eval.calibrate``), or, with
@@ -52,13 +39,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from retrieval.answer.answer_view import page_words
 from retrieval.answer.answerers import Draft, Request, Retrieved
 from retrieval.answer.answerers.extractive.evidence import expected_answer, specific_terms
 from retrieval.answer.answerers.extractive.keyterms import key_term_counts, key_terms
 from retrieval.answer.answerers.lexical import terms_with_words
 from retrieval.answer.answerers.extractive.quotable import introduces, with_neighbours
 from retrieval.answer.answerers.extractive.scoring import (
-    QUOTE_MARGIN,
     Embed,
     Scored,
     SentenceReader,
@@ -97,9 +84,8 @@ def _claim(s: Scored, shown: Sequence[PageText]) -> Claim:
 def lead(best: Scored, shown: Sequence[PageText], more: int, profile: Profile = DEFAULT_PROFILE) -> str:
     """The answer text: a fixed framing naming the page, then the best sentence in the source's words."""
     p = shown[best.candidate.slice_index]
-    where = f"{p.document}, p. {p.page_label} (PDF p. {p.page})" if p.page_label and p.page_label != str(p.page) \
-        else f"{p.document}, p. {p.page}"
     also = " " + profile.more_quoted.format(n=more, s="s" if more > 1 else "") if more else ""
+    where = f"{p.document}, {page_words(p.page, p.page_label)}"
     return f"{profile.answer_lead} ({where}): {' '.join(best.candidate.text.split())}{also}"
 
 
@@ -163,7 +149,7 @@ class ExtractiveAnswerer(Drafting):
         quoted = {s.candidate: _widened(s, shown, headings, self.profile).candidate for s in scored if s.eligible}
         scored = [replace(s, complete=not introduces(quoted[s.candidate].text)) if s.candidate in quoted else s
                   for s in scored]
-        chosen = choose_quotes(scored, shown, QUOTE_MARGIN)
+        chosen = choose_quotes(scored, shown)
         top = chosen[0] if chosen else scored[0]
         best_claim = _claim(top, shown)
         score = chosen[0].evidence if chosen else None

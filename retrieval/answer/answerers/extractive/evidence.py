@@ -94,8 +94,6 @@ def counted_phrase(words: list[str], profile: Profile = DEFAULT_PROFILE) -> list
     return out
 
 
-# A number as stated in prose: "250", "1,000", "121.5", "½"; with "$" in front for money.
-_NUMBER = re.compile(r"(?<![\w.§-])(\$\s?)?(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?![\w-]|\.\d|\()")
 def _unit_after(tokens: list[str], i: int, profile: Profile) -> str | None:
     """The unit class stated by the tokens right after position ``i`` (a number), if any."""
     for width in (3, 2, 1):  # longest first: "degrees celsius" before "degrees"

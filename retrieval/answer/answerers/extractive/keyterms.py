@@ -72,8 +72,6 @@ class PhraseStats:
 @dataclass(frozen=True)
 class KeyTerm:
     words: tuple[str, ...]  # as written in the question, lower case: a pair, or one acronym
-    df: int  # chunks using the phrase
-    pmi: float = math.inf
     hyphenated: bool = False
     pervasive_in: frozenset[str] = frozenset()  # documents that use it throughout
 
@@ -166,8 +164,7 @@ def key_terms(question: str, stats: PhraseStats | None, profile: Profile = DEFAU
     """The question's key terms (see the module docstring); none without collection statistics
     (``stats`` must hold the counts of ``key_term_counts``)."""
     pairs, acronyms = _candidate_terms(question, profile)
-    phrases, _words = key_term_counts(question, profile)
-    if stats is None or not phrases:
+    if stats is None or not (pairs or acronyms):
         return []
     out: list[KeyTerm] = []
     for pair, hyphen in pairs:
@@ -177,11 +174,10 @@ def key_terms(question: str, stats: PhraseStats | None, profile: Profile = DEFAU
         score = pmi(df, df_a, df_b, stats.chunks)
         cohesion = df / min(df_a, df_b) if min(df_a, df_b) > 0 else 0.0
         if df >= MIN_PHRASE_DF and (hyphen or score >= MIN_PMI or cohesion >= MIN_COHESION):
-            out.append(KeyTerm(pair, df, score, hyphen, _pervasive(stats, phrase)))
+            out.append(KeyTerm(pair, hyphen, _pervasive(stats, phrase)))
     for acronym in acronyms:
-        df = stats.phrase_df.get(acronym, 0)
-        if df >= MIN_PHRASE_DF:
-            out.append(KeyTerm((acronym,), df, pervasive_in=_pervasive(stats, acronym)))
+        if stats.phrase_df.get(acronym, 0) >= MIN_PHRASE_DF:
+            out.append(KeyTerm((acronym,), pervasive_in=_pervasive(stats, acronym)))
     return out
 
 

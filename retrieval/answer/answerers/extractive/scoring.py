@@ -1,6 +1,6 @@
 """How the extractive answerer weighs the sentences it could quote (pure functions but the embedding
 call): rarity-weighted coverage of the question's terms, the cosine of the question with the sentence
-under its heading, the retrieval rank (``evidence_score``), the gates a first quote must pass
+under its heading, the retrieval rank (``Scored.evidence``), the gates a first quote must pass
 (``Scored.eligible``), the second judge's agreement and the choice of quotes."""
 
 from __future__ import annotations
@@ -52,11 +52,6 @@ def term_weights(question: str, doc_freq: DocFreq | None, profile: Profile = DEF
     return {t: math.log((n + 1) / (df.get(w, 0) + 0.5)) for t, w in terms.items()}
 
 
-def evidence_score(cos: float, lex: float, rank: int) -> float:
-    """A candidate sentence's evidence score (see the module docstring)."""
-    return cos + LEX_WEIGHT * lex - RANK_PENALTY * (max(rank, 1) - 1)
-
-
 @dataclass(frozen=True)
 class Scored:
     candidate: Candidate
@@ -74,7 +69,8 @@ class Scored:
 
     @property
     def evidence(self) -> float:
-        return evidence_score(self.cos, self.lex, self.rank)
+        """The evidence score (see the module docstring)."""
+        return self.cos + LEX_WEIGHT * self.lex - RANK_PENALTY * (max(self.rank, 1) - 1)
 
 
 def passage_rank(passage_id: str) -> int:
@@ -117,18 +113,6 @@ def _has_phrase(norm_text: str, phrase: str) -> bool:
     return re.search(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", norm_text) is not None
 
 
-def _lexical(question: str, shown: Sequence[PageText], headings: Mapping[str, str], doc_freq: DocFreq | None,
-             profile: Profile) -> tuple[list[Candidate], list[str], list[str], list[set[str]], dict[str, float]]:
-    """The candidates of ``shown`` with their text and heading (whitespace collapsed), the content
-    terms of each (sentence and heading), and the question's term weights restricted to those terms."""
-    cands = candidates(shown, headings, profile)
-    texts = [" ".join(c.text.split()) for c in cands]
-    heads = [" ".join(headings.get(shown[c.slice_index].passage_id, "").split()) for c in cands]
-    terms = [set(content_terms(t, profile)) | set(content_terms(h, profile)) for t, h in zip(texts, heads, strict=True)]
-    weights = shown_weights(term_weights(question, doc_freq, profile), terms) if cands else {}
-    return cands, texts, heads, terms, weights
-
-
 def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
                      doc_freq: DocFreq | None = None, headings: Mapping[str, str] | None = None,
                      terms_required: Sequence[KeyTerm] = (), profile: Profile = DEFAULT_PROFILE) -> list[Scored]:
@@ -139,9 +123,15 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     Lexical features come first and are cheap; only the ``MAX_EMBEDDED`` eligible sentences that
     cover most of the question (then by retrieval rank) are embedded."""
     headings = headings or {}
-    cands, texts, heads, terms, weights = _lexical(question, shown, headings, doc_freq, profile)
+    cands = candidates(shown, headings, profile)
     if not cands:
         return []
+    # each candidate's text and heading (whitespace collapsed), the content terms of both, and the
+    # question's term weights restricted to those terms
+    texts = [" ".join(c.text.split()) for c in cands]
+    heads = [" ".join(headings.get(shown[c.slice_index].passage_id, "").split()) for c in cands]
+    terms = [set(content_terms(t, profile)) | set(content_terms(h, profile)) for t, h in zip(texts, heads, strict=True)]
+    weights = shown_weights(term_weights(question, doc_freq, profile), terms)
     expected = expected_answer(question, profile)
     topical = topical_passages(shown, headings, terms_required, profile) if terms_required else set()
     norms = [normalize(f"{h} {t}") for h, t in zip(heads, texts, strict=True)]
@@ -223,9 +213,9 @@ def unfamiliar_words(question: str, word_pieces: WordPieces, profile: Profile = 
             and re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", asked)]  # as written, not "single-seat"
 
 
-def choose_quotes(scored: Sequence[Scored], shown: Sequence[PageText], margin: float = QUOTE_MARGIN) -> list[Scored]:
+def choose_quotes(scored: Sequence[Scored], shown: Sequence[PageText]) -> list[Scored]:
     """The best eligible sentence, plus up to ``MAX_QUOTES - 1`` eligible ones from other pages
-    scoring within ``margin`` of it (``scored`` is best first)."""
+    scoring within ``QUOTE_MARGIN`` of it (``scored`` is best first)."""
     eligible = [s for s in scored if s.eligible]
     if not eligible:
         return []
@@ -233,7 +223,7 @@ def choose_quotes(scored: Sequence[Scored], shown: Sequence[PageText], margin: f
     chosen = [best]
     pages = {page_of(best, shown)}
     for s in eligible[1:]:
-        if len(chosen) >= MAX_QUOTES or s.evidence < best.evidence - margin:
+        if len(chosen) >= MAX_QUOTES or s.evidence < best.evidence - QUOTE_MARGIN:
             break
         if page_of(s, shown) in pages:
             continue

@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Protocol
 
 from retrieval.answer.answerers import Request, Response
+from retrieval.answer.answerers.extractive.scoring import SentenceReader
 from retrieval.answer.answerers.model.support import unsupported
 from retrieval.answer.verify import Match, PageText, Verification, locate
 from retrieval.models import Answer, Citation
@@ -25,24 +25,17 @@ from retrieval.profile import Profile
 log = logging.getLogger(__name__)
 
 
-class Support(Protocol):
-    """Scores (question, quote) → probability that the quote states the answer (``retrieval.reader``)."""
-
-    def score(self, question: str, texts: Sequence[str]) -> Any: ...
-
-
 SUPPORT_MIN = 0.05  # a model's verified quote the reader rates below this is doubted
 
 
-def support_doubts(citations: Sequence[Citation], question: str, reader: Support | None,
-                   minimum: float = SUPPORT_MIN) -> set[int]:
+def support_doubts(citations: Sequence[Citation], question: str, reader: SentenceReader | None) -> set[int]:
     """Indices of the verified quotes the reader finds to say nothing towards the question (probability
-    below ``minimum``); none without a reader. The bar is low on purpose: a model may cite context
+    below ``SUPPORT_MIN``); none without a reader. The bar is low on purpose: a model may cite context
     beside the sentence that answers. What is done with a doubt is ``support_filtered``'s."""
     if reader is None or not citations:
         return set()
     probs = reader.score(question, [" ".join(c.quote.split()) for c in citations])
-    return {i for i, p in enumerate(probs) if float(p) < minimum}
+    return {i for i, p in enumerate(probs) if float(p) < SUPPORT_MIN}
 
 
 MAX_JOIN_GAP = 120  # characters of page text between two quotes that are shown as one
@@ -56,13 +49,12 @@ def _placed(c: Citation, shown: Sequence[PageText]) -> tuple[PageText, Match] | 
     return None
 
 
-def join_adjacent(citations: Sequence[Citation], shown: Sequence[PageText], max_gap: int = MAX_JOIN_GAP,
-                  max_len: int = MAX_JOINED) -> list[Citation]:
+def join_adjacent(citations: Sequence[Citation], shown: Sequence[PageText]) -> list[Citation]:
     """Verified quotes that follow each other closely on the same shown page become one quote, the
     page's own words from the first one's start to the second one's end: a reader sees "(1) During
     the day, ... 30 minutes; or (2) At night, ... 45 minutes." as the one passage it is, not two
-    fragments. Only neighbours in the given order are joined, never across more than ``max_gap``
-    characters of page text, never past ``max_len``; a joined quote is located again, so it is
+    fragments. Only neighbours in the given order are joined, never across more than ``MAX_JOIN_GAP``
+    characters of page text, never past ``MAX_JOINED``; a joined quote is located again, so it is
     verbatim page text like any other."""
     out: list[Citation] = []
     last: tuple[PageText, Match] | None = None
@@ -72,7 +64,8 @@ def join_adjacent(citations: Sequence[Citation], shown: Sequence[PageText], max_
             page, prev = last
             start, end = min(prev.start, here[1].start), max(prev.end, here[1].end)
             gap = max(here[1].start - prev.end, prev.start - here[1].end, 0)
-            joined = locate(page.text[start:end], page.text) if gap <= max_gap and end - start <= max_len else None
+            near = gap <= MAX_JOIN_GAP and end - start <= MAX_JOINED
+            joined = locate(page.text[start:end], page.text) if near else None
             if joined is not None:
                 out[-1] = out[-1].model_copy(update={"quote": joined.text.strip()})
                 last = (page, Match(start, end, joined.text))
@@ -82,7 +75,7 @@ def join_adjacent(citations: Sequence[Citation], shown: Sequence[PageText], max_
     return out
 
 
-def support_filtered(verification: Verification, answer: str, question: str, support: Support | None,
+def support_filtered(verification: Verification, answer: str, question: str, support: SentenceReader | None,
                       profile: Profile, result: Answer) -> Verification:
     """A model's verified quotes without those the reader doubts (``support_doubts``), only when
     an undoubted one remains and the answer text stays backed by what remains: the check never empties
@@ -101,7 +94,7 @@ def support_filtered(verification: Verification, answer: str, question: str, sup
                          or (v.citation.document, v.citation.page, v.citation.quote) not in drop])
 
 
-def settled(name: str, request: Request, response: Response, support: Support | None, profile: Profile,
+def settled(name: str, request: Request, response: Response, support: SentenceReader | None, profile: Profile,
             result: Answer) -> Response:
     """``response`` after the support check and the answer-text check, its quotes joined (module docstring)."""
     draft = response.draft
