@@ -16,7 +16,6 @@ from ingest.pdf import Page
 from retrieval.settings import DEFAULT_PRESET, preset_profile
 from retrieval.store.collections import mark_written, record_preset
 from retrieval.store.index import copy_rows
-from retrieval.store.postings import write_postings
 
 
 @dataclass(frozen=True)
@@ -164,7 +163,8 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
             "SELECT c.collection, c.document_id, u.lexeme, count(*) FROM chunks c CROSS JOIN LATERAL unnest(c.tsv) u "
             "WHERE c.collection = %s AND c.document_id = %s GROUP BY c.collection, c.document_id, u.lexeme",
             (collection, doc_id))
-        write_postings(conn, collection, doc_id)  # keyword postings (retrieval.store.postings)
+        conn.execute("INSERT INTO lexeme_postings (collection, document_id, lexeme, block, base, postings) "
+                     "SELECT * FROM lexeme_postings_of(%s, %s)", (collection, doc_id))  # retrieval.store.postings
         ids = {r["ordinal"]: int(r["id"]) for r in conn.execute(
             "SELECT ordinal, id FROM chunks WHERE collection = %s AND document_id = %s", (collection, doc_id))}
         copy_rows(conn, ((collection, ids[c.ordinal], i, vec) for c, sv in zip(chunks, sentence_vectors, strict=True)

@@ -29,7 +29,6 @@ from retrieval.encode.embed import get_embedder
 from chapterverse_lab.evaluate import load_questions
 from retrieval.search.filters import Scope
 from chapterverse_lab.bm25 import bm25, bm25_all
-from retrieval.store.postings import write_collection_postings
 from retrieval.search.search import default_config, search_with
 from chapterverse_lab.results import machine, stamp
 from retrieval.settings import Settings
@@ -113,7 +112,9 @@ def build(settings: Settings, n: int, source_rows: Sequence[tuple], sentences_pe
                          "SELECT c.collection, c.document_id, u.lexeme, count(*) FROM chunks c "
                          "CROSS JOIN LATERAL unnest(c.tsv) u WHERE c.collection = %s "
                          "GROUP BY c.collection, c.document_id, u.lexeme", (COLLECTION,))
-            write_collection_postings(conn, COLLECTION)
+            conn.execute("INSERT INTO lexeme_postings (collection, document_id, lexeme, block, base, postings) "
+                         "SELECT p.* FROM documents d CROSS JOIN LATERAL lexeme_postings_of(d.collection, d.id) p "
+                         "WHERE d.collection = %s", (COLLECTION,))  # the keyword postings (retrieval.store.postings)
             if vectors:
                 conn.execute("INSERT INTO chunk_sentences (collection, chunk_id, sentence_no, embedding) "
                              "SELECT c.collection, c.id, g, c.embedding::halfvec FROM chunks c "

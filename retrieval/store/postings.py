@@ -18,7 +18,6 @@ also backfills the documents indexed before it) and removed with their document 
 from __future__ import annotations
 
 import numpy as np
-import psycopg
 
 POSTING = np.dtype([("offset", ">i4"), ("dl_tf", ">i4")])
 """One posting as stored: ``int4send(chunk id - base) || int4send(dl * 512 + tf)``."""
@@ -31,16 +30,3 @@ def decode(bases: np.ndarray, counts: np.ndarray, records: np.ndarray) -> tuple[
     ids = np.repeat(bases, counts) + records["offset"]
     dl_tf = records["dl_tf"].astype(np.int32)
     return ids, dl_tf & ((1 << TF_BITS) - 1), dl_tf >> TF_BITS  # tf, dl
-
-
-def write_postings(conn: psycopg.Connection, collection: str, document_id: int) -> None:
-    """Write the postings rows of a document whose chunks are inserted (call inside its transaction)."""
-    conn.execute("INSERT INTO lexeme_postings (collection, document_id, lexeme, block, base, postings) "
-                 "SELECT * FROM lexeme_postings_of(%s, %s)", (collection, document_id))
-
-
-def write_collection_postings(conn: psycopg.Connection, collection: str) -> None:
-    """The postings rows of every document of a collection (bulk loads such as ``chapterverse_lab.scale``)."""
-    conn.execute("INSERT INTO lexeme_postings (collection, document_id, lexeme, block, base, postings) "
-                 "SELECT p.* FROM documents d CROSS JOIN LATERAL lexeme_postings_of(d.collection, d.id) p "
-                 "WHERE d.collection = %s", (collection,))
