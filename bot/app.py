@@ -36,7 +36,7 @@ from bot.digest import as_mrkdwn as digest_mrkdwn
 from bot.digest import digest as build_digest
 from bot.jobs import Jobs, Requester, ephemeral_reporter
 from bot.limits import RateLimiter
-from bot.slack import make_client
+from bot.slack import Leave, make_client
 from bot.store import Store
 from bot.workers import BacklogFull, WorkerPool
 from ingest.sources import is_url
@@ -101,12 +101,9 @@ def within(budget_s: float, work: Callable[[], str], late: Callable[[str], None]
         return ":x: Something went wrong on my side; nothing was changed. Please try again."
 
 
-class _NotNews(logging.Filter):
-    """Bolt reads SLACK_BOT_TOKEN from the environment itself and warns that it goes unused because a
-    client is given; that client carries the same token, so the warning is noise at every start."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+# Bolt reads SLACK_BOT_TOKEN from the environment itself and warns that it goes unused because a
+# client is given; that client carries the same token, so the warning is noise at every start.
+_NOT_NEWS = Leave(lambda record: record.getMessage() == warning_client_prioritized_and_token_skipped())
 
 
 def digest_refusal(settings: Settings, team: str, user_id: str) -> str | None:
@@ -140,8 +137,7 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
     settings); without them the app uses the single bot token's client."""
     client = make_client(bot.settings, None) if auth else bot.clients.for_team("")
     logger = logger or logging.getLogger("slack_bolt")
-    if not any(isinstance(f, _NotNews) for f in logger.filters):
-        logger.addFilter(_NotNews())
+    logger.addFilter(_NOT_NEWS)  # once: a logger keeps one of each filter
     authz = Authorizer(bot.settings, bot.clients)  # who may add and remove documents
     limiter = RateLimiter(bot.settings.slack.user_questions_per_minute)  # questions per person
     app = App(client=client, process_before_response=False, ignoring_self_events_enabled=True,

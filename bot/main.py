@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 from urllib.error import URLError
 
 from slack_bolt import App
@@ -35,7 +35,7 @@ from bot.jobs import Jobs
 from bot.oauth import app_auth, multi_workspace, serve_install_pages
 from bot.queue import JobQueue
 from bot.runner import JobRunner
-from bot.slack import RedactTokens
+from bot.slack import Leave, RedactTokens
 from bot.store import Store
 from bot.workers import WorkerPool
 from retrieval.answer.answerers import unconfigured
@@ -44,6 +44,7 @@ from retrieval.logs import quiet_libraries
 from retrieval.settings import Settings
 from retrieval.text.urls import shown_url
 
+T = TypeVar("T")
 log = logging.getLogger("bot")
 
 
@@ -150,27 +151,33 @@ def prepare_database(store: Store) -> None:
 def build_bolt(bot: Bot, stop: threading.Event, auth: dict[str, Any]) -> App | None:
     """Bolt checks the token with auth.test on start (``check_slack`` just did, so a failure here is
     Slack going away in between); keep trying while Slack is unreachable."""
+    return until_stopped(stop, "cannot start the Slack app", lambda: build_app(bot, **auth),
+                         (BoltError, URLError, OSError), lambda exc: str(exc).splitlines()[0])
+
+
+def until_stopped(stop: threading.Event, what: str, attempt: Callable[[], T],
+                  errors: tuple[type[Exception], ...], reason: Callable[[Exception], str]) -> T | None:
+    """``attempt()`` until it returns, retried after a doubling wait (1 s, up to 30 s) while it raises one
+    of ``errors``, each failure logged as "<what> (<reason>)"; None when ``stop`` is set first. A
+    ConfigError is never retried: the operator must fix it."""
     delay = 1.0
     while not stop.is_set():
         try:
-            return build_app(bot, **auth)
-        except (BoltError, URLError, OSError) as exc:
-            log.error("cannot start the Slack app (%s); retrying in %.0f s", str(exc).splitlines()[0], delay)
+            return attempt()
+        except errors as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            log.error("%s (%s); retrying in %.0f s", what, reason(exc), delay)
             stop.wait(delay)
             delay = min(delay * 2, 30.0)
     return None
-
-
-class _WssUrlFailure(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Failed to retrieve WSS URL")
 
 
 @contextmanager
 def _said_by_us(logger: logging.Logger) -> Iterator[None]:
     """While ``connect`` opens the first connection, the Socket Mode client's own multi-line error for a
     failed ``apps.connections.open`` is left out: ``connect`` reports it in one line (or exits)."""
-    quiet = _WssUrlFailure()
+    quiet = Leave(lambda record: str(record.msg).startswith("Failed to retrieve WSS URL"))
     logger.addFilter(quiet)
     try:
         yield
@@ -181,24 +188,21 @@ def _said_by_us(logger: logging.Logger) -> Iterator[None]:
 def connect(handler: SocketModeHandler, stop: threading.Event) -> None:
     """First connection; later reconnects are the Socket Mode client's own (ping/pong watchdog). An
     app-level token Slack rejects is a ConfigError (exit 2), not something to retry."""
-    delay = 1.0
-    while not stop.is_set():
+    def once() -> None:
         try:
             with _said_by_us(handler.client.logger):
                 handler.connect()
-            return
         except SlackApiError as exc:
             code = str(exc.response.get("error") or "")
             if code in TOKEN_REJECTED:
                 raise ConfigError(f"Slack rejected SLACK_APP_TOKEN ({code}); it must be an app-level token "
                                   "with connections:write, and Socket Mode must be on") from None
-            log.error("cannot open the Socket Mode connection (%s); retrying in %.0f s", code, delay)
-            stop.wait(delay)
-            delay = min(delay * 2, 30.0)
-        except Exception as exc:  # noqa: BLE001  (connection refused, ...)
-            log.error("cannot open the Socket Mode connection (%s); retrying in %.0f s", type(exc).__name__, delay)
-            stop.wait(delay)
-            delay = min(delay * 2, 30.0)
+            raise
+
+    def reason(exc: Exception) -> str:
+        return str(exc.response.get("error") or "") if isinstance(exc, SlackApiError) else type(exc).__name__
+
+    until_stopped(stop, "cannot open the Socket Mode connection", once, (Exception,), reason)
 
 
 WARM_UP_JOIN_S = 20.0  # how long a stopping bot waits for a model load in progress

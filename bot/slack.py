@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
@@ -23,6 +24,17 @@ class RedactTokens(logging.Filter):
             record.msg = TOKEN_PATTERN.sub("[redacted token]", message)
             record.args = None
         return True
+
+
+class Leave(logging.Filter):
+    """Leaves out the records ``unwanted(record)`` picks: a library's noise the bot says better itself."""
+
+    def __init__(self, unwanted: Callable[[logging.LogRecord], bool]) -> None:
+        super().__init__()
+        self.unwanted = unwanted
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.unwanted(record)
 
 
 def make_client(settings: Settings, bot_token: str | None) -> WebClient:
