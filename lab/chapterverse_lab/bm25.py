@@ -8,21 +8,12 @@ order. Its scores are bit-equal to ``bm25``'s (tests/test_keyword_scale.py, ``ev
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import psycopg
 from psycopg.rows import tuple_row
 
 from retrieval.search.filters import Scope
 from retrieval.search.fuse import Hit
-from retrieval.search.keyword import B, K1, _head_sql, bm25_params, postings_sql, top_scores
-
-
-class BM25Params(NamedTuple):
-    """The product's BM25 constants by name (``retrieval.search.keyword.K1``, ``B``), as reports record them."""
-
-    k1: float = K1
-    b: float = B
+from retrieval.search.keyword import _head_sql, bm25_params, postings_sql, top_scores
 
 
 def hits(rows: list[dict]) -> list[Hit]:

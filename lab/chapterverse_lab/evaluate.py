@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict
 from retrieval.store import pool
 from retrieval.encode.embed import get_embedder
 from retrieval.search.filters import Scope
-from chapterverse_lab.bm25 import BM25Params, hits as _hits
+from retrieval.search.keyword import B, K1
+from chapterverse_lab.bm25 import hits as _hits
 from retrieval.search.fuse import Hit
 from retrieval.models import Passage
 from retrieval.search.rerank import NONE, SENTENCES, Choice, choose
@@ -241,7 +242,7 @@ def evaluate(settings: Settings, questions_path: Path, collections: Sequence[str
             "rrf_k": base_cfg.rrf_k,
             "candidates_per_leg": base_cfg.depth,
             "fetch_depth": base_cfg.fetch_depth,
-            "bm25": {"k1": BM25Params().k1, "b": BM25Params().b, "config": "english + identifier terms",
+            "bm25": {"k1": K1, "b": B, "config": "english + identifier terms",
                      "statistics": "kept per document at ingest (document_lexemes, token_total)"},
             "top": TOP,
             "collections": list(collections or []),
