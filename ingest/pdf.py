@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Container, Iterable, Sequence
+from itertools import count
 from dataclasses import dataclass
 
 from ingest.mupdf import pymupdf
@@ -181,39 +182,30 @@ def page_text(page: pymupdf.Page) -> tuple[str, tuple[Heading, ...], int]:
     Table rows found by ``retrieval.text.tables`` replace their cells: each row is one line ("VNE | Never-
     exceed speed | 149 KIAS") and its own paragraph, placed where the table's first cell was."""
     blocks, hidden = _visible_blocks(page)
-    body = body_size([line for lines in blocks for line in lines])
-    flat = [(bi, li) for bi, lines in enumerate(blocks) for li in range(len(lines))]
-    found = find_tables([Line(blocks[bi][li].text, *blocks[bi][li].bbox) for bi, li in flat])
-    table_of: dict[tuple[int, int], int] = {flat[i]: t for t, table in enumerate(found) for i in table.lines}
-    rows_of = [table.row_texts([Line(blocks[bi][li].text, *blocks[bi][li].bbox) for bi, li in flat])
-               for table in found]
-    paragraphs: list[list[tuple[str, bool, bool]]] = []  # lines of each paragraph: (text, is heading, larger font)
-    current: list[tuple[str, bool, bool]] = []
+    flat = [line for lines in blocks for line in lines]
+    body = body_size(flat)
+    cells = [Line(line.text, *line.bbox) for line in flat]
+    found = find_tables(cells)
+    table_of = {i: t for t, table in enumerate(found) for i in table.lines}  # line number -> its table
+    numbers = count()
     emitted: set[int] = set()
-    for bi, lines in enumerate(blocks):
-        for li, line in enumerate(lines):
-            t = table_of.get((bi, li))
+    paragraphs: list[list[tuple[str, bool, bool]]] = []  # lines of each paragraph: (text, is heading, larger font)
+    for lines in blocks:
+        paragraphs.append([])
+        for line in lines:
+            t = table_of.get(next(numbers))
             if t is None:
-                current.append((line.text, line.bold and len(line.text.strip()) <= 120, line.size >= body + BODY_MARGIN))
-                continue
-            if t in emitted:
-                continue
-            emitted.add(t)
-            if current:
-                paragraphs.append(current)
-                current = []
-            paragraphs.extend([(row, False, False)] for row in rows_of[t])
-        if current:
-            paragraphs.append(current)
-            current = []
+                paragraphs[-1].append((line.text, line.bold and len(line.text.strip()) <= 120,
+                                       line.size >= body + BODY_MARGIN))
+            elif t not in emitted:  # the table's rows, where its first cell was; the block goes on after them
+                emitted.add(t)
+                paragraphs += [[(row, False, False)] for row in found[t].row_texts(cells)]
+                paragraphs.append([])
     out = ""
     heads: list[Heading] = []
-    for pi, para in enumerate(paragraphs):
-        if pi:
-            out += "\n\n"
+    for pi, para in enumerate(p for p in paragraphs if p):
         for li, (text, heading, larger) in enumerate(para):
-            if li:
-                out += "\n"
+            out += "\n" if li else "\n\n" if pi else ""
             if heading:
                 heads.append(Heading(len(out), text.strip(), larger))
             out += text
