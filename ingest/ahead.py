@@ -126,17 +126,16 @@ class EmbedAhead:
         pending: list[tuple[Chunk, str, Key]] = []
         made = 0
         while (parts := self._pages.get()) is not None:
-            self._taken(parts)
+            with self._queued_lock:
+                self._queued -= len(parts[0])
             read.append(parts)
             running.add(parts[0])
-            while not self._pages.empty() and (parts := self._pages.get()) is not None:  # take all come so far
-                self._taken(parts)
-                read.append(parts)
-                running.add(parts[0])
-            if parts is None or self._stopping.is_set():
+            if self._stopping.is_set():
                 return
-            if len(read) <= passages.SEGMENT_PAGES:
-                continue  # bound nothing before the running lines rest on more than a segment's pages
+            # take every page come so far first; bound nothing before the running lines rest on more
+            # than a segment's pages
+            if not self._pages.empty() or len(read) <= passages.SEGMENT_PAGES:
+                continue
             for number in range(bounded + 1, len(read) + 1):
                 page = page_from(number, read[number - 1], running, self._injection)
                 read[number - 1] = None
@@ -152,10 +151,6 @@ class EmbedAhead:
                     if key not in self._known:
                         pending.append((chunk, text, key))
             bounded = len(read)
-
-    def _taken(self, parts: PageParts) -> None:
-        with self._queued_lock:
-            self._queued -= len(parts[0])
 
     def _embed(self, number: int, pending: list[tuple[Chunk, str, Key]]) -> None:
         if self._stopping.is_set():

@@ -88,12 +88,6 @@ def read_pdf(settings: Settings, src: Source, quiet: bool, progress: ProgressLog
         bar.close()
 
 
-def _counting(bar: tqdm, progress: ProgressLog | None) -> Callable[[int], object]:
-    if progress is None:
-        return bar.update
-    return lambda n: (bar.update(n), progress.advance(n))
-
-
 def _same_bytes(conn: psycopg.Connection, src: Source, collection: str) -> tuple[store.Existing | None, bool]:
     """The document already holding these bytes, and whether that makes this ingest a no-op."""
     same = store.find_same_bytes(conn, collection, src.sha256)
@@ -132,12 +126,12 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     with db.connection(settings) as conn:
         index.ensure_model(conn, embedder.name, embedder.dim)
         same, unchanged = _same_bytes(conn, src, collection)
+        # a new edition keeps the vectors of its unchanged chunks
+        reuse = {} if unchanged else store.reusable_vectors(conn, collection, src.name, PIPELINE_VERSION)
     if unchanged:
         note = "already ingested" if same.name == src.name else f"same bytes already ingested as {same.name}"
         return IngestResult(src.name, src.origin, collection, "unchanged", message=note,
                             seconds=time.perf_counter() - t0)
-    with db.connection(settings) as conn:  # a new edition keeps the vectors of its unchanged chunks
-        reuse = store.reusable_vectors(conn, collection, src.name, PIPELINE_VERSION)
     count = TokenCounts(embedder.count_tokens)
     made_ahead: dict[int, Segment] = {}
     profile = ingest_profile(settings, collection)  # the collection's preset: injection rules, abbreviations
@@ -180,10 +174,11 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
                disable=None if not quiet else True, leave=False)
     if progress:  # counted over every passage: those embedded while reading (or kept) are done already
         progress.begin("embedding passages", len(chunks), done=len(chunks) - to_embed)
+    counted = bar.update if progress is None else lambda n: (bar.update(n), progress.advance(n))
     try:
         for idx in todo:
             segment = embed_segment(embedder, [texts[i] for i in idx], [chunks[i] for i in idx],
-                                    [keys[i] for i in idx], on_batch=_counting(bar, progress))
+                                    [keys[i] for i in idx], on_batch=counted)
             fresh.update(zip(idx, segment.vectors, strict=True))
     finally:
         bar.close()

@@ -188,8 +188,6 @@ def fetch_url(url: str, limit: int, timeout_s: float, headers: dict[str, str] | 
     try:
         with httpcore.ConnectionPool(network_backend=backend, max_connections=2) as pool:
             data, name = _get(pool, url, dict(headers or {}), limit, deadline, timeout_s, check_url)
-    except InputError:
-        raise
     except httpcore.TimeoutException as exc:
         raise InputError(f"{shown}: download failed: took longer than {timeout_s:.0f} s") from exc
     except httpcore.UnsupportedProtocol as exc:

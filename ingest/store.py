@@ -20,9 +20,7 @@ from retrieval.store.index import copy_rows
 
 @dataclass(frozen=True)
 class Existing:
-    collection: str
     name: str
-    sha256: str
     pipeline_version: str
 
 
@@ -52,10 +50,9 @@ def _audit(conn: psycopg.Connection, actor: Actor, *, collection: str, action: s
 
 
 def find_same_bytes(conn: psycopg.Connection, collection: str, sha256: str) -> Existing | None:
-    row = conn.execute("SELECT collection, name, sha256, pipeline_version FROM documents "
-                       "WHERE collection = %s AND sha256 = %s ORDER BY name LIMIT 1",
-                       (collection, sha256)).fetchone()
-    return Existing(row["collection"], row["name"], row["sha256"], row["pipeline_version"]) if row else None
+    row = conn.execute("SELECT name, pipeline_version FROM documents WHERE collection = %s AND sha256 = %s "
+                       "ORDER BY name LIMIT 1", (collection, sha256)).fetchone()
+    return Existing(row["name"], row["pipeline_version"]) if row else None
 
 
 @dataclass(frozen=True)
@@ -104,10 +101,6 @@ def reusable_vectors(conn: psycopg.Connection, collection: str, name: str,
     return out
 
 
-def _lock_key(collection: str, name: str) -> str:
-    return f"chapterverse-doc:{collection}:{name}"
-
-
 def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha256: str, source: str,
                    url: str | None, size: int, pages: Sequence[Page], chunks: Sequence[Chunk],
                    search_texts: Sequence[str], vectors: np.ndarray, pipeline_version: str,
@@ -119,20 +112,18 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
     Returns (document id, replaced). Nothing is visible to readers until the commit, and a failure
     anywhere rolls everything back, the old version included. Besides pages and chunks (with their
     identifier ``terms``) it writes what search keeps per document: the chunk lengths' total, each
-    lexeme's chunk count (``document_lexemes``) and the chunks' sentence-window vectors. Who made
-    the change (``actor``, default: the command line's user) is recorded with the document and in
-    ``document_audit``, in the same transaction. ``preset``: recorded as the collection's when this
-    document creates it; the preset the collection records gives the Postgres text-search
-    configuration the chunks' tsvectors are built with. ``before_commit(conn, replaced)`` runs last,
-    inside the transaction: what it writes commits with the document, and when it raises nothing is
-    written (a bot job records its end there, checking that the job is still its worker's and inside
-    its deadline: ``bot.queue.JobQueue.finish_within``).
+    lexeme's chunk count (``document_lexemes``) and postings, and the chunks' sentence-window vectors.
+    ``actor`` (default: the command line's user) is recorded with the document and in ``document_audit``.
+    ``preset``: recorded as the collection's when this document creates it; the preset the collection
+    records gives the text-search configuration of the chunks' tsvectors. ``before_commit(conn,
+    replaced)`` runs last, inside the transaction: what it writes commits with the document, and when
+    it raises nothing is written (a bot job records its end there: ``bot.queue.record_done``).
     """
     actor = actor or Actor.local()
     if not len(chunks) == len(vectors) == len(search_texts) == len(terms) == len(sentence_vectors):
         raise ValueError("chunks, search texts, terms and vectors differ in length")
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_lock_key(collection, name),))
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"chapterverse-doc:{collection}:{name}",))
         text_search = preset_profile(record_preset(conn, collection, preset)).text_search
         mark_written(conn, [collection])  # read your writes on standbys (retrieval.store.replicas)
         old = conn.execute("DELETE FROM documents WHERE collection = %s AND name = %s RETURNING id",
