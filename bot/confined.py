@@ -4,11 +4,11 @@ the limit named, instead of growing the bot (issue 32, item 1). The child is a f
 of the bot's threads, sockets or Slack clients) that sets the limit before it loads anything.
 
 The parent writes one JSON line (``ingest_confined``'s header) and the PDF's bytes on the child's
-stdin; the child answers in JSON lines on a pipe of its own: ``note`` (the pipeline's progress text),
-``state`` (where the ingest is), then ``result`` or ``error``. The document is written and the job
-recorded done in one transaction, in the child (``bot.queue.record_done``); a job that stops being
-this worker's while the child runs (its deadline, another worker) kills the child, and its
-transaction, if one was open, is rolled back.
+stdin; the child answers in JSON lines on a pipe of its own (``ingest.child``): ``note`` (the
+pipeline's progress text), ``state`` (where the ingest is), then ``result`` or ``error``. The
+document is written and the job recorded done in one transaction, in the child
+(``bot.queue.record_done``); a job that stops being this worker's while the child runs (its
+deadline, another worker) kills the child, and its transaction, if one was open, is rolled back.
 """
 
 from __future__ import annotations
@@ -17,19 +17,18 @@ import json
 import os
 import re
 import resource
-import select
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
 from bot.queue import Job, JobLost, claim_of, record_done
+from ingest import child
+from ingest.child import answer_on
 from ingest.pipeline import IngestResult
 from ingest.progress import ProgressLog
 from ingest.sources import InputError, Source
@@ -39,8 +38,9 @@ from retrieval.settings import Settings
 from retrieval.store.db import DatabaseError, IndexUnavailable
 
 STATE_EVERY_S = 0.5
-_ERRORS: dict[str, type[Exception]] = {"input": InputError, "database": DatabaseError,
-                                       "unavailable": IndexUnavailable, "model": ModelError}
+# what the child's error messages name (IndexUnavailable, a DatabaseError, before DatabaseError)
+_ERRORS: dict[str, type[Exception]] = {"input": InputError, "unavailable": IndexUnavailable,
+                                       "database": DatabaseError, "model": ModelError}
 
 
 def settings_payload(model: BaseModel) -> dict[str, Any]:
@@ -76,8 +76,7 @@ def _apply(progress: ProgressLog, state: dict[str, Any]) -> None:
         progress.advance(done - progress.done)
 
 
-def _stopped(child: subprocess.Popen, settings: Settings, src: Source, last_words: str) -> Exception:
-    code = child.returncode
+def _stopped(code: int | None, settings: Settings, src: Source, last_words: str) -> Exception:
     if "MemoryError" in last_words or _NO_MEMORY.search(last_words):
         return InputError(f"{src.origin}: {memory_message(settings)}")
     how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
@@ -96,35 +95,11 @@ def ingest_confined(settings: Settings, src: Source, collection: str, *, actor: 
               "source": {"name": src.name, "origin": src.origin, "url": src.url}, "bytes": len(src.data),
               "job": None if job is None else claim_of(job),
               "deadline_s": deadline_s}
-    with tempfile.TemporaryFile() as errors:
-        read_end, write_end = os.pipe()
-        try:
-            child = subprocess.Popen([sys.executable, "-m", "bot.confined", str(write_end), str(os.getpid())],
-                                     stdin=subprocess.PIPE,
-                                     stdout=errors, stderr=errors, close_fds=True, pass_fds=(write_end,))
-        except BaseException:
-            os.close(read_end)
-            raise
-        finally:
-            os.close(write_end)
-        feeder = threading.Thread(target=_feed, args=(child, header, src.data), name="confined-feed", daemon=True)
-        feeder.start()
-        try:
-            outcome = _listen(child, read_end, job, on_progress, progress)
-        except BaseException:
-            child.kill()
-            raise
-        finally:
-            os.close(read_end)
-            try:
-                child.wait(30)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-        if outcome is None:
-            errors.seek(0)
-            tail = errors.read()[-4096:].decode("utf-8", "replace")
-            raise _stopped(child, settings, src, tail)
+    with child.spawn("bot.confined", str(os.getpid()), stdin=[json.dumps(header).encode() + b"\n", src.data],
+                     wait_s=30) as kid:
+        outcome = _listen(kid.messages(STATE_EVERY_S), job, on_progress, progress)
+    if outcome is None:
+        raise _stopped(kid.process.returncode, settings, src, kid.last_words[-4096:])
     kind, payload = outcome
     if kind == "result":
         return IngestResult(**payload)
@@ -138,45 +113,25 @@ def ingest_confined(settings: Settings, src: Source, collection: str, *, actor: 
     raise _ERRORS.get(error_kind, RuntimeError)(message)
 
 
-def _feed(child: subprocess.Popen, header: dict[str, Any], data: bytes) -> None:
-    try:
-        child.stdin.write(json.dumps(header).encode() + b"\n")
-        child.stdin.write(data)
-        child.stdin.close()
-    except (BrokenPipeError, OSError):
-        pass  # it died: its exit status says how
-
-
-def _listen(child: subprocess.Popen, fd: int, job: Job | None, on_progress: Callable[[str], None] | None,
+def _listen(messages: Iterator[list | None], job: Job | None, on_progress: Callable[[str], None] | None,
             progress: ProgressLog | None) -> tuple[str, Any] | None:
     """The child's answer (("result", fields) or ("error", (kind, message))), None when it died
-    without one. Raises JobLost (the child is killed by the caller) when the job stops being ours."""
-    buffer = b""
-    while True:
+    without one. Raises JobLost (the child is killed on the way out) when the job stops being ours."""
+    for msg in messages:
         if job is not None and job.lost.is_set():
             raise JobLost(job.id)
-        ready, _, _ = select.select([fd], [], [], STATE_EVERY_S)
-        if not ready:
+        if msg is None:
             continue
-        block = os.read(fd, 65536)
-        if not block:
-            return None
-        buffer += block
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            try:
-                msg = json.loads(line)
-                kind = msg[0]
-            except (ValueError, IndexError, TypeError, KeyError):
-                return None
-            if kind == "note" and on_progress is not None:
-                on_progress(str(msg[1]))
-            elif kind == "state" and progress is not None and isinstance(msg[1], dict):
-                _apply(progress, msg[1])
-            elif kind == "result" and isinstance(msg[1], dict):
-                return "result", msg[1]
-            elif kind == "error" and len(msg) == 3:
-                return "error", (str(msg[1]), str(msg[2]))
+        kind, body = msg[0], msg[1:]
+        if kind == "note" and len(body) == 1 and on_progress is not None:
+            on_progress(str(body[0]))
+        elif kind == "state" and len(body) == 1 and isinstance(body[0], dict) and progress is not None:
+            _apply(progress, body[0])
+        elif kind == "result" and len(body) == 1 and isinstance(body[0], dict):
+            return "result", body[0]
+        elif kind == "error" and len(body) == 2:
+            return "error", (str(body[0]), str(body[1]))
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,20 +205,10 @@ def _die_with_parent(parent: int) -> None:
 
 
 def main() -> None:
-    """``python -m bot.confined FD PARENT-PID``: the request on stdin, JSON lines on descriptor FD."""
-    fd = int(sys.argv[1])
-    if len(sys.argv) > 2:
-        _die_with_parent(int(sys.argv[2]))
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    out = os.fdopen(fd, "w", encoding="utf-8")
-    lock = threading.Lock()
-
-    def send(msg: list) -> None:
-        with lock:
-            out.write(json.dumps(msg, default=str) + "\n")
-            out.flush()
-
+    """``python -m bot.confined FD PARENT-PID``: the request on stdin, JSON lines on descriptor FD
+    (``ingest.child``)."""
+    send = answer_on(int(sys.argv[1]))
+    _die_with_parent(int(sys.argv[2]))
     request = json.loads(sys.stdin.buffer.readline())
     settings = Settings.model_validate(request["settings"])
     _limit(settings)
@@ -298,11 +243,8 @@ def main() -> None:
         send(["error", "lost", "the job is no longer this worker's"])
     except MemoryError:
         send(["error", "memory", ""])
-    except IndexUnavailable as exc:
-        send(["error", "unavailable", str(exc)])
     except (InputError, DatabaseError, ModelError) as exc:
-        kind = "input" if isinstance(exc, InputError) else "database" if isinstance(exc, DatabaseError) else "model"
-        send(["error", kind, str(exc)])
+        send(["error", next(kind for kind, error in _ERRORS.items() if isinstance(exc, error)), str(exc)])
     except Exception as exc:  # noqa: BLE001
         if _out_of_memory(exc):
             send(["error", "memory", ""])

@@ -23,11 +23,9 @@ the page; the running headers and footers, and so each page's body, are found he
 has come (``ingest.pdf.pages_from``), and the caller may start on the pages before that
 (``ingest.ahead``).
 
-The JSON lines go over a dedicated pipe (its descriptor number is passed on the command line), not
-stdout: MuPDF prints its warnings and errors ("MuPDF error: format error: non-page object in page
-tree") on stdout, and a stray line there used to end the conversation as a crash. In the child,
-stdout is stderr; MuPDF's own messages are collected (``TOOLS.mupdf_warnings``), sent as a
-``warnings`` message and logged here. A damaged file MuPDF repairs (a truncated download, a broken
+The JSON lines go over a pipe of their own (``ingest.child``), not stdout, where MuPDF prints its
+warnings and errors; its messages are collected (``TOOLS.mupdf_warnings``), sent as a ``warnings``
+message and logged here. A damaged file MuPDF repairs (a truncated download, a broken
 xref table) is ingested with what MuPDF recovers, and ``Parsed.damage`` says what was repaired.
 
 Whatever happens in the child, the caller gets the pages or an ``InputError`` that says which limit
@@ -43,14 +41,14 @@ import os
 import re
 import resource
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ingest import child
+from ingest.child import answer_on
 from ingest.pdf import Heading, Page, PageParts, find_running_lines, pages_from
 from ingest.sources import InputError, Source
 from retrieval.text.injection import DEFAULT_RULES
@@ -232,20 +230,12 @@ def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], N
 
 
 def main() -> None:
-    """``python -m ingest.isolate LIMITS-JSON NAME FD``: the PDF on stdin, JSON lines on descriptor FD
-    (a pipe of their own); stdout goes to stderr, where nothing can break the protocol."""
-    limits, name, fd = Limits(**json.loads(sys.argv[1])), sys.argv[2], int(sys.argv[3])
-    os.dup2(2, 1)  # whatever MuPDF (C) or a library prints on stdout lands on stderr
-    sys.stdout = sys.stderr
+    """``python -m ingest.isolate FD LIMITS-JSON NAME``: the PDF on stdin, JSON lines on descriptor FD
+    (``ingest.child``)."""
+    send = answer_on(int(sys.argv[1]))  # whatever MuPDF (C) or a library prints on stdout lands on stderr
+    limits, name = Limits(**json.loads(sys.argv[2])), sys.argv[3]
     _apply(limits)
-    data = sys.stdin.buffer.read()
-    out = os.fdopen(fd, "w", encoding="utf-8")
-
-    def send(msg: list) -> None:
-        out.write(json.dumps(msg) + "\n")
-        out.flush()
-
-    _parse_here(data, name, limits, send)
+    _parse_here(sys.stdin.buffer.read(), name, limits, send)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,10 +252,9 @@ def _death(exitcode: int | None, limits: Limits, last_words: str = "") -> str:
     return f"the PDF parser stopped without an answer (exit status {exitcode}{said})"
 
 
-def _last_line(stream: Any) -> str:
-    """The last non-empty line the child wrote on stderr (at most 200 characters), or ""."""
-    stream.seek(0)
-    lines = [line.strip() for line in stream.read()[-8192:].decode("utf-8", "replace").splitlines() if line.strip()]
+def _last_line(text: str) -> str:
+    """The last non-empty line of what the child wrote on stderr (at most 200 characters), or ""."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1][:200] if lines else ""
 
 
@@ -280,28 +269,17 @@ def _parts(msg: list, number: int) -> PageParts | None:
         return None
 
 
-def _converse(child: subprocess.Popen, channel: Any, data: bytes, on_start: Callable[[int, str], object] | None,
+def _converse(messages: Iterable[list], kill: Callable[[], object], on_start: Callable[[int, str], object] | None,
               on_page: Callable[[PageParts], object] | None, damage: list[str], limits: Limits,
               name: str, repaired: list[bool]) -> tuple[str, list[PageParts]] | str | None:
     """The title and every page's parts, the reason the child refused the file, or None (it died,
     or broke the protocol). MuPDF's messages are logged and added to ``damage``; ``repaired`` gets
     an entry when MuPDF had to repair the file or lost a page (otherwise the messages are noise of a
     sound file, such as "bogus font ascent/descent values")."""
-    try:
-        child.stdin.write(data)
-        child.stdin.close()
-    except BrokenPipeError:
-        return None  # it died reading: its exit status says how
     title: str | None = None
     total = chars = 0
     raw: list[PageParts] = []
-    for line in channel:
-        try:
-            msg = json.loads(line)
-        except ValueError:
-            return None  # not our protocol: treated as a crash
-        if not isinstance(msg, list) or not msg:
-            return None
+    for msg in messages:  # a line that is not our protocol ends them: treated as a crash
         kind = msg[0]
         if kind == "pages" and title is None and len(msg) == 3 and isinstance(msg[1], int):
             total, title = msg[1], str(msg[2])
@@ -313,7 +291,7 @@ def _converse(child: subprocess.Popen, channel: Any, data: bytes, on_start: Call
                 return None
             chars += len(parts[0])
             if chars > limits.max_document_chars:  # the child's word is not taken for it
-                child.kill()
+                kill()
                 return _too_long(len(raw) + 1, limits)
             raw.append(parts)
             if on_page:
@@ -346,40 +324,21 @@ def parse(src: Source, limits: Limits, on_start: Callable[[int, str], object] | 
     expired = threading.Event()
     damage: list[str] = []
     repaired: list[bool] = []
-    with tempfile.TemporaryFile() as errors:
-        read_end, write_end = os.pipe()  # the protocol's own channel: MuPDF writes on stdout, never here
-        try:
-            child = subprocess.Popen([sys.executable, "-m", "ingest.isolate", json.dumps(asdict(limits)), src.name,
-                                      str(write_end)], stdin=subprocess.PIPE, stdout=errors, stderr=errors,
-                                     close_fds=True, pass_fds=(write_end,))
-        except BaseException:
-            os.close(read_end)
-            raise
-        finally:
-            os.close(write_end)  # the child holds its copy: end of file here when it exits
-        channel = os.fdopen(read_end, "rb")
-
+    with child.spawn("ingest.isolate", json.dumps(asdict(limits)), src.name, stdin=[src.data], wait_s=10) as kid:
         def stop() -> None:  # a child blocked without using CPU (or one too slow) is stopped too
             expired.set()
-            child.kill()
+            kid.process.kill()
 
         timer = threading.Timer(wall_s, stop)
         timer.daemon = True
         timer.start()
         try:
-            result = _converse(child, channel, src.data, on_start, on_page, damage, limits, src.name, repaired)
+            result = _converse(kid.messages(), kid.process.kill, on_start, on_page, damage, limits, src.name, repaired)
         finally:
             timer.cancel()
-            channel.close()
-            try:
-                child.wait(10)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-        last_words = _last_line(errors) if result is None else ""
     if result is None:
         why = (f"parsing it took longer than {wall_s} s; stopped" if expired.is_set()
-               else _death(child.returncode, limits, last_words))
+               else _death(kid.process.returncode, limits, _last_line(kid.last_words)))
         raise InputError(f"{src.origin}: {why}")
     if isinstance(result, str):
         raise InputError(f"{src.origin}: {result}")

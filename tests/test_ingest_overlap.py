@@ -5,8 +5,8 @@ running only after several pages, real child process, real embedder, real Postgr
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import json
+import os
 import threading
 import uuid
 from pathlib import Path
@@ -16,6 +16,7 @@ import pytest
 
 from ingest import ahead as ahead_module
 from ingest import isolate, passages, pipeline
+from ingest.child import Child
 from ingest.chunk import Chunker, chunk_pages
 from ingest.mupdf import pymupdf
 from ingest.pdf import RunningSoFar, document_title, extract, find_running_lines, page_parts
@@ -138,17 +139,22 @@ def test_pages_sent_one_by_one_are_the_pages_extracted_whole(settings, headed, p
     (['["refused", "encrypted PDF (password protected); decrypt it first"]'], "encrypted PDF"),
 ])
 def test_a_child_that_breaks_the_protocol_is_a_crash(lines, reason):
-    script = "import sys\nsys.stdin.buffer.read()\n" + "".join(f"print({line!r}, flush=True)\n" for line in lines)
-    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        result = isolate._converse(child, child.stdout, b"%PDF-1.7", None, None, [], isolate.Limits(), "", [])
-    finally:
-        child.stdout.close()
-        child.wait(10)
+    messages = [json.loads(line) for line in lines]
+    result = isolate._converse(messages, lambda: None, None, None, [], isolate.Limits(), "", [])
     if reason is None:
         assert result is None  # parse() then says how the child ended ("stopped without an answer")
     else:
         assert isinstance(result, str) and reason in result
+
+
+def test_a_line_that_is_not_our_protocol_ends_the_childs_messages():
+    read_end, write_end = os.pipe()
+    os.write(write_end, b'["pages", 1, "T"]\nMuPDF error: not JSON\n["done"]\n')
+    os.close(write_end)
+    try:
+        assert list(Child(None, read_end).messages()) == [["pages", 1, "T"]]  # type: ignore[arg-type]
+    finally:
+        os.close(read_end)
 
 
 # ------------------------------------------------------------------------------------------------ the pipeline

@@ -1,0 +1,111 @@
+"""A worker process that answers in JSON lines on a pipe of its own: ``ingest.isolate`` (the PDF
+parser) and ``bot.confined`` (a bot's ingest job) both run one.
+
+The child is ``python -m <module> FD ARGS…``, a fresh interpreter (none of the parent's threads,
+sockets or models). Its request comes on stdin; its answer goes as JSON lines (lists whose first item
+names the message) on descriptor FD, not stdout: a library in the child may print there (MuPDF prints
+its warnings on stdout), so in the child stdout is stderr, and both go to a temporary file whose end
+the parent reads once the child has exited. Standard library only: the parser child imports nothing
+heavy before it has limited itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Child:
+    process: subprocess.Popen
+    fd: int  # the read end of the child's JSON-line pipe
+    last_words: str = ""  # the end of what it wrote on stdout and stderr, once it has exited
+
+    def messages(self, tick_s: float | None = None) -> Iterator[list[Any] | None]:
+        """The child's messages as they come; with ``tick_s``, None after each ``tick_s`` seconds
+        without one (so the caller can check on other things). Ends when the child closes the pipe
+        (it exited) or sends a line that is not a non-empty JSON list (not our protocol)."""
+        buffer = b""
+        while True:
+            if tick_s is not None and not select.select([self.fd], [], [], tick_s)[0]:
+                yield None
+                continue
+            block = os.read(self.fd, 65536)
+            if not block:
+                return
+            *lines, buffer = (buffer + block).split(b"\n")
+            for line in lines:
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    return
+                if not isinstance(msg, list) or not msg:
+                    return
+                yield msg
+
+
+@contextmanager
+def spawn(module: str, *args: str, stdin: Sequence[bytes], wait_s: float) -> Iterator[Child]:
+    """Run ``python -m module FD *args`` with ``stdin`` written to it (on a thread of its own, so a
+    child that stops reading holds nothing up). On the way out the child is waited for ``wait_s``
+    seconds, then killed (at once when the caller raised), and ``last_words`` is read."""
+    with tempfile.TemporaryFile() as errors:
+        read_end, write_end = os.pipe()
+        try:
+            process = subprocess.Popen([sys.executable, "-m", module, str(write_end), *args], stdin=subprocess.PIPE,
+                                       stdout=errors, stderr=errors, close_fds=True, pass_fds=(write_end,))
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)  # the child holds its copy: end of file here when it exits
+        threading.Thread(target=_feed, args=(process, stdin), name=f"{module}-stdin", daemon=True).start()
+        child = Child(process, read_end)
+        try:
+            yield child
+        except BaseException:
+            process.kill()
+            raise
+        finally:
+            os.close(read_end)
+            try:
+                process.wait(wait_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            errors.seek(0)
+            child.last_words = errors.read()[-8192:].decode("utf-8", "replace")
+
+
+def _feed(process: subprocess.Popen, chunks: Sequence[bytes]) -> None:
+    try:
+        for chunk in chunks:
+            process.stdin.write(chunk)
+        process.stdin.close()
+    except OSError:
+        pass  # it died: its exit status says how
+
+
+def answer_on(fd: int) -> Callable[[list[Any]], None]:
+    """In the child, first thing: stdout becomes stderr, where nothing can break the protocol; returns
+    ``send(msg)``, which writes one JSON line on descriptor ``fd`` (from any thread)."""
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    out = os.fdopen(fd, "w", encoding="utf-8")
+    lock = threading.Lock()
+
+    def send(msg: list[Any]) -> None:
+        with lock:
+            out.write(json.dumps(msg, default=str) + "\n")
+            out.flush()
+
+    return send
