@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -96,19 +96,17 @@ class Embedder:
         self._requested = name
         self._path = resolve_model_path(name)
         self._model = None
-        self._pieces = None  # tokenizers.Tokenizer for count_tokens, False when there is none
         self._load_lock = threading.Lock()
-        self._pieces_lock = threading.Lock()  # not the load lock: a torch load + export takes seconds
         # torch modules are not safe to call from several threads at once; reentrant because a first
         # use inside it loads the model, and the export after a load takes it too
         self._lock = threading.RLock()
         self._query_cache = query_cache
         self._encoder: qe.QueryEncoder | None = None
-        self._encoder_state = "untried"  # untried | loaded | failed (this process uses torch for queries)
+        self._encoder_tried = False  # and _encoder None: this process embeds queries with torch
         self._encoder_lock = threading.Lock()
         self._passage_cache = passage_cache
         self._passages: pe.PassageEncoder | None = None
-        self._passages_state = "untried"  # untried | loaded | failed (chunks embedded with torch)
+        self._passages_tried = False  # and _passages None: chunks are embedded with torch
         self._passages_lock = threading.Lock()
         dim = configured_dim(self._path)
         self.dim = dim if dim is not None else int(self.model.get_embedding_dimension() or 0)
@@ -146,18 +144,17 @@ class Embedder:
 
     def _query_encoder(self) -> qe.QueryEncoder | None:
         """The ONNX query encoder, loaded once; None when this process embeds queries with torch."""
-        if self._encoder_state != "untried" or self._query_cache is None:
+        if self._encoder_tried or self._query_cache is None:
             return self._encoder
         with self._encoder_lock:
-            if self._encoder_state == "untried":
+            if not self._encoder_tried:
                 t0 = time.perf_counter()
                 try:
                     self._encoder = qe.load(self._query_cache, self._path)
-                    self._encoder_state = "loaded"
                     log.info("loaded ONNX query encoder for %s in %.2f s", self.name, time.perf_counter() - t0)
                 except qe.QueryEncoderError as exc:
-                    self._encoder_state = "failed"
                     log.info("query vectors from torch: %s", exc)
+                self._encoder_tried = True
         return self._encoder
 
     def query_encoder_status(self) -> str:
@@ -172,10 +169,10 @@ class Embedder:
         if self._encoder is not None:
             return
         # no cache, or the verdict that the model has none: nothing to write; an export that looks
-        # whole is kept unless this process found it broken (_encoder_state "failed"); torch may have
-        # been loaded for passages while it was there
+        # whole is kept unless this process found it broken (tried it: _encoder is None); torch may
+        # have been loaded for passages while it was there
         state = self._query_export_state()
-        if state in (None, "unsupported") or (state == "whole" and self._encoder_state == "untried"):
+        if state in (None, "unsupported") or (state == "whole" and not self._encoder_tried):
             return
         t0 = time.perf_counter()
         try:
@@ -187,8 +184,8 @@ class Embedder:
             log.info("no ONNX query encoder for %s: %s", self.name, written.unsupported)
             return
         log.info("wrote the ONNX query encoder for %s in %.1f s", self.name, time.perf_counter() - t0)
-        if self._encoder_state == "failed":
-            self._encoder_state = "untried"  # the next query loads the fresh export
+        if self._encoder is None:  # the next query loads the fresh export
+            self._encoder_tried = False
 
     def prepare_queries(self) -> None:
         """Make ``embed_query`` ready now: the ONNX export, or else the torch model (raises ModelError)."""
@@ -206,7 +203,7 @@ class Embedder:
         """Word pieces of ``text`` without special tokens: the Rust tokenizer of the model's
         tokenizer.json when it ships one (the same ids, checked at export; no torch), else the loaded
         model's."""
-        tok = self._word_tokenizer()
+        tok = self._word_tokenizer
         if tok is None:
             return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
         return len(tok.encode(text, add_special_tokens=False).ids)
@@ -219,16 +216,15 @@ class Embedder:
         """The ONNX passage encoder, exported on first need (torch loads once for that); None when
         this model has none and chunks are embedded with torch. The lab calls it to have the export
         made before it times anything."""
-        if self._passages_state != "untried" or self._passage_cache is None:
+        if self._passages_tried or self._passage_cache is None:
             return self._passages
         with self._passages_lock:
-            if self._passages_state != "untried":
-                return self._passages
-            try:
-                self._passages = pe.load(self._passage_cache, self._path)
-            except qe.QueryEncoderError as first:
-                self._passages = self._export_passages(first)
-            self._passages_state = "loaded" if self._passages is not None else "failed"
+            if not self._passages_tried:
+                try:
+                    self._passages = pe.load(self._passage_cache, self._path)
+                except qe.QueryEncoderError as first:
+                    self._passages = self._export_passages(first)
+                self._passages_tried = True
         return self._passages
 
     def _export_passages(self, why: qe.QueryEncoderError) -> pe.PassageEncoder | None:
@@ -295,22 +291,23 @@ class Embedder:
         return vectors, embed_windows([windows_of(c, t) for c, t in sources],
                                       lambda ws: self.embed(ws, batch_size=64))
 
+    @cached_property
     def _word_tokenizer(self):
-        with self._pieces_lock:
-            if self._pieces is None:
-                path = Path(self._path) / "tokenizer.json"
-                self._pieces = False
-                if path.is_file():
-                    from tokenizers import Tokenizer  # noqa: PLC0415
+        """The model's tokenizer.json as a Rust tokenizer (unpadded, untruncated) for ``count_tokens``;
+        None when there is none (made once; two threads making it at once would make the same)."""
+        path = Path(self._path) / "tokenizer.json"
+        if not path.is_file():
+            return None
+        from tokenizers import Tokenizer  # noqa: PLC0415
 
-                    try:
-                        tok = Tokenizer.from_file(str(path))
-                        tok.no_padding()
-                        tok.no_truncation()
-                        self._pieces = tok
-                    except Exception as exc:  # noqa: BLE001  (a format tokenizers cannot read)
-                        log.info("tokenizer.json of %s unreadable (%s); counting with the model", self.name, exc)
-        return self._pieces or None
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as exc:  # noqa: BLE001  (a format tokenizers cannot read)
+            log.info("tokenizer.json of %s unreadable (%s); counting with the model", self.name, exc)
+            return None
+        tok.no_padding()
+        tok.no_truncation()
+        return tok
 
     def embed(self, texts: Sequence[str], *, batch_size: int = 32,
               on_batch: Callable[[int], None] | None = None) -> np.ndarray:
@@ -343,7 +340,7 @@ class Embedder:
             except Exception as exc:  # noqa: BLE001  (onnxruntime's own error types)
                 log.warning("ONNX query encoder failed (%s); using torch from now on", exc)
                 with self._encoder_lock:
-                    self._encoder, self._encoder_state = None, "failed"
+                    self._encoder, self._encoder_tried = None, True
         with self._lock:
             vecs = self.model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True,
                                      show_progress_bar=False)
