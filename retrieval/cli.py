@@ -167,9 +167,8 @@ def check_collections(settings: Settings, wanted: list[str] | None) -> None:
     if not wanted:
         return
     missing = [c for c in dict.fromkeys(wanted) if c not in known]
-    if missing:
-        have = ", ".join(known) if known else "none yet (add documents with `chapterverse ingest`)"
-        fail(f"no collection {', '.join(repr(c) for c in missing)}; collections: {have}")
+    if missing:  # (known is not empty here)
+        fail(f"no collection {', '.join(repr(c) for c in missing)}; collections: {', '.join(known)}")
 
 
 def resolve_documents(settings: Settings, wanted: list[str] | None, collections: list[str] | None) -> list[str] | None:

@@ -411,11 +411,13 @@ def environment_names() -> dict[str, tuple[str, str]]:
             for field_name, field in model.model_fields.items() for var in model.env_names(field_name, field)}
 
 
-class _Environment(PydanticBaseSettingsSource):
-    """Each section's fields from their environment names (``Section.env_names``)."""
-
+class _Source(PydanticBaseSettingsSource):
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
         return None, field_name, False  # unused: __call__ reads everything at once
+
+
+class _Environment(_Source):
+    """Each section's fields from their environment names (``Section.env_names``)."""
 
     def __call__(self) -> dict[str, Any]:
         for name, hint in RETIRED_ENV.items():
@@ -428,11 +430,8 @@ class _Environment(PydanticBaseSettingsSource):
         return out
 
 
-class _Preset(PydanticBaseSettingsSource):
+class _Preset(_Source):
     """The named preset's sections, under the keyword arguments and the environment."""
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
-        return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
         name = self.current_state.get("preset") or DEFAULT_PRESET

@@ -37,13 +37,10 @@ def rrf(lists: Mapping[str, Sequence[Hit]], k: int = RRF_K) -> list[Fused]:
     ranks: dict[int, dict[str, int]] = {}
     scores: dict[int, dict[str, float]] = {}
     for leg, hits in lists.items():
-        seen: set[int] = set()
         for i, h in enumerate(hits, 1):
-            if h.chunk_id in seen:
-                continue  # a leg lists each chunk once; ignore accidental repeats
-            seen.add(h.chunk_id)
-            ranks.setdefault(h.chunk_id, {})[leg] = i
-            scores.setdefault(h.chunk_id, {})[leg] = h.score
+            if leg not in ranks.setdefault(h.chunk_id, {}):  # a leg lists each chunk once; ignore accidental repeats
+                ranks[h.chunk_id][leg] = i
+                scores.setdefault(h.chunk_id, {})[leg] = h.score
     fused = [Fused(cid, sum(1.0 / (k + r) for r in rs.values()), rs, scores[cid]) for cid, rs in ranks.items()]
     fused.sort(key=lambda f: (-f.score, min(f.ranks.values()), f.chunk_id))
     return fused

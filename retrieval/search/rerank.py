@@ -74,15 +74,9 @@ class SentenceReranker:
             return []
         qv = self.embedder.embed_query(query) if query_vector is None else query_vector
         windows = [sentences(p) for p in passages]
-        flat = [w for ws in windows for w in ws]
-        vecs = self.embedder.embed(flat, batch_size=64)
-        sims = vecs @ qv
-        out: list[float] = []
-        i = 0
-        for ws in windows:
-            out.append(float(sims[i:i + len(ws)].max()))
-            i += len(ws)
-        return out
+        sims = self.embedder.embed([w for ws in windows for w in ws], batch_size=64) @ qv
+        ends = np.cumsum([len(ws) for ws in windows])
+        return [float(part.max()) for part in np.split(sims, ends[:-1])]
 
 
 @dataclass(frozen=True)
