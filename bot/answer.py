@@ -91,11 +91,10 @@ class Answering:
         self.settings, self.clients, self.store = settings, clients, store
         self._ask = ask
         self._io = io or InlineExecutor()
-        # questions claimed by this process and not yet recorded as done (bot.inflight beats for them);
-        # ``_unrecorded``: replied to, but recording that (turn, reply ts) failed (the database was
-        # down): tried again
-        self._mine: set[tuple[str, str]] = set()
-        self._unrecorded: dict[tuple[str, str], tuple[TurnRecord | None, str | None]] = {}
+        # questions claimed by this process and not yet recorded as done (bot.inflight beats for them),
+        # each with its reply's record (turn, reply ts) once it was replied to but recording that failed
+        # (the database was down): tried again
+        self._mine: dict[tuple[str, str], tuple[TurnRecord | None, str | None] | None] = {}
         self._lock = threading.Lock()
 
     def handle(self, q: Question) -> None:
@@ -116,7 +115,7 @@ class Answering:
             log.info("already handled %s; ignoring the redelivery", q.key)
             return
         with self._lock:
-            self._mine.add((q.team, q.key))
+            self._mine.setdefault((q.team, q.key), None)
         self._answer(q, self._io.submit(self._placeholder, q), claim)
 
     def resume(self, q: Question, placeholder_ts: str | None, attempt: int) -> None:
@@ -124,7 +123,7 @@ class Answering:
         process): in place of its placeholder if it has one; after ``MAX_ATTEMPTS``, or when its
         reply had gone out already, no new answer."""
         with self._lock:
-            self._mine.add((q.team, q.key))
+            self._mine.setdefault((q.team, q.key), None)
         try:
             if self.store.replied(q.team, q.channel, q.ts):
                 log.info("%s was answered before its process stopped", q.key)
@@ -133,7 +132,7 @@ class Answering:
         except DatabaseError as exc:
             log.warning("cannot check %s: %s", q.key, exc)
             with self._lock:
-                self._mine.discard((q.team, q.key))  # left to the next adoption (its heartbeat goes stale)
+                self._mine.pop((q.team, q.key), None)  # left to the next adoption (its heartbeat goes stale)
             return
         if attempt > MAX_ATTEMPTS:
             log.warning("%s interrupted %d times; asking the person to ask again", q.key, attempt - 1)
@@ -160,7 +159,7 @@ class Answering:
     def retry_done(self) -> None:
         """Record the replies whose recording failed earlier (the database was down)."""
         with self._lock:
-            pending = [(k, self._unrecorded[k]) for k in self._mine if k in self._unrecorded]
+            pending = [(k, record) for k, record in self._mine.items() if record is not None]
         for (team, key), (turn, reply_ts) in pending:
             self._record(team, key, turn, reply_ts)
 
@@ -172,7 +171,7 @@ class Answering:
         """The turn (if any) with where its reply is, and the question done: one statement; kept for
         ``retry_done`` while the database is away."""
         with self._lock:
-            self._unrecorded[(team, key)] = (turn, reply_ts)
+            self._mine[(team, key)] = (turn, reply_ts)
         try:
             self.store.finish_question(team, key, turn, reply_ts)
         except IndexUnavailable as exc:
@@ -184,8 +183,7 @@ class Answering:
                 self._record(team, key, None, None)
             return
         with self._lock:  # recorded: this process no longer owns the question
-            self._mine.discard((team, key))
-            self._unrecorded.pop((team, key), None)
+            self._mine.pop((team, key), None)
 
     def _answer(self, q: Question, placeholder: Future[str | None], claim: Claim | None) -> None:
         try:

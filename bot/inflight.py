@@ -46,7 +46,7 @@ class InFlightKeeper:
             q = question_of(row["question"])
             if q is None:
                 log.warning("interrupted question %s cannot be read; dropped", row["event_key"])
-                self.answering.store.question_done(str(row["workspace"]), str(row["event_key"]))  # never again
+                self.answering.store.finish_question(str(row["workspace"]), str(row["event_key"]), None, None)
                 continue
             log.warning("question %s was interrupted in a stopped process; answering it here", q.key)
             self.answers.submit(self.answering.resume, q, row["placeholder_ts"], int(row["attempts"]), anyway=True)

@@ -1,10 +1,8 @@
 """Background jobs started from Slack: ingest a URL or a shared file, remove a document, list documents.
 
-Each ingest/remove is a row in ``bot_jobs`` (queued → running → done/failed; ``bot.queue``), run by
-whichever job runner claims it first: the bot's own (``bot.runner``) or a separate
-``chapterverse worker`` process sharing the database. Progress and the result go to the person who asked
-through a ``Reporter``: ephemeral messages for slash commands, a status message in the thread for a
-shared file.
+Each ingest/remove is a row of ``bot.queue``, run by whichever job runner claims it first (``bot.runner``).
+Progress and the result go to the person who asked through a ``Reporter``: ephemeral messages for
+slash commands, a status message in the thread for a shared file.
 """
 
 from __future__ import annotations
@@ -180,15 +178,15 @@ class Jobs:
         specs = [(f"slack file {fid}", JobSpec(kind="ingest", collection=coll, slack_file=fid, report=ReportTo(
             channel=who.channel, user=who.user, mode="thread", thread_ts=thread_ts))) for fid, _ in files]
         try:
-            ids = self.queue.enqueue_all(who.team, who.user, specs, claim=claim)
+            queued = self.queue.enqueue_all(who.team, who.user, specs, claim=claim)
         except (QueueFull, DatabaseError) as exc:
             text = f":x: {exc}" if isinstance(exc, QueueFull) else (
                 f":x: Could not queue {', '.join(f'`{n}`' for _, n in files)}: {exc}. Please try again later.")
             reporter_for(client, ReportTo(channel=who.channel, user=who.user, mode="thread", thread_ts=thread_ts))(text)
             return True
-        if ids is None:
+        if queued is None:
             return False
-        for job_id, (_, name) in zip(ids, files, strict=True):
+        for job_id, (_, name) in zip(queued[0], files, strict=True):
             try:
                 status_ts = slack.post(client, who.channel, status_message(
                     who.user, f":inbox_tray: Got `{name}`; queued (job #{job_id})…"), thread_ts)
@@ -329,16 +327,13 @@ class Jobs:
             self._finish(job, ok=False, message=f"unexpected error: {type(exc).__name__}")
             final(f":x: Job #{job.id} failed: unexpected error ({type(exc).__name__}); nothing was stored.")
             return
-        if res.status == "unchanged":
-            text = f":white_check_mark: Job #{job.id}: `{res.name}` is unchanged ({res.message}); nothing to do."
-        else:
-            text = (f":white_check_mark: Job #{job.id}: `{res.name}` {res.status} into `{collection}`: "
-                    f"{res.pages} pages, {res.chunks} chunks in {res.seconds:.0f} s. Ask away!")
-            if res.warning:
-                text += f"\n:warning: {res.warning}."
         if res.status == "unchanged":  # nothing was written; a written document recorded its job's end with it
             self._finish(job, ok=True, message=res.status, pages=res.pages, chunks=res.chunks)
-        final(text)
+            final(f":white_check_mark: Job #{job.id}: `{res.name}` is unchanged ({res.message}); nothing to do.")
+            return
+        warning = f"\n:warning: {res.warning}." if res.warning else ""
+        final(f":white_check_mark: Job #{job.id}: `{res.name}` {res.status} into `{collection}`: "
+              f"{res.pages} pages, {res.chunks} chunks in {res.seconds:.0f} s. Ask away!{warning}")
 
     def _remove(self, job: Job, report: Reporter) -> None:
         from ingest.store import remove_document  # noqa: PLC0415

@@ -17,11 +17,17 @@ from typing import Literal
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ValidationError
 
-from bot.store import Store, job_owner
+from bot.store import Store, job_owner, predecessors
 
 MAX_ATTEMPTS = 2  # a job is tried again once if its worker dies under it
 STALE_S = 60.0  # a running job without a heartbeat for this long has lost its worker
 HEARTBEAT_S = 10.0
+# a job's end: the payload's URL (which may carry a signed query string) and the slash command's
+# response_url (which can post to the channel for 30 minutes) are dropped
+_ENDED = "finished_at = now(), payload = payload - 'url' #- '{report,response_url}'"
+# failing the running jobs past their deadline (never retried: most likely they would run as long again)
+_EXPIRE = (f"UPDATE bot_jobs SET status = 'failed', message = %(message)s, {_ENDED} "
+           "WHERE started_at < now() - make_interval(secs => %(deadline)s)")
 
 
 class ReportTo(BaseModel):
@@ -80,25 +86,20 @@ class JobQueue:
     def enqueue(self, workspace: str, requested_by: str, source: str, spec: JobSpec) -> tuple[int, int]:
         """Queue a job; (its id, how many unfinished jobs of the workspace are ahead of it).
         Raises ``QueueFull`` when the workspace has ``limit`` unfinished jobs already."""
-        ids, ahead = self._enqueue(workspace, requested_by, [(source, spec)], None)
-        return ids[0], ahead  # type: ignore[index]
+        (job_id,), ahead = self.enqueue_all(workspace, requested_by, [(source, spec)])  # type: ignore[misc]
+        return job_id, ahead
 
     def enqueue_all(self, workspace: str, requested_by: str, jobs: list[tuple[str, JobSpec]],
-                    claim: str | None = None) -> list[int] | None:
-        """Queue several jobs (source, spec) in one transaction, all or none; their ids. With ``claim``
-        (an event key, ``Store.claim_event``) the event is claimed in the same transaction: None when
-        it was claimed before (nothing queued)."""
-        ids, _ = self._enqueue(workspace, requested_by, jobs, claim)
-        return ids
-
-    def _enqueue(self, workspace: str, requested_by: str, jobs: list[tuple[str, JobSpec]],
-                 claim: str | None) -> tuple[list[int] | None, int]:
-        def run(conn) -> tuple[list[int] | None, int]:  # noqa: ANN001
+                    claim: str | None = None) -> tuple[list[int], int] | None:
+        """Queue several jobs (source, spec) in one transaction, all or none: (their ids, how many
+        unfinished jobs were ahead). With ``claim`` (an event key, ``Store.claim_event``) the event is
+        claimed in the same transaction: None when it was claimed before (nothing queued)."""
+        def run(conn) -> tuple[list[int], int] | None:  # noqa: ANN001
             with conn.transaction():
                 if claim is not None and conn.execute(
                         "INSERT INTO bot_events (workspace, event_key) VALUES (%s, %s) ON CONFLICT DO NOTHING "
                         "RETURNING event_key", (workspace, claim)).fetchone() is None:
-                    return None, 0
+                    return None
                 # one enqueuer per workspace at a time, so the count below cannot be raced past the limit
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext('bot_jobs:' || %s))", (workspace,))
                 ahead = conn.execute("SELECT count(*) AS n FROM bot_jobs WHERE workspace = %s "
@@ -152,11 +153,7 @@ class JobQueue:
 
         def run(conn) -> Literal["ok", "expired", "lost"]:  # noqa: ANN001
             with conn.transaction():
-                expired = conn.execute(
-                    f"UPDATE bot_jobs SET status = 'failed', finished_at = now(), "  # noqa: S608
-                    f"payload = payload - 'url' #- '{{report,response_url}}', "
-                    f"message = %(message)s WHERE {self._MINE} "
-                    f"AND started_at < now() - make_interval(secs => %(deadline)s) RETURNING id", args).fetchone()
+                expired = conn.execute(f"{_EXPIRE} AND {self._MINE} RETURNING id", args).fetchone()  # noqa: S608
                 if expired:
                     return "expired"
                 beat = conn.execute(f"UPDATE bot_jobs SET heartbeat_at = now() WHERE {self._MINE}",  # noqa: S608
@@ -174,9 +171,8 @@ class JobQueue:
 
     def finish(self, job: Job, *, ok: bool, message: str, pages: int | None = None,
                chunks: int | None = None) -> bool:
-        """Record the end, only if the job is still this claim's (False otherwise, and ``job.lost``
-        is set); the payload's URL (which may carry a signed query string) and the slash command's
-        response_url (which can post to the channel for 30 minutes) are dropped."""
+        """Record the end (``_ENDED``), only if the job is still this claim's (False otherwise, and
+        ``job.lost`` is set)."""
         args = {**claim_of(job), "status": "done" if ok else "failed", "message": message, "pages": pages,
                 "chunks": chunks}
         if job.spec is None or job.owner == ("", 0):  # a row that cannot run: claimed and failed at once
@@ -184,8 +180,8 @@ class JobQueue:
         else:
             where = self._MINE
         done = self.store.run(lambda conn: conn.execute(
-            "UPDATE bot_jobs SET status = %(status)s, message = %(message)s, pages = %(pages)s, chunks = %(chunks)s, "  # noqa: S608
-            f"finished_at = now(), payload = payload - 'url' #- '{{report,response_url}}' WHERE {where}", args).rowcount == 1)
+            f"UPDATE bot_jobs SET status = %(status)s, message = %(message)s, pages = %(pages)s, chunks = %(chunks)s, "  # noqa: S608
+            f"{_ENDED} WHERE {where}", args).rowcount == 1)
         if not done:
             job.lost.set()
         return done
@@ -197,33 +193,22 @@ class JobQueue:
         A running job's worker is gone when its heartbeat is older than ``stale_s``; when
         ``starting``, also when it was claimed on this host by a process that is no longer alive or
         that had this process's PID (a predecessor: in a container every bot is PID 1)."""
-        from bot.store import _alive  # noqa: PLC0415
-
-        host, me = job_owner()
+        host, _ = job_owner()
 
         def run(conn) -> tuple[int, int]:  # noqa: ANN001
-            gone: list[int] = []
-            if starting:
-                rows = conn.execute("SELECT workspace, id, owner_pid FROM bot_jobs WHERE status = 'running' "
-                                    "AND owner_host = %s", (host,)).fetchall()
-                gone = [f"{r['workspace']}:{r['id']}" for r in rows if r["owner_pid"] == me or not _alive(r["owner_pid"])]
+            gone = predecessors(conn, "SELECT workspace, id AS key, owner_pid FROM bot_jobs WHERE status = 'running' "
+                                "AND owner_host = %s", host) if starting else []
             lost = ("status = 'running' AND (workspace || ':' || id = ANY(%(gone)s) OR "
                     "coalesce(heartbeat_at, started_at, created_at) < now() - make_interval(secs => %(stale)s))")
             args = {"gone": gone, "stale": stale_s, "max": MAX_ATTEMPTS, "deadline": self.deadline_s,
                     "message": self.deadline_message()}
             with conn.transaction():
-                # past the deadline: failed, never retried (it would most likely run as long again)
-                expired = conn.execute(
-                    "UPDATE bot_jobs SET status = 'failed', finished_at = now(), "
-                    "payload = payload - 'url' #- '{report,response_url}', "
-                    "message = %(message)s WHERE status = 'running' "
-                    "AND started_at < now() - make_interval(secs => %(deadline)s) RETURNING id", args).fetchall()
+                expired = conn.execute(f"{_EXPIRE} AND status = 'running' RETURNING id", args).fetchall()  # noqa: S608
                 requeued = conn.execute(
                     f"UPDATE bot_jobs SET status = 'queued', owner_host = NULL, owner_pid = NULL "  # noqa: S608
                     f"WHERE {lost} AND attempts < %(max)s RETURNING id", args).fetchall()
                 failed = conn.execute(
-                    f"UPDATE bot_jobs SET status = 'failed', finished_at = now(), "  # noqa: S608
-                    f"payload = payload - 'url' #- '{{report,response_url}}', "
+                    f"UPDATE bot_jobs SET status = 'failed', {_ENDED}, "  # noqa: S608
                     f"message = 'interrupted: its worker stopped during each of ' || attempts || ' attempt(s)' "
                     f"WHERE {lost} RETURNING id", args).fetchall()
             return len(requeued), len(failed) + len(expired)
@@ -247,8 +232,7 @@ def record_done(conn, mine: dict[str, object], deadline_s: float, message: str, 
     that commits is never reported as "nothing was changed", and one reported so never commits."""
     row = conn.execute(
         "UPDATE bot_jobs SET status = 'done', message = %(message)s, pages = %(pages)s, chunks = %(chunks)s, "  # noqa: S608
-        "finished_at = now(), payload = payload - 'url' #- '{report,response_url}' "
-        f"WHERE {JobQueue._MINE} AND started_at >= clock_timestamp() - make_interval(secs => %(deadline)s) "
+        f"{_ENDED} WHERE {JobQueue._MINE} AND started_at >= clock_timestamp() - make_interval(secs => %(deadline)s) "
         "RETURNING id", {**mine, "message": message, "pages": pages, "chunks": chunks,
                          "deadline": deadline_s}).fetchone()
     if row is None:

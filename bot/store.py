@@ -147,10 +147,6 @@ class Store:
             conn.execute("UPDATE bot_events SET placeholder_ts = %s WHERE workspace = %s AND event_key = %s",
                          (placeholder_ts, workspace, key))
 
-    def question_done(self, workspace: str, key: str) -> None:
-        """The person was told (to ask again, or that it was answered before): forget the question's text."""
-        self.finish_question(workspace, key, None, None)
-
     def finish_question(self, workspace: str, key: str, turn: TurnRecord | None, reply_ts: str | None) -> None:
         """The reply is out (at ``reply_ts``; None: it could not be delivered), in one statement: the
         ``turn`` is recorded with where its reply is, and the question's text and owner are forgotten.
@@ -178,12 +174,8 @@ class Store:
         predecessor). Each row: workspace, event_key, question, placeholder_ts, attempts (this one's)."""
         host, me = job_owner()
         with self._conn() as conn, conn.transaction():
-            gone: list[str] = []
-            if starting:
-                rows = conn.execute("SELECT workspace, event_key, owner_pid FROM bot_events WHERE question IS NOT NULL "
-                                    "AND owner_host = %s", (host,)).fetchall()
-                gone = [f"{r['workspace']}:{r['event_key']}" for r in rows
-                        if r["owner_pid"] == me or not _alive(r["owner_pid"])]
+            gone = predecessors(conn, "SELECT workspace, event_key AS key, owner_pid FROM bot_events "
+                                "WHERE question IS NOT NULL AND owner_host = %s", host) if starting else []
             return list(conn.execute(
                 "UPDATE bot_events SET owner_host = %(host)s, owner_pid = %(pid)s, heartbeat_at = now(), "
                 "attempts = attempts + 1 WHERE question IS NOT NULL AND (workspace || ':' || event_key = ANY(%(gone)s) "
@@ -259,6 +251,15 @@ def job_owner() -> tuple[str, int]:
     except OSError:
         pass  # not Linux: the host name alone
     return host, os.getpid()
+
+
+def predecessors(conn: psycopg.Connection, query: str, host: str) -> list[str]:
+    """"workspace:key" of the rows ``query`` selects (workspace, key, owner_pid; owned on ``host``, its
+    parameter) whose owner is gone: a process no longer alive, or one that had this process's PID (a
+    predecessor: in a container every bot is PID 1)."""
+    me = os.getpid()
+    return [f"{r['workspace']}:{r['key']}" for r in conn.execute(query, (host,)).fetchall()
+            if r["owner_pid"] == me or not _alive(r["owner_pid"])]
 
 
 def _alive(pid: int | None) -> bool:

@@ -65,7 +65,7 @@ def test_a_question_is_claimed_once_with_its_context_and_finished_in_one_stateme
                                   history_before="200.000001")
     assert follow is not None and follow.turn_id != claim.turn_id
     assert [t.question for t in follow.history] == [f"q{i}?" for i in range(1, HISTORY_TURNS + 1)]  # newest, in order
-    store.question_done(ws, "C1:200.000001")
+    store.finish_question(ws, "C1:200.000001", None, None)
     with psycopg.connect(settings.db.url.get_secret_value()) as conn:
         turns = conn.execute("SELECT id, reply_ts FROM bot_turns WHERE workspace = %s AND message_ts = '100.000001'",
                              (ws,)).fetchall()
