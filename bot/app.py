@@ -175,13 +175,17 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
             log.warning("answer backlog full (%d waiting); turning away %s", bot.answers.backlog or 0, q.key)
             quickly(bot.quick, turn_away, q, BUSY)
 
-    def turn_away(q: Question, text: str) -> None:
+    def first_time(q: Question) -> bool:
+        """False for a redelivery of a message handled (or turned away) already; True when the
+        database cannot say (the reply is sent anyway)."""
         try:
-            if not bot.store.claim_event(q.team, q.key):
-                return  # a redelivery of a message handled (or turned away) already
+            return bot.store.claim_event(q.team, q.key)
         except DatabaseError:
-            pass  # say it anyway
-        reply_problem(q, text)
+            return True
+
+    def turn_away(q: Question, text: str) -> None:
+        if first_time(q):
+            reply_problem(q, text)
 
     @app.event("app_mention")
     def on_mention(event: dict[str, Any], context: BoltContext) -> None:
@@ -222,11 +226,8 @@ def build_app(bot: Bot, *, logger: logging.Logger | None = None, **auth: Any) ->
         who = Requester(q.team, q.channel, q.user)
         decision = authz.check(q.team, q.user)
         if not decision.allowed:
-            try:
-                if not bot.store.claim_event(q.team, q.key):
-                    return
-            except DatabaseError:
-                pass
+            if not first_time(q):
+                return
             ephemeral_reporter(bot.clients(q.team), who, thread_ts=q.thread_ts)(decision.why)
             log.info("refused a shared PDF from %s in %s: not allowed to change documents", q.user, q.team)
             return

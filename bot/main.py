@@ -13,13 +13,12 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.error import URLError
 
-from slack_bolt import App
+from pydantic import SecretStr
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.error import BoltError
 from slack_sdk import WebClient
@@ -39,7 +38,7 @@ from bot.slack import Leave, RedactTokens
 from bot.store import Store
 from bot.workers import WorkerPool
 from retrieval.answer.answerers import unconfigured
-from retrieval.store.db import DatabaseError
+from retrieval.store.db import DatabaseError, first_line
 from retrieval.logs import quiet_libraries
 from retrieval.settings import Settings
 from retrieval.text.urls import shown_url
@@ -76,10 +75,13 @@ def setup_logging(verbose: bool) -> None:
     quiet_libraries()
 
 
+def secret(value: SecretStr | None) -> str:
+    return value.get_secret_value().strip() if value else ""
+
+
 def tokens(settings: Settings) -> tuple[str | None, str]:
     """(bot token, or None in multi-workspace mode; app-level token)."""
-    bot_token = settings.slack.bot_token.get_secret_value().strip() if settings.slack.bot_token else ""
-    app_token = settings.slack.app_token.get_secret_value().strip() if settings.slack.app_token else ""
+    bot_token, app_token = secret(settings.slack.bot_token), secret(settings.slack.app_token)
     multi = multi_workspace(settings)
     if not app_token or not (bot_token or multi):
         raise ConfigError("SLACK_BOT_TOKEN (xoxb-…) and SLACK_APP_TOKEN (xapp-…, with connections:write) must be "
@@ -99,16 +101,6 @@ TOKEN_REJECTED = {"invalid_auth", "not_authed", "account_inactive", "token_revok
                   "ekm_access_denied", "org_login_required"}
 
 
-def unreachable(settings: Settings, exc: BaseException) -> ConfigError:
-    """ "could not reach Slack at <url> (<reason>)": the reason as the OS or server put it, no traceback."""
-    reason: object = exc.reason if isinstance(exc, URLError) else exc
-    if isinstance(reason, OSError) and reason.strerror:
-        text = reason.strerror
-    else:
-        text = str(reason).splitlines()[0] if str(reason) else type(reason).__name__
-    return ConfigError(f"could not reach Slack at {shown_url(settings.slack.api_url)} ({text})")
-
-
 def check_slack(settings: Settings, bot_token: str | None) -> dict[str, Any]:
     """Before anything else starts (database, models): can Slack be reached at SLACK_API_URL, and does it
     accept SLACK_BOT_TOKEN? One call (``auth.test``; ``api.test`` in multi-workspace mode, which has no
@@ -116,8 +108,8 @@ def check_slack(settings: Settings, bot_token: str | None) -> dict[str, Any]:
     ConfigError line ("could not reach Slack at …", "Slack rejected SLACK_BOT_TOKEN (invalid_auth)").
     Returns auth.test's answer (team id, workspace URL) or {}."""
     quiet = logging.getLogger("bot.slack_check")
-    quiet.addHandler(logging.NullHandler())
-    quiet.propagate = False
+    quiet.disabled = True
+    where = shown_url(settings.slack.api_url)
     base = settings.slack.api_url if settings.slack.api_url.endswith("/") else settings.slack.api_url + "/"
     client = WebClient(token=bot_token, base_url=base, timeout=CHECK_TIMEOUT_S, logger=quiet, retry_handlers=[])
     try:
@@ -127,17 +119,19 @@ def check_slack(settings: Settings, bot_token: str | None) -> dict[str, Any]:
         # Slack's error codes are identifiers ("invalid_auth"); the SDK puts "Received a response in a
         # non-JSON format: <the page>" there when the server is some other web server
         if not isinstance(data, dict) or not re.fullmatch(r"[a-z0-9_.]+", str(data.get("error") or "")):
-            raise ConfigError(f"could not reach Slack at {shown_url(settings.slack.api_url)} (HTTP "
-                              f"{exc.response.status_code}, not a Slack Web API answer; check SLACK_API_URL)") from None
+            raise ConfigError(f"could not reach Slack at {where} (HTTP {exc.response.status_code}, not a Slack "
+                              "Web API answer; check SLACK_API_URL)") from None
         code = str(data["error"])
         if bot_token and code in TOKEN_REJECTED:
             raise ConfigError(f"Slack rejected SLACK_BOT_TOKEN ({code})") from None
-        raise ConfigError(f"Slack at {shown_url(settings.slack.api_url)} answered with an error ({code})") from None
-    except (URLError, OSError) as exc:
-        raise unreachable(settings, exc) from None
+        raise ConfigError(f"Slack at {where} answered with an error ({code})") from None
+    except (URLError, OSError) as exc:  # the reason as the OS or server put it, no traceback
+        reason = exc.reason if isinstance(exc, URLError) else exc
+        text = reason.strerror if isinstance(reason, OSError) and reason.strerror else first_line(reason)
+        raise ConfigError(f"could not reach Slack at {where} ({text})") from None
     except Exception as exc:  # noqa: BLE001  (not JSON: the URL is not a Slack Web API)
-        raise ConfigError(f"could not reach Slack at {shown_url(settings.slack.api_url)} (the answer is not from the "
-                          f"Slack Web API: {type(exc).__name__}); check SLACK_API_URL") from None
+        raise ConfigError(f"could not reach Slack at {where} (the answer is not from the Slack Web API: "
+                          f"{type(exc).__name__}); check SLACK_API_URL") from None
     return dict(resp.data) if isinstance(resp.data, dict) else {}
 
 
@@ -146,13 +140,6 @@ def prepare_database(store: Store) -> None:
         store.ensure_ready()
     except DatabaseError as exc:
         log.warning("database not available yet (%s); answering will resume when it is", exc)
-
-
-def build_bolt(bot: Bot, stop: threading.Event, auth: dict[str, Any]) -> App | None:
-    """Bolt checks the token with auth.test on start (``check_slack`` just did, so a failure here is
-    Slack going away in between); keep trying while Slack is unreachable."""
-    return until_stopped(stop, "cannot start the Slack app", lambda: build_app(bot, **auth),
-                         (BoltError, URLError, OSError), lambda exc: str(exc).splitlines()[0])
 
 
 def until_stopped(stop: threading.Event, what: str, attempt: Callable[[], T],
@@ -173,31 +160,25 @@ def until_stopped(stop: threading.Event, what: str, attempt: Callable[[], T],
     return None
 
 
-@contextmanager
-def _said_by_us(logger: logging.Logger) -> Iterator[None]:
-    """While ``connect`` opens the first connection, the Socket Mode client's own multi-line error for a
-    failed ``apps.connections.open`` is left out: ``connect`` reports it in one line (or exits)."""
-    quiet = Leave(lambda record: str(record.msg).startswith("Failed to retrieve WSS URL"))
-    logger.addFilter(quiet)
-    try:
-        yield
-    finally:
-        logger.removeFilter(quiet)
-
-
 def connect(handler: SocketModeHandler, stop: threading.Event) -> None:
     """First connection; later reconnects are the Socket Mode client's own (ping/pong watchdog). An
     app-level token Slack rejects is a ConfigError (exit 2), not something to retry."""
+    # the Socket Mode client's own multi-line error for a failed apps.connections.open is left out
+    # while the first connection is opened: this reports it in one line (or exits)
+    said_by_us = Leave(lambda record: str(record.msg).startswith("Failed to retrieve WSS URL"))
+
     def once() -> None:
+        handler.client.logger.addFilter(said_by_us)
         try:
-            with _said_by_us(handler.client.logger):
-                handler.connect()
+            handler.connect()
         except SlackApiError as exc:
             code = str(exc.response.get("error") or "")
             if code in TOKEN_REJECTED:
                 raise ConfigError(f"Slack rejected SLACK_APP_TOKEN ({code}); it must be an app-level token "
                                   "with connections:write, and Socket Mode must be on") from None
             raise
+        finally:
+            handler.client.logger.removeFilter(said_by_us)
 
     def reason(exc: Exception) -> str:
         return str(exc.response.get("error") or "") if isinstance(exc, SlackApiError) else type(exc).__name__
@@ -261,7 +242,11 @@ def run(settings: Settings) -> None:
     digests = DigestPoster(settings, clients).start()  # only with CHAPTERVERSE_SLACK_DIGEST_CHANNEL
     bot = Bot(settings=settings, clients=clients, store=store, answering=Answering(settings, clients, store, io=slack_io),
               jobs=jobs, answers=answers, quick=quick)
-    app = build_bolt(bot, stop, app_auth(settings, installations) if installations else {})
+    # Bolt checks the token with auth.test on start (check_slack just did: a failure here is Slack
+    # going away in between)
+    auth = app_auth(settings, installations) if installations else {}
+    app = until_stopped(stop, "cannot start the Slack app", lambda: build_app(bot, **auth),
+                        (BoltError, URLError, OSError), lambda exc: str(exc).splitlines()[0])
     if app is None:
         return
     keeper = InFlightKeeper(bot.answering, answers).start()  # questions interrupted by a stopped process

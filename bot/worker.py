@@ -1,12 +1,7 @@
-"""`chapterverse worker`: a process that only runs queued ingestion/removal jobs.
-
-Run any number of them beside the bot processes, all on one database (``DATABASE_URL``); each job
-is run by exactly one of them (``bot.queue``). Set ``CHAPTERVERSE_BOT_RUNS_JOBS=false`` on the bots
-when workers run, so answering never shares a CPU with embedding. A worker needs Slack only to
-report progress and to download shared files: ``SLACK_BOT_TOKEN`` in single-workspace mode, the
-installation store in multi-workspace mode. SIGTERM/Ctrl-C stop it; a job it was running is
-claimed again by another worker after ``bot.queue.STALE_S`` seconds (or at once by the next
-worker started on this host), and failed after its last attempt.
+"""`chapterverse worker`: a process that only runs queued ingestion/removal jobs, ``CHAPTERVERSE_WORKER_JOBS``
+at a time (``bot.runner``; how jobs are shared and taken over: ``bot.queue``), beside bots on the same
+database that then leave jobs alone (``CHAPTERVERSE_BOT_RUNS_JOBS=false``, docs/operations.md). It
+needs Slack only to report progress and to download shared files. SIGTERM/Ctrl-C stop it.
 """
 
 from __future__ import annotations
@@ -18,7 +13,8 @@ import threading
 from bot.clients import Clients
 from bot.installations import PostgresInstallationStore
 from bot.jobs import Jobs
-from bot.main import ConfigError, check_slack, exit_status, prepare_database, setup_logging, stop_on_signals
+from bot.main import (ConfigError, check_slack, exit_status, prepare_database, secret, setup_logging,
+                      stop_on_signals)
 from bot.oauth import multi_workspace
 from bot.queue import JobQueue
 from bot.runner import JobRunner
@@ -29,7 +25,7 @@ log = logging.getLogger("bot.worker")
 
 
 def run(settings: Settings, stop: threading.Event) -> None:
-    token = settings.slack.bot_token.get_secret_value().strip() if settings.slack.bot_token else ""
+    token = secret(settings.slack.bot_token)
     multi = multi_workspace(settings)
     if not token and not multi:
         raise ConfigError("SLACK_BOT_TOKEN must be set (the worker reports progress in Slack and downloads "
@@ -37,10 +33,8 @@ def run(settings: Settings, stop: threading.Event) -> None:
     check_slack(settings, None if multi else token)  # "could not reach Slack …", "Slack rejected …": exit 2
     store = Store(settings)
     prepare_database(store)
-    if multi:
-        clients = Clients(settings, installations=PostgresInstallationStore(store))
-    else:
-        clients = Clients(settings, token=token)
+    clients = Clients(settings, token=None if multi else token,
+                      installations=PostgresInstallationStore(store) if multi else None)
     queue = JobQueue(store, settings.jobs.queue_limit)
     jobs = Jobs(settings, clients, store, queue)
     runner = JobRunner(queue, jobs.run, threads=settings.jobs.worker_jobs, on_lost=jobs.on_lost).start()
