@@ -112,6 +112,18 @@ def thread_link(team: str, channel: str, thread_ts: str, message_ts: str, worksp
     return SLACK_CHANNEL_LINK.format(team=team, channel=channel), "channel"
 
 
+def _iso(when: datetime) -> str:
+    return when.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def _asked(r: dict[str, Any]) -> dict[str, Any]:
+    """An item's question: its text, when and where it was asked, by whom, and the link to it."""
+    link, opens = thread_link(r["workspace"], r["channel"], r["thread_ts"], r["message_ts"], r["workspace_url"])
+    return {"question": r["question"], "asked_at": _iso(r["created_at"]), "workspace": r["workspace"],
+            "channel": r["channel"], "thread_ts": r["thread_ts"], "message_ts": r["message_ts"],
+            "user": r["user_id"], "link": link, "link_opens": opens}
+
+
 def _nearest(result: dict[str, Any], refusal: bool) -> dict[str, Any] | None:
     """{document, page, page_label} the item is grouped under, or None."""
     near = result.get("nearest" if refusal else "citations") or []
@@ -158,17 +170,11 @@ def stale_answers(conn: psycopg.Connection, since: datetime, *, collection: str 
         missing = [c for c in cites if normalize(str(c.get("quote") or "")) not in texts[key]]
         if not missing:
             continue
-        link, opens = thread_link(r["workspace"], r["channel"], r["thread_ts"], r["message_ts"], r["workspace_url"])
-        out.append({"kind": "stale", "question": r["question"], "answer": r["answer"],
-                    "asked_at": r["created_at"].astimezone(UTC).isoformat(timespec="seconds"),
-                    "replaced_at": r["ingested_at"].astimezone(UTC).isoformat(timespec="seconds"),
+        out.append({"kind": "stale", **_asked(r), "answer": r["answer"], "replaced_at": _iso(r["ingested_at"]),
                     "document": r["document"], "title": r["title"], "collection": r["doc_collection"],
-                    "workspace": r["workspace"], "channel": r["channel"], "thread_ts": r["thread_ts"],
-                    "message_ts": r["message_ts"], "user": r["user_id"],
                     "missing_quotes": [{"page": c.get("page"), "page_label": c.get("page_label"),
                                         "quote": c.get("quote")} for c in missing],
-                    "page": missing[0].get("page"), "page_label": missing[0].get("page_label"),
-                    "link": link, "link_opens": opens})
+                    "page": missing[0].get("page"), "page_label": missing[0].get("page_label")})
     return out
 
 
@@ -181,16 +187,12 @@ def digest(conn: psycopg.Connection, since: datetime, *, collection: str | None 
     errors: list[dict[str, Any]] = []
     for r in rows:
         result = r["result"] or {}
-        link, opens = thread_link(r["workspace"], r["channel"], r["thread_ts"], r["message_ts"], r["workspace_url"])
         reason = str(result.get("reason") or (r["answer"] if r["refusal"] else ""))
         near = _nearest(result, r["refusal"])
-        item = {"kind": "refused" if r["refusal"] else "downvoted", "question": r["question"],
-                "asked_at": r["created_at"].astimezone(UTC).isoformat(timespec="seconds"),
-                "workspace": r["workspace"], "channel": r["channel"], "thread_ts": r["thread_ts"],
-                "message_ts": r["message_ts"], "user": r["user_id"], "collections": list(r["collections"]),
+        item = {"kind": "refused" if r["refusal"] else "downvoted", **_asked(r), "collections": list(r["collections"]),
                 "reason": reason if r["refusal"] else "", "answer": "" if r["refusal"] else r["answer"],
                 "page": near["page"] if near else None, "page_label": near["page_label"] if near else None,
-                "downvotes": int(r["downvotes"]), "upvotes": int(r["upvotes"]), "link": link, "link_opens": opens}
+                "downvotes": int(r["downvotes"]), "upvotes": int(r["upvotes"])}
         if r["refusal"] and reason.startswith(ERROR_REASONS):
             item["kind"] = "error"
             errors.append(item)
@@ -207,8 +209,7 @@ def digest(conn: psycopg.Connection, since: datetime, *, collection: str | None 
         group.title = titles.get(key) if key else None
     ordered = sorted(groups.values(), key=lambda g: (-(g.refused + g.downvoted), g.document is None, g.document or ""))
     stale = stale_answers(conn, since, collection=collection, workspace=workspace)
-    return {"since": since.astimezone(UTC).isoformat(timespec="seconds"),
-            "until": now.astimezone(UTC).isoformat(timespec="seconds"),
+    return {"since": _iso(since), "until": _iso(now),
             "collection": collection, "workspace": workspace,
             "totals": {"refused": sum(g.refused for g in ordered), "downvoted": sum(g.downvoted for g in ordered),
                        "errors": len(errors), "documents": sum(1 for g in ordered if g.document),

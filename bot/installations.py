@@ -49,29 +49,23 @@ class PostgresInstallationStore(InstallationStore):
         """Encrypt the tokens stored in plain text (or under an older key) with the current first key;
         how many rows changed. Without a key: warn if plain-text tokens are stored, change nothing."""
         def run(conn) -> int:  # noqa: ANN001
-            rows = conn.execute("SELECT workspace, enterprise_id, user_id, installation FROM slack_installations "
-                                "FOR UPDATE").fetchall()
             changed = 0
-            for r in rows:
-                data = r["installation"]
-                new = {k: (self.sealer.reseal(v) if k in SECRET_FIELDS and isinstance(v, str) and v else v)
-                       for k, v in data.items()}
-                if not self.sealer.enabled:
-                    if any(k in SECRET_FIELDS and isinstance(v, str) and v for k, v in data.items()):
+            with conn.transaction():
+                for r in conn.execute("SELECT workspace, enterprise_id, user_id, installation FROM "
+                                      "slack_installations FOR UPDATE").fetchall():
+                    data = r["installation"]
+                    tokens = {k: v for k, v in data.items() if k in SECRET_FIELDS and isinstance(v, str) and v}
+                    new = {**data, **{k: self.sealer.reseal(v) for k, v in tokens.items()}}
+                    if not self.sealer.enabled:
+                        changed += bool(tokens)  # plain-text tokens, to warn about
+                    elif new != data:
+                        conn.execute("UPDATE slack_installations SET installation = %s WHERE workspace = %s "
+                                     "AND enterprise_id = %s AND user_id = %s",
+                                     (Jsonb(new), r["workspace"], r["enterprise_id"], r["user_id"]))
                         changed += 1
-                    continue
-                if new != data:
-                    conn.execute("UPDATE slack_installations SET installation = %s WHERE workspace = %s "
-                                 "AND enterprise_id = %s AND user_id = %s",
-                                 (Jsonb(new), r["workspace"], r["enterprise_id"], r["user_id"]))
-                    changed += 1
             return changed
 
-        def in_transaction(conn) -> int:  # noqa: ANN001
-            with conn.transaction():
-                return run(conn)
-
-        n = self.store.run(in_transaction)
+        n = self.store.run(run)
         if not self.sealer.enabled and n:
             log.warning("%d Slack installation(s) are stored with plain-text tokens: set CHAPTERVERSE_SECRET_KEY "
                         "to encrypt them (README, Several workspaces)", n)
@@ -139,13 +133,9 @@ class PostgresInstallationStore(InstallationStore):
     def delete_installation(self, *, enterprise_id: str | None, team_id: str | None,
                             user_id: str | None = None) -> None:
         ws = _workspace(enterprise_id, team_id, False) or _workspace(enterprise_id, team_id, True)
-        if user_id is None:
-            self.store.run(lambda conn: conn.execute(
-                "DELETE FROM slack_installations WHERE workspace = %s AND enterprise_id = %s", (ws, enterprise_id or "")))
-        else:
-            self.store.run(lambda conn: conn.execute(
-                "DELETE FROM slack_installations WHERE workspace = %s AND enterprise_id = %s AND user_id = %s",
-                (ws, enterprise_id or "", user_id)))
+        self.store.run(lambda conn: conn.execute(  # every user's row when user_id is None
+            "DELETE FROM slack_installations WHERE workspace = %s AND enterprise_id = %s "
+            "AND user_id = coalesce(%s, user_id)", (ws, enterprise_id or "", user_id)))
 
 
 class PostgresOAuthStateStore(OAuthStateStore):

@@ -63,12 +63,9 @@ def serve_install_pages(flow: OAuthFlow, host: str, port: int) -> ThreadingHTTPS
 
         def do_GET(self) -> None:  # noqa: N802
             path, _, query = self.path.partition("?")
-            if path == flow.install_path:
-                self._send(flow.handle_installation(BoltRequest(body="", query=query, headers=self._headers())))
-            elif path == flow.redirect_uri_path:
-                self._send(flow.handle_callback(BoltRequest(body="", query=query, headers=self._headers())))
-            else:
-                self._send(BoltResponse(status=404, body="Not found"))
+            page = {flow.install_path: flow.handle_installation, flow.redirect_uri_path: flow.handle_callback}.get(path)
+            self._send(page(BoltRequest(body="", query=query, headers=self._headers())) if page
+                       else BoltResponse(status=404, body="Not found"))
 
         def _headers(self) -> dict[str, list[str]]:
             out: dict[str, list[str]] = {}

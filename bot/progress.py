@@ -1,18 +1,10 @@
-"""A long ingest's progress in Slack: one message updated in place (chat.update) with pages done / total
-and an estimate of the time left, at most every ``CHAPTERVERSE_SLACK_PROGRESS_INTERVAL_S`` seconds.
-
-``SlackProgress`` is the ingest pipeline's own ``ingest.progress.ProgressLog`` (the object
-``ingest_source(progress=...)`` reports pages read, steps and passages embedded to), so the pipeline
-needs nothing new; its line ("manual.pdf: pages 120/447 read · 35 s", "...; embedding passages
-300/1,100 (27%, about 6 min left for this step) · 2m10s") is what the message says. An update is due
-when the pipeline reports (each page read, counted on ``pages_done``; each batch embedded) or the base class's timer fires (steps that report
-nothing, such as the database write) once the interval has passed; it is handed to one sender thread
-that keeps only the latest text, so a slow or failing Slack never holds the ingest up.
-
-Where the message lives: a shared file's status message in its thread (the job's reporter already
-updates it), or, for ``/chapterverse ingest <url>`` (whose replies are ephemeral and cannot be edited), a
-direct message to the requester, posted when the first update is due (an ingest done within one interval
-posts none) and updated with the final result.
+"""A long ingest's progress in Slack: one message updated in place (chat.update), at most every
+``CHAPTERVERSE_SLACK_PROGRESS_INTERVAL_S`` seconds, with the pipeline's own progress line (pages read /
+total, the step, the time left: ``ingest.progress.ProgressLog``, which ``SlackProgress`` is, so the
+pipeline needs nothing new). An update is due when the pipeline reports (a page read, a batch
+embedded) or, in steps that report nothing, when the base class's timer fires; one sender thread
+keeps only the latest text, so a slow or failing Slack never holds the ingest up. Where the message
+lives: ``bot.jobs.Jobs._live`` (a direct message is posted only once an update is due).
 """
 
 from __future__ import annotations

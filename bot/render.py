@@ -201,12 +201,8 @@ def paginate(blocks: Sequence[Block], text: str, tail: Sequence[Block] = ()) -> 
             size = 0
         pages[-1].append(block)
         size += n
-    total = len(pages)
-    out = []
-    for i, page in enumerate(pages):
-        note = text if i == 0 else f"(continued {i + 1}/{total}) {text}"
-        out.append(SlackMessage(fallback(note), page))
-    return out
+    return [SlackMessage(fallback(text if i == 0 else f"(continued {i + 1}/{len(pages)}) {text}"), page)
+            for i, page in enumerate(pages)]
 
 
 # ------------------------------------------------------------------------------------ messages

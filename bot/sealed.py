@@ -22,6 +22,8 @@ PREFIX = "fernet:"  # a stored value that starts with this is ciphertext
 SECRET_FIELDS = ("bot_token", "bot_refresh_token", "user_token", "user_refresh_token", "incoming_webhook_url")
 KEY_HELP = ('generate one with: python -c "from cryptography.fernet import Fernet; '
             'print(Fernet.generate_key().decode())"')
+WRONG_KEY = ("no key in CHAPTERVERSE_SECRET_KEY decrypts the stored Slack installation tokens; keep the old key "
+             "after the new one while rotating")
 
 
 class SecretKeyError(RuntimeError):
@@ -59,8 +61,7 @@ class Sealer:
         try:
             return self._fernet.decrypt(value[len(PREFIX):].encode()).decode()
         except InvalidToken as exc:
-            raise SecretKeyError("no key in CHAPTERVERSE_SECRET_KEY decrypts the stored Slack installation tokens; "
-                                 "keep the old key after the new one while rotating") from exc
+            raise SecretKeyError(WRONG_KEY) from exc
 
     def seal_fields(self, data: dict[str, Any]) -> dict[str, Any]:
         return {k: (self.seal(v) if k in SECRET_FIELDS and isinstance(v, str) and v else v) for k, v in data.items()}
@@ -77,5 +78,4 @@ class Sealer:
         try:
             return PREFIX + self._fernet.rotate(value[len(PREFIX):].encode()).decode()
         except InvalidToken as exc:
-            raise SecretKeyError("no key in CHAPTERVERSE_SECRET_KEY decrypts the stored Slack installation tokens; "
-                                 "keep the old key after the new one while rotating") from exc
+            raise SecretKeyError(WRONG_KEY) from exc

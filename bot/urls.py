@@ -37,10 +37,6 @@ _6TO4 = ip_network("2002::/16")
 _TEREDO = ip_network("2001::/32")
 
 
-def _v4(raw: bytes) -> IPv4Address:
-    return IPv4Address(raw)
-
-
 def _nat64_local(packed: bytes) -> list[IPv4Address]:
     """The IPv4 addresses an address in 64:ff9b:1::/48 may carry (RFC 6052 section 2.2: the
     operator's prefix may be /48, /56, /64 or /96 inside it). A format counts when its structure
@@ -50,12 +46,12 @@ def _nat64_local(packed: bytes) -> list[IPv4Address]:
     found: list[IPv4Address] = []
     if b[8] == 0:
         if not any(b[11:]):
-            found.append(_v4(b[6:8] + b[9:11]))  # /48
+            found.append(IPv4Address(b[6:8] + b[9:11]))  # /48
         if not any(b[12:]):
-            found.append(_v4(b[7:8] + b[9:12]))  # /56
+            found.append(IPv4Address(b[7:8] + b[9:12]))  # /56
         if not any(b[13:]):
-            found.append(_v4(b[9:13]))  # /64
-    found.append(_v4(b[12:16]))  # /96
+            found.append(IPv4Address(b[9:13]))  # /64
+    found.append(IPv4Address(b[12:16]))  # /96
     nonzero = [a for a in found if int(a)]
     return list(dict.fromkeys(nonzero or found))
 
@@ -64,20 +60,20 @@ def embedded_ipv4(ip: IPv6Address) -> tuple[str, list[IPv4Address]] | None:
     """(the form, the IPv4 addresses it carries) when ``ip`` is an IPv6 form that reaches IPv4
     addresses through a translator or tunnel; None for an ordinary IPv6 address."""
     if ip in _MAPPED:
-        return "IPv4-mapped", [_v4(ip.packed[12:])]
+        return "IPv4-mapped", [IPv4Address(ip.packed[12:])]
     if ip in _TRANSLATED:
-        return "IPv4-translated", [_v4(ip.packed[12:])]
+        return "IPv4-translated", [IPv4Address(ip.packed[12:])]
     if ip in _NAT64:
-        return "NAT64", [_v4(ip.packed[12:])]
+        return "NAT64", [IPv4Address(ip.packed[12:])]
     if ip in _NAT64_LOCAL:
         return "NAT64", _nat64_local(ip.packed)
     if ip in _6TO4:
-        return "6to4", [_v4(ip.packed[2:6])]
+        return "6to4", [IPv4Address(ip.packed[2:6])]
     if ip in _TEREDO:
         server, client = ip.teredo  # type: ignore[misc]  (the client address is stored inverted)
         return "Teredo", [client, server]
     if ip in _COMPATIBLE and int(ip) > 1:  # :: and ::1 are the unspecified and loopback addresses
-        return "IPv4-compatible", [_v4(ip.packed[12:])]
+        return "IPv4-compatible", [IPv4Address(ip.packed[12:])]
     return None
 
 
