@@ -185,13 +185,10 @@ class Chunker:
             prev_end = u.end
         parts.append(texts[page][start:last.end])
         context = group[0][1]
-        inner: list[str] = []
-        for _, t in group[1:]:
-            if t and t != context and t not in inner:
-                inner.append(t)
+        inner = tuple(dict.fromkeys(t for _, t in group[1:] if t and t != context))
         self._made += 1
         return Chunk(self._made - 1, first.page, first.start, last.page, last.end, "\n".join(parts),
-                     sum(u.tokens for u, _ in group), context, tuple(inner), first.untrusted)
+                     sum(u.tokens for u, _ in group), context, inner, first.untrusted)
 
 
 def chunk_pages(pages: Sequence[Page], count: TokenCounter, budget: int = 200, overlap: int = 40,

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ingest.chunk import Chunk
-from ingest.store import chunk_key
 from retrieval.encode.embed import Embedder
 from retrieval.text.textnorm import search_text
 
@@ -29,7 +28,7 @@ from retrieval.text.textnorm import search_text
 # is embedded once its pages and the next page are read. 256 covers every PDF of the dev corpus.
 SEGMENT_PAGES = 256
 
-Key = tuple[str, str, str]  # ``ingest.store.chunk_key``
+Key = tuple[str, str, str]  # ``key_of``
 Vectors = tuple[np.ndarray, np.ndarray]  # the chunk's vector, and its sentence windows' (windows x dim)
 
 
@@ -67,7 +66,10 @@ def indexed_text(chunk: Chunk, title: str, embedder: Embedder, count: Callable[[
 
 
 def key_of(chunk: Chunk, indexed: str) -> Key:
-    return chunk_key(indexed, chunk.context, chunk.text)
+    """What a chunk's vectors are a function of: the indexed text one pass reads, and the heading
+    and text its sentence windows come from (``retrieval.encode.sentence_index.late_chunk``); the
+    index's chunks are keyed so too (``ingest.store.reusable_vectors``)."""
+    return indexed, chunk.context or "", chunk.text
 
 
 def segment_of(chunk: Chunk) -> int:

@@ -182,7 +182,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
             fresh.update(zip(idx, segment.vectors, strict=True))
     finally:
         bar.close()
-    pairs = [(reuse[k].vector, reuse[k].sentence_vectors) if i not in fresh else fresh[i] for i, k in enumerate(keys)]
+    pairs = [fresh[i] if i in fresh else reuse[k] for i, k in enumerate(keys)]
     vectors = np.array([v for v, _ in pairs], dtype=np.float32).reshape(len(chunks), embedder.dim)
     sentence_vectors = [w for _, w in pairs]
     log.info("%s: %d of %d passages embedded while its pages were read (%d of %d segments guessed right)",

@@ -55,20 +55,6 @@ def find_same_bytes(conn: psycopg.Connection, collection: str, sha256: str) -> E
     return Existing(row["name"], row["pipeline_version"]) if row else None
 
 
-@dataclass(frozen=True)
-class Reusable:
-    """A chunk of the document being replaced whose vectors a new chunk may keep."""
-
-    vector: np.ndarray
-    sentence_vectors: np.ndarray  # (windows, dim)
-
-
-def chunk_key(search_text: str, context: str | None, text: str) -> tuple[str, str, str]:
-    """What a chunk's vectors are a function of: the indexed text one pass reads, and the heading
-    and text its sentence windows come from (``retrieval.encode.sentence_index.late_chunk``)."""
-    return search_text, context or "", text
-
-
 def _array(value: object) -> np.ndarray:
     """A pgvector value as read (``Vector``/``HalfVector``, or already an array) as float32."""
     to_numpy = getattr(value, "to_numpy", None)
@@ -76,10 +62,11 @@ def _array(value: object) -> np.ndarray:
 
 
 def reusable_vectors(conn: psycopg.Connection, collection: str, name: str,
-                     pipeline_version: str) -> dict[tuple[str, str, str], Reusable]:
-    """The vectors of the indexed document ``name``, by ``chunk_key``, when it was indexed by this
-    pipeline (same model, same passes): a new edition then embeds only the chunks whose text
-    changed. Empty when there is no such document or it is older."""
+                     pipeline_version: str) -> dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]]:
+    """The vectors of the indexed document ``name`` (each chunk's, and its sentence windows' as one
+    array), by the chunk's key (``ingest.passages.key_of``), when it was indexed by this pipeline
+    (same model, same passes): a new edition then embeds only the chunks whose text changed. Empty
+    when there is no such document or it is older."""
     doc = conn.execute("SELECT id FROM documents WHERE collection = %s AND name = %s AND pipeline_version = %s",
                        (collection, name, pipeline_version)).fetchone()
     if doc is None:
@@ -92,13 +79,9 @@ def reusable_vectors(conn: psycopg.Connection, collection: str, name: str,
                           "WHERE c.collection = %s AND c.document_id = %s ORDER BY s.chunk_id, s.sentence_no",
                           (collection, doc["id"])):
         windows.setdefault(int(r["chunk_id"]), []).append(_array(r["embedding"]))
-    out: dict[tuple[str, str, str], Reusable] = {}
-    for c in chunks:
-        if c["embedding"] is None or int(c["id"]) not in windows:
-            continue
-        out[chunk_key(c["search_text"], c["context"], c["text"])] = Reusable(
-            _array(c["embedding"]), np.vstack(windows[int(c["id"])]))
-    return out
+    return {(c["search_text"], c["context"] or "", c["text"]):
+            (_array(c["embedding"]), np.vstack(windows[int(c["id"])]))
+            for c in chunks if c["embedding"] is not None and int(c["id"]) in windows}
 
 
 def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha256: str, source: str,

@@ -91,13 +91,11 @@ def check_root_safe(home: Path) -> None:
 def check_home(home: Path) -> None:
     """One clear line, before anything is created or chmod-ed, when ``home`` cannot be the state
     directory: it is a file (or under one), or it cannot be written (read-only, immutable)."""
-    for path in (home, *home.parents):
-        if path.exists() and not path.is_dir():
-            what = "is a file" if path == home else f"is under {path}, which is a file"
-            raise EmbeddedError(f"CHAPTERVERSE_HOME {home} {what}, not a directory; point it at a directory "
-                                "(it is created if missing), or set DATABASE_URL")
-        if path.exists():
-            break
+    existing = next(p for p in (home, *home.parents) if p.exists())  # the root at least
+    if not existing.is_dir():
+        what = "is a file" if existing == home else f"is under {existing}, which is a file"
+        raise EmbeddedError(f"CHAPTERVERSE_HOME {home} {what}, not a directory; point it at a directory "
+                            "(it is created if missing), or set DATABASE_URL")
     probe = home / f".write-check-{uuid.uuid4().hex}"
     if home.exists():
         try:
