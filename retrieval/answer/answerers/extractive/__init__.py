@@ -1,37 +1,25 @@
 """The extractive answerer: the best supporting sentence(s) of the shown pages, verbatim.
 
 No model service is needed. It reads the first ``EXTRACTIVE_PASSAGES`` ranked passages, their page
-slices widened to whole sentences (``retrieval.answer.context.shown_pages``); every sentence of them is a candidate quote, except headings and contents
-entries (``is_title``). A sentence that stops before its end ("... assuming normal cruising speed—")
-continues into the following lines ("(1) During the day ...; or (2) At night, ... 45 minutes."), and
-a table value ("1 statute mile ......") stays with the row label before it. Word lists (stopwords,
-units, question words) come from the collection's ``retrieval.profile.Profile``.
+slices widened to whole sentences (``retrieval.answer.context.shown_pages``); their sentences are the
+candidate quotes (``quotable``: headings and contents entries aside, a sentence stopping at a lead-in
+continued into what it introduces, a table value kept with its row label). Word lists come from the
+collection's ``retrieval.profile.Profile``.
 
-Features (``scoring``; cheap lexical ones first, only the ``MAX_EMBEDDED`` most promising sentences
-are embedded): ``lex``, the share of the question's content words found in the sentence and its
-section heading, weighted by rarity and counting only words some shown passage uses
-(``scoring.shown_weights``); ``cos``, the bi-encoder cosine of the question and the sentence *under
-its section heading* (``Passage.context``); and the retrieval rank of the passage it came from:
+Each candidate gets an evidence score (``scoring.Scored.evidence``: the cosine of the question and
+the sentence under its heading, its rarity-weighted coverage of the question's words, the retrieval
+rank) and must pass the gates (``Scored.eligible``): the answer type and specific terms a question
+asks for (``evidence``), its key terms (``keyterms``), and enough of its words and names.
 
-``evidence = cos + LEX_WEIGHT * lex - RANK_PENALTY * (rank - 1)``
-
-Gates before any threshold: the **answer type** a quantity question needs and its **specific
-terms** the collection must use (``evidence``), its **key terms**, which the sentence's passage must
-be about (``keyterms``), and **about**: a sentence (with its heading) must carry at least
-``MIN_COVERAGE`` of the question's weight and every name like "Class G" or "Part 61" the shown text
-uses ("Class D" does not answer "Class G").
-
-Then the best eligible sentence must score at least ``threshold`` (calibrated on the dev set with
-``chapterverse eval answers ... --calibrate``; see ``chapterverse_lab.answer_eval.calibrate``), or, with
-a second judge (``judge``: the reader of ``retrieval.reader``, scorer 'evidence+reader'), the reader,
-scoring the same eligible sentences under their headings, must rank the same sentence first with
-probability at least ``AGREEMENT_MIN``: two judges built differently that pick the same sentence are
-right far more often than either alone at that score. The answer
-quotes it and up to ``MAX_QUOTES - 1`` more eligible sentences from *other pages* that score within
-``QUOTE_MARGIN`` of it, each with its neighbours in the same paragraph up to ``QUOTE_WORDS`` words
-(``with_neighbours``): the sentence that matches the question's words best often only names the
-topic, and the next or previous one states the answer. The answer text is the best sentence under the profile's lead naming its
-page; every other word shown is a verified quote.
+The best eligible sentence must score at least ``threshold`` (calibrated on the dev set:
+``chapterverse_lab.answer_eval.calibrate``), or a second judge (``judge``: the reader of
+``retrieval.reader``, scorer 'evidence+reader') must rank the same sentence first with probability
+at least ``AGREEMENT_MIN``: two judges built differently that pick the same sentence are right far
+more often than either alone at that score. The answer quotes it and up to ``MAX_QUOTES - 1`` more
+eligible sentences from other pages (``scoring.choose_quotes``), each with its paragraph neighbours
+(``quotable.with_neighbours``: the sentence that matches the question best often only names the
+topic, and its neighbour states the answer). The answer text is the best sentence under the
+profile's lead naming its page; every other word shown is a verified quote.
 """
 
 from __future__ import annotations
@@ -42,7 +30,7 @@ from dataclasses import replace
 from retrieval.answer.answer_view import page_words
 from retrieval.answer.answerers import Draft, Request, Retrieved
 from retrieval.answer.answerers.extractive.evidence import expected_answer, specific_terms
-from retrieval.answer.answerers.extractive.keyterms import key_term_counts, key_terms
+from retrieval.answer.answerers.extractive.keyterms import KeyTerm, key_term_counts, key_terms
 from retrieval.answer.answerers.lexical import terms_with_words
 from retrieval.answer.answerers.extractive.quotable import introduces, with_neighbours
 from retrieval.answer.answerers.extractive.scoring import (
@@ -87,6 +75,22 @@ def lead(best: Scored, shown: Sequence[PageText], more: int, profile: Profile = 
     also = " " + profile.more_quoted.format(n=more, s="s" if more > 1 else "") if more else ""
     where = f"{p.document}, {page_words(p.page, p.page_label)}"
     return f"{profile.answer_lead} ({where}): {' '.join(best.candidate.text.split())}{also}"
+
+
+def ineligible(question: str, scored: Sequence[Scored], required: Sequence[KeyTerm], profile: Profile) -> str:
+    """Why no sentence is eligible, in words: the furthest gate some sentence reached and failed."""
+    if any(s.typed and s.on_topic and s.about for s in scored):
+        return ("the best retrieved sentences only introduce a list, table or example that the retrieved text "
+                "does not show")
+    if any(s.typed and s.on_topic for s in scored):
+        names = designators(question, profile)
+        also = f" and names {', '.join(f'“{n}”' for n in names)}" if names else ""
+        return f"no retrieved sentence covers enough of the question's terms{also}"
+    if any(s.typed for s in scored):
+        return f"no retrieved passage that could answer it is about {', '.join(f'“{t.text}”' for t in required)}"
+    expected = expected_answer(question, profile)  # not None: only a quantity question makes sentences ineligible
+    what = f"{expected.describe()} (“{expected.cue}”)" if expected else "a quantity"
+    return f"the question asks for {what}, and no retrieved sentence states one"
 
 
 EXTRACTIVE_PASSAGES = 8  # ranked passages it reads
@@ -157,24 +161,8 @@ class ExtractiveAnswerer(Drafting):
         if absent:
             return Draft(refusal=True, evidence_score=score, best=best_claim,
                          reason="the searched documents never mention " + ", ".join(f"“{t}”" for t in absent))
-        if not chosen and any(s.typed and s.on_topic and s.about for s in scored):
-            return Draft(refusal=True, best=best_claim,
-                         reason="the best retrieved sentences only introduce a list, table or example that the "
-                                "retrieved text does not show")
-        if not chosen and any(s.typed and s.on_topic for s in scored):
-            names = designators(question, self.profile)
-            also = f" and names {', '.join(f'“{n}”' for n in names)}" if names else ""
-            return Draft(refusal=True, best=best_claim,
-                         reason=f"no retrieved sentence covers enough of the question's terms{also}")
-        if not chosen and any(s.typed for s in scored):
-            terms = ", ".join(f"“{t.text}”" for t in required)
-            return Draft(refusal=True, best=best_claim,
-                         reason=f"no retrieved passage that could answer it is about {terms}")
         if not chosen:
-            expected = expected_answer(question, self.profile)  # not None: only a quantity question makes sentences ineligible
-            what = f"{expected.describe()} (“{expected.cue}”)" if expected else "a quantity"
-            return Draft(refusal=True, best=best_claim,
-                         reason=f"the question asks for {what}, and no retrieved sentence states one")
+            return Draft(refusal=True, best=best_claim, reason=ineligible(question, scored, required, self.profile))
         eligible = [s for s in scored if s.eligible]
         agreed = None if self.judge is None else agreement(question, top, eligible, shown, headings, self.judge)
         if top.evidence < self.threshold and (agreed is None or agreed < AGREEMENT_MIN):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import takewhile
 
 from retrieval.answer.answerers.lexical import stem
 from retrieval.profile import DEFAULT_PROFILE, Profile
@@ -86,12 +87,7 @@ COUNTED_WORDS = 3  # "how many spare light bulbs": at most this many words name 
 
 def counted_phrase(words: list[str], profile: Profile = DEFAULT_PROFILE) -> list[str]:
     """The words after "how many" that name what is counted, up to the first stopword."""
-    out: list[str] = []
-    for w in words[:COUNTED_WORDS]:
-        if w in profile.stopwords:
-            break
-        out.append(w)
-    return out
+    return list(takewhile(lambda w: w not in profile.stopwords, words[:COUNTED_WORDS]))
 
 
 def _unit_after(tokens: list[str], i: int, profile: Profile) -> str | None:
@@ -110,8 +106,7 @@ def quantities(text: str, profile: Profile = DEFAULT_PROFILE) -> set[str]:
     norm = normalize(text)
     out: set[str] = set()
     # glue "2 °C" / "2°C" / "$ 50" into separable tokens
-    norm = re.sub(r"(\d)(°)", r"\1 \2", norm)
-    norm = re.sub(r"(\d)(%)", r"\1 \2", norm)
+    norm = re.sub(r"(\d)([°%])", r"\1 \2", norm)
     norm = _TOLERANCE.sub(r"\1 / \2", norm)  # "+10/-5 knots": two values
     tokens = norm.split()
     for i, tok in enumerate(tokens):
@@ -192,18 +187,14 @@ def specific_terms(question: str, profile: Profile = DEFAULT_PROFILE) -> list[st
     designators with digits ("172S", "PA-28", "747-400"). In order, without repeats. A bare number ("29.50",
     "090") is not one: it is usually a value the asker supplies, which the text need not repeat."""
     raw = _TOKEN_RAW.findall(question.replace("\u2019", "'"))
-    out: list[str] = []
+    out: dict[str, None] = {}
     for i, tok in enumerate(raw):
         tok = tok.removesuffix("'s")
         if any(ch.isdigit() for ch in tok):
             if _BARE_NUMBER.fullmatch(tok):
                 continue
-            term = tok.lower()
-        elif (i > 0 and tok[0].isupper() and len(tok) > 1 and tok.lower() not in profile.stopwords
-              and not tok.startswith("I'") and not _sentence_start(question, tok)):
-            term = tok.lower()
-        else:
+        elif not (i > 0 and tok[0].isupper() and len(tok) > 1 and tok.lower() not in profile.stopwords
+                  and not tok.startswith("I'") and not _sentence_start(question, tok)):
             continue
-        if term not in out:
-            out.append(term)
-    return out
+        out.setdefault(tok.lower())
+    return list(out)

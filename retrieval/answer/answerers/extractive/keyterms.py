@@ -96,32 +96,27 @@ def _runs(text: str, profile: Profile) -> list[list[tuple[str, bool]]]:
     """Runs of two or more adjacent content words, each word with whether a hyphen joins it to the
     previous one; stopwords and punctuation end a run, hyphens and brackets do not."""
     lowered = search_text(text).casefold().replace("\u2019", "'")
-    runs: list[list[tuple[str, bool]]] = []
+    runs: list[list[tuple[str, bool]]] = [[]]
     for segment in _BREAK.split(lowered):
-        current: list[tuple[str, bool]] = []
         for m in re.finditer(r"(-?)([^\s-]+)", segment):
             word = m.group(2).strip("'.,()[]")
             if TOKEN.fullmatch(word) and word not in profile.stopwords and (len(word) > 1 or word.isdigit()):
-                current.append((word, bool(m.group(1)) and bool(current)))
+                runs[-1].append((word, bool(m.group(1)) and bool(runs[-1])))
             else:
-                if len(current) > 1:
-                    runs.append(current)
-                current = []
-        if len(current) > 1:
-            runs.append(current)
-    return runs
+                runs.append([])
+        runs.append([])
+    return [run for run in runs if len(run) > 1]
 
 
 def question_pairs(question: str, profile: Profile = DEFAULT_PROFILE) -> list[tuple[Pair, bool]]:
-    """Adjacent content-word pairs of a question (and whether hyphenated), in order, no repeats."""
-    out: list[tuple[Pair, bool]] = []
-    seen: set[Pair] = set()
+    """Adjacent content-word pairs of a question without digits (numbers in a question are conditions
+    the text may write differently), each with whether it is hyphenated; in order, no repeats."""
+    out: dict[Pair, bool] = {}
     for run in _runs(question, profile):
         for (a, _), (b, hyphen) in zip(run, run[1:], strict=False):
-            if (a, b) not in seen:
-                seen.add((a, b))
-                out.append(((a, b), hyphen))
-    return out
+            if not any(ch.isdigit() for ch in a + b):
+                out.setdefault((a, b), hyphen)
+    return list(out.items())
 
 
 def pmi(phrase_df: int, df_a: int, df_b: int, n: int) -> float:
@@ -137,37 +132,24 @@ _ROMAN = re.compile(r"[IVXLC]+")
 
 def question_acronyms(question: str) -> list[str]:
     """Acronyms as the question writes them ("NTSB", "ELTs" → "ntsb", "elt"), roman numerals aside."""
-    out: list[str] = []
-    for m in _ACRONYM.finditer(question):
-        word = m.group(0)
-        word = word[:-1] if word.endswith("s") else word
-        if not _ROMAN.fullmatch(word) and word.lower() not in out:
-            out.append(word.lower())
-    return out
-
-
-def _candidate_terms(question: str, profile: Profile) -> tuple[list[tuple[tuple[str, str], bool]], list[str]]:
-    pairs = [(p, h) for p, h in question_pairs(question, profile) if not any(ch.isdigit() for ch in "".join(p))]
-    return pairs, question_acronyms(question)
+    words = (m.group(0).removesuffix("s") for m in _ACRONYM.finditer(question))
+    return list(dict.fromkeys(w.lower() for w in words if not _ROMAN.fullmatch(w)))
 
 
 def key_term_counts(question: str, profile: Profile = DEFAULT_PROFILE) -> tuple[list[str], list[str]]:
     """The phrases and words ``key_terms`` asks the statistics for, so that a caller can read them
     together with other counts in one statement."""
-    pairs, acronyms = _candidate_terms(question, profile)
-    if not (pairs or acronyms):
-        return [], []
-    return [*(" ".join(p) for p, _ in pairs), *acronyms], sorted({w for p, _ in pairs for w in p})
+    pairs = question_pairs(question, profile)
+    return [*(" ".join(p) for p, _ in pairs), *question_acronyms(question)], sorted({w for p, _ in pairs for w in p})
 
 
 def key_terms(question: str, stats: PhraseStats | None, profile: Profile = DEFAULT_PROFILE) -> list[KeyTerm]:
     """The question's key terms (see the module docstring); none without collection statistics
     (``stats`` must hold the counts of ``key_term_counts``)."""
-    pairs, acronyms = _candidate_terms(question, profile)
-    if stats is None or not (pairs or acronyms):
+    if stats is None:
         return []
     out: list[KeyTerm] = []
-    for pair, hyphen in pairs:
+    for pair, hyphen in question_pairs(question, profile):
         phrase = " ".join(pair)
         df = stats.phrase_df.get(phrase, 0)
         df_a, df_b = stats.word_df.get(pair[0], 0), stats.word_df.get(pair[1], 0)
@@ -175,7 +157,7 @@ def key_terms(question: str, stats: PhraseStats | None, profile: Profile = DEFAU
         cohesion = df / min(df_a, df_b) if min(df_a, df_b) > 0 else 0.0
         if df >= MIN_PHRASE_DF and (hyphen or score >= MIN_PMI or cohesion >= MIN_COHESION):
             out.append(KeyTerm(pair, hyphen, _pervasive(stats, phrase)))
-    for acronym in acronyms:
+    for acronym in question_acronyms(question):
         if stats.phrase_df.get(acronym, 0) >= MIN_PHRASE_DF:
             out.append(KeyTerm((acronym,), pervasive_in=_pervasive(stats, acronym)))
     return out

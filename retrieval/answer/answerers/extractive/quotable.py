@@ -205,9 +205,7 @@ def _lead_in_continued(text: str, start: int, end: int, heading: str, budget: in
     table that follows. Unchanged when what follows is a heading or would pass ``budget`` words."""
     if not introduces(text[start:end]):
         return end
-    pos = end
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
+    pos = len(text) - len(text[end:].lstrip())  # where what it introduces starts
     if pos >= len(text):
         return end
     first_line = text[pos:].split("\n", 1)[0]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -99,14 +99,9 @@ def designators(question: str, profile: Profile = DEFAULT_PROFILE) -> list[str]:
     """Names made of a word and a letter or short number ("Class G", "Part 61", "Figure 3"),
     normalised. "Class G" and "Class D" differ only in what content terms drop (a single letter),
     so such a name is matched as a phrase."""
-    out: list[str] = []
-    for m in _DESIGNATOR.finditer(question):
-        if m.group(1).lower() in profile.stopwords:
-            continue
-        phrase = normalize(f"{m.group(1)} {m.group(2)}")
-        if phrase not in out:
-            out.append(phrase)
-    return out
+    found = (normalize(f"{m.group(1)} {m.group(2)}") for m in _DESIGNATOR.finditer(question)
+             if m.group(1).lower() not in profile.stopwords)
+    return list(dict.fromkeys(found))
 
 
 def _has_phrase(norm_text: str, phrase: str) -> bool:
@@ -138,28 +133,25 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     names = [d for d in designators(question, profile) if any(_has_phrase(x, d) for x in norms)]
     # a follow-up's own terms ("and at night?"), where the shown text uses them, must be in the quote
     focus = {t for t in followup_terms(question, profile) if any(t in ts for ts in terms)}
-    rows = []
+    rows = []  # their cosine is filled in below, for those embedded
     for i, c in enumerate(cands):
         pid = shown[c.slice_index].passage_id
         lex = coverage(weights, terms[i])
-        rows.append((i, lex, passage_rank(pid), satisfies(expected, c.text, profile),
-                     not terms_required or pid in topical,
-                     lex >= MIN_COVERAGE and all(_has_phrase(norms[i], d) for d in names)
-                     and (not focus or bool(focus & terms[i]))))
-    ok = [r for r in rows if r[3] and r[4] and r[5]]
-    pool = ok if ok else rows
-    keep = sorted(pool, key=lambda r: (-r[1], r[2]))[:MAX_EMBEDDED]
-    with_heads = [f"{heads[r[0]]}: {texts[r[0]]}" if heads[r[0]] else texts[r[0]] for r in keep]
-    vecs = embed([question, *with_heads])  # one vector per sentence (under its heading): latency
-    cos = vecs[1:] @ vecs[0]
-    out = [Scored(cands[i], float(cos[k]), lex, rank, typed, on, about)
-           for k, (i, lex, rank, typed, on, about) in enumerate(keep)]
+        rows.append(Scored(c, 0.0, lex, passage_rank(pid), satisfies(expected, c.text, profile),
+                           not terms_required or pid in topical,
+                           lex >= MIN_COVERAGE and all(_has_phrase(norms[i], d) for d in names)
+                           and (not focus or bool(focus & terms[i]))))
+    ok = [s for s in rows if s.typed and s.on_topic and s.about]
+    keep = sorted(ok or rows, key=lambda s: (-s.lex, s.rank))[:MAX_EMBEDDED]
+    vecs = embed([question, *(under_heading(s, shown, headings) for s in keep)])  # one call: latency
+    out = [replace(s, cos=float(cos)) for s, cos in zip(keep, vecs[1:] @ vecs[0], strict=True)]
     return sorted(out, key=lambda s: s.evidence, reverse=True)
 
 
-def under_heading(heading: str, text: str) -> str:
-    """A sentence as the reader reads it: whitespace collapsed, after its section heading."""
-    heading, text = " ".join(heading.split()), " ".join(text.split())
+def under_heading(s: Scored, shown: Sequence[PageText], headings: Mapping[str, str]) -> str:
+    """A sentence as the encoder and the reader read it: whitespace collapsed, after its section heading."""
+    heading = " ".join(headings.get(shown[s.candidate.slice_index].passage_id, "").split())
+    text = " ".join(s.candidate.text.split())
     return f"{heading}: {text}" if heading else text
 
 
@@ -167,9 +159,7 @@ def agreement(question: str, first: Scored, eligible: Sequence[Scored], shown: S
               headings: Mapping[str, str], judge: SentenceReader) -> float:
     """The judge's probability for ``first`` when it ranks ``first`` best among ``eligible`` (which
     holds it), else 0.0."""
-    texts = [under_heading(headings.get(shown[s.candidate.slice_index].passage_id, ""), s.candidate.text)
-             for s in eligible]
-    probs = judge.score(question, texts)
+    probs = judge.score(question, [under_heading(s, shown, headings) for s in eligible])
     at = eligible.index(first)
     return float(probs[at]) if int(np.argmax(probs)) == at else 0.0
 
@@ -216,19 +206,12 @@ def unfamiliar_words(question: str, word_pieces: WordPieces, profile: Profile = 
 def choose_quotes(scored: Sequence[Scored], shown: Sequence[PageText]) -> list[Scored]:
     """The best eligible sentence, plus up to ``MAX_QUOTES - 1`` eligible ones from other pages
     scoring within ``QUOTE_MARGIN`` of it (``scored`` is best first)."""
-    eligible = [s for s in scored if s.eligible]
-    if not eligible:
-        return []
-    best = eligible[0]
-    chosen = [best]
-    pages = {page_of(best, shown)}
-    for s in eligible[1:]:
-        if len(chosen) >= MAX_QUOTES or s.evidence < best.evidence - QUOTE_MARGIN:
+    chosen: list[Scored] = []
+    for s in (s for s in scored if s.eligible):
+        if chosen and (len(chosen) >= MAX_QUOTES or s.evidence < chosen[0].evidence - QUOTE_MARGIN):
             break
-        if page_of(s, shown) in pages:
-            continue
-        pages.add(page_of(s, shown))
-        chosen.append(s)
+        if page_of(s, shown) not in {page_of(c, shown) for c in chosen}:
+            chosen.append(s)
     return chosen
 
 
