@@ -60,7 +60,7 @@ def join_adjacent(citations: Sequence[Citation], shown: Sequence[PageText]) -> l
     last: tuple[PageText, Match] | None = None
     for c in citations:
         here = _placed(c, shown)
-        if out and last is not None and here is not None and here[0] is last[0]:
+        if last is not None and here is not None and here[0] is last[0]:
             page, prev = last
             start, end = min(prev.start, here[1].start), max(prev.end, here[1].end)
             gap = max(here[1].start - prev.end, prev.start - here[1].end, 0)
@@ -80,16 +80,16 @@ def support_filtered(verification: Verification, answer: str, question: str, sup
     """A model's verified quotes without those the reader doubts (``support_doubts``), only when
     an undoubted one remains and the answer text stays backed by what remains: the check never empties
     an answer, never calls the model again, and never cuts the quote that carries the answer's numbers."""
-    doubted = support_doubts(verification.citations, question, support)
-    kept = [c for i, c in enumerate(verification.citations) if i not in doubted]
+    citations = verification.citations
+    doubted = support_doubts(citations, question, support)
+    kept = [c for i, c in enumerate(citations) if i not in doubted]
     if not doubted or not kept:
         return verification
-    quotes = [c.quote for c in verification.citations]
     if unsupported(answer, [c.quote for c in kept], profile, question=question) and not unsupported(
-            answer, quotes, profile, question=question):
+            answer, [c.quote for c in citations], profile, question=question):
         return verification
     result.unsupported_dropped += len(doubted)
-    drop = {(c.document, c.page, c.quote) for i, c in enumerate(verification.citations) if i in doubted}
+    drop = {(c.document, c.page, c.quote) for i, c in enumerate(citations) if i in doubted}
     return Verification([v for v in verification.verdicts if v.citation is None
                          or (v.citation.document, v.citation.page, v.citation.quote) not in drop])
 

@@ -118,8 +118,7 @@ def response_text(response: types.GenerateContentResponse) -> str:
         raise AnswererError(f"Gemini blocked the prompt ({feedback.block_reason})")
     if not response.candidates:
         raise AnswererError("Gemini returned no candidates")
-    cand = response.candidates[0]
-    finish = cand.finish_reason
+    finish = response.candidates[0].finish_reason
     text = response.text
     if finish is not None and finish not in (types.FinishReason.STOP, types.FinishReason.MAX_TOKENS) and not text:
         raise AnswererError(f"Gemini stopped without an answer ({finish})")

@@ -28,10 +28,7 @@ class ProviderBusy(AnswererError):
 def semaphore(limit: int) -> threading.BoundedSemaphore:
     """The process's semaphore for ``limit`` concurrent calls (one per configured size)."""
     with _LOCK:
-        sem = _SEMAPHORES.get(limit)
-        if sem is None:
-            sem = _SEMAPHORES[limit] = threading.BoundedSemaphore(limit)
-        return sem
+        return _SEMAPHORES.setdefault(limit, threading.BoundedSemaphore(limit))
 
 
 @contextmanager

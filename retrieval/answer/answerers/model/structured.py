@@ -1,18 +1,15 @@
 """What every model answerer shares (Gemini, OpenAI-compatible): the output models, their JSON
 schema, pydantic validation of the model's text, the retry policy and the client cache.
 
-A provider module supplies only its call: ``StructuredAnswerer._text(system, prompt, schema)`` sends
-one structured request (retried by ``StructuredAnswerer._request``) and returns the model's JSON text, or
-raises ``AnswererError`` with one clear line. Everything after it — validation against the pydantic
-model, turning it into a ``Draft``, the answer/repair/rewrite prompts — is here, so both providers
-keep the same contract: passages as data (``retrieval.answer.answerers.model.prompt``), structured output
-validated by pydantic, every quote verified afterwards (``retrieval.answer.drafting``) and the
-verified draft checked again (``settle``: ``retrieval.answer.answerers.model.checks``).
+A provider module supplies only ``StructuredAnswerer._text(system, prompt, schema)``: one structured
+request (retried by ``_request``) returning the model's JSON text, or ``AnswererError`` with one clear
+line. Everything else is here, so both providers keep one contract: passages as data (``prompt``),
+every quote verified afterwards (``retrieval.answer.drafting``), the verified draft checked again
+(``settle``: ``checks``).
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 from collections.abc import Callable, Hashable, Sequence
@@ -67,25 +64,21 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
     """``model``'s JSON schema in the strict form OpenAI-style structured output asks for: every
     object lists all its properties as required and allows no others; no defaults. The pydantic
     model still validates the reply (a field with a default may then be given, as it must be)."""
-    schema = copy.deepcopy(model.model_json_schema())
-    stack: list[Any] = [schema]
-    while stack:  # every node is a schema; "properties" and "$defs" map names to schemas
-        node = stack.pop()
+    def strict(node: Any) -> Any:
         if isinstance(node, list):
-            stack.extend(node)
-            continue
+            return [strict(x) for x in node]
         if not isinstance(node, dict):
-            continue
-        node.pop("default", None)
-        for key, value in node.items():
-            if key in ("properties", "$defs") and isinstance(value, dict):
-                stack.extend(value.values())
-            elif isinstance(value, dict | list):
-                stack.append(value)
-        if isinstance(node.get("properties"), dict):
-            node["required"] = list(node["properties"])
-            node["additionalProperties"] = False
-    return schema
+            return node
+        # "properties" and "$defs" map names to schemas: a property may be called "default"
+        out = {key: {name: strict(s) for name, s in value.items()}
+               if key in ("properties", "$defs") and isinstance(value, dict) else strict(value)
+               for key, value in node.items() if key != "default"}
+        if isinstance(out.get("properties"), dict):
+            out["required"] = list(out["properties"])
+            out["additionalProperties"] = False
+        return out
+
+    return strict(model.model_json_schema())
 
 
 M = TypeVar("M", bound=BaseModel)

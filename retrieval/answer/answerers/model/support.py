@@ -13,13 +13,10 @@ held to its quotes on what most often turns a right-looking answer wrong:
 
 Anything missing is reported; ``retrieval.answer.ask`` then shows the verified quotes alone.
 
-What is the same statement in other spacing or spelling is not a false alarm (measured on a stand-in
-model's recorded replies, ``results/model_path/``): a number and its unit with or without a space
-between them ("27 °C" / "27°C", "4 GB" / "4GB"); an abbreviation whose words a quote spells out
-("VFR" / "visual flight rules") and words a quote abbreviates; the "No" that opens the answer to a
-yes/no question (the rest of the answer is still held to a negating quote); the negations of an
-answer to a question about what is prohibited or not done ("Where is aerobatic flight prohibited?"),
-which restate the question (a yes/no question's own negation backs nothing).
+The same statement in other spacing or spelling is not a false alarm (measured on a stand-in model's
+recorded replies, ``results/model_path/``): "27 °C" / "27°C", an abbreviation a quote spells out or
+the reverse, the "No" opening the answer to a yes/no question, and negations restating a question
+about what is prohibited (each where ``unsupported`` checks it).
 """
 
 from __future__ import annotations
@@ -51,11 +48,7 @@ def unquoted_numbers(text: str, quotes: Sequence[str]) -> list[str]:
     """The numbers in ``text`` that occur in none of the quotes, compared after normalisation. A
     number occurs only as a whole: "250" is not in "2,500", "3" not in "3.5"; "10" is in "10-12"."""
     joined = "\n".join(normalize(q) for q in quotes)
-    missing: list[str] = []
-    for n in _NUMBER.findall(normalize(text)):
-        if not _has_number(n, joined) and n not in missing:
-            missing.append(n)
-    return missing
+    return list(dict.fromkeys(n for n in _NUMBER.findall(normalize(text)) if not _has_number(n, joined)))
 
 
 def compact(text: str) -> str:
@@ -127,17 +120,13 @@ def _without_yes_no(text: str) -> str:
 def stated_units(text: str, profile: Profile = DEFAULT_PROFILE) -> list[str]:
     """The unit words the text puts right after a number ("45 minutes" → "minutes"), longest first."""
     norm = normalize(text)
-    out: list[str] = []
+    out: dict[str, None] = {}
     for m in _NUMBER.finditer(norm):
         rest = norm[m.end():].lstrip()
-        best = ""
-        for words in profile.units.values():
-            for unit in words:
-                if len(unit) > len(best) and re.match(rf"{re.escape(unit)}(?![a-z0-9])", rest):
-                    best = unit
-        if best and best not in out:
-            out.append(best)
-    return out
+        stated = [u for words in profile.units.values() for u in words if re.match(rf"{re.escape(u)}(?![a-z0-9])", rest)]
+        if stated:
+            out.setdefault(max(stated, key=len))
+    return list(out)
 
 
 def negates(text: str, profile: Profile = DEFAULT_PROFILE) -> bool:
