@@ -1,11 +1,7 @@
 """Language/domain profiles: every word list the answerers use, as data.
 
-The extractive answerer reads questions and sentences with a few word lists: stopwords, the units
-that state a quantity, the question words and measure nouns that ask for one, the words that make a
-number a reference ("§ 91.185", "Table 3") rather than a quantity, how a follow-up leans on the
-previous question ("and at night?"), and the fixed wording of its answer. None of these live in
-code; they are the ``profile`` section of a preset (``retrieval/presets/*.json``, read by
-``retrieval.settings``).
+Each field's description says what the words are for. None of them live in code; they are the
+``profile`` section of a preset (``retrieval/presets/*.json``, read by ``retrieval.settings``).
 
 The ``default`` preset is meant for English technical manuals in general — regulations and
 handbooks (feet, knots, minutes) as well as software manuals (bytes, pixels, characters, lines,

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
+from retrieval.answer.refusals import NO_SUPPORT
 from retrieval.models import Answer, Citation
 from retrieval.text.textnorm import normalize, readable
 
@@ -73,7 +74,7 @@ def as_text(answer: Answer, titles: Mapping[str, str | None] | None = None,
     if named := named_note(answer):
         lines.append(f"({named})\n")
     if answer.refusal:
-        lines.append(answer.reason or "The documents do not support an answer to this question.")
+        lines.append(answer.reason or NO_SUPPORT)
         where = f"the collection{'s' if len(searched) > 1 else ''} {', '.join(searched)}" if searched \
             else "every collection"
         lines.append(f"\nSearched {where}.")

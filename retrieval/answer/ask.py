@@ -105,8 +105,9 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
     result.timings_ms = clock.ms
     if not question.strip():
         return refusal(result, "The question is empty.")
+    built = None if wanted is None or isinstance(wanted, str) else wanted  # calibration's own answerer
     try:
-        name = wanted.name if wanted is not None and not isinstance(wanted, str) else choose_answerer(settings, wanted)
+        name = built.name if built is not None else choose_answerer(settings, wanted)
     except ValueError as exc:
         return refusal(result, str(exc))
     result.answerer = name
@@ -114,7 +115,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
     try:
         with clock.stage("load_answerer"):
             profile = collection_profile(settings, collections)  # the language the collections record
-            answerer = build_answerer(settings, name, profile) if wanted is None or isinstance(wanted, str) else wanted
+            answerer = built if built is not None else build_answerer(settings, name, profile)
     except (ModelError, AnswererError, SettingsError) as exc:
         return refusal(result, f"The answerer is unavailable: {exc}")
 

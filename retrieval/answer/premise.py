@@ -68,30 +68,22 @@ class Examined:
 
 def _premise(sentence: str, rules: _Rules) -> tuple[str, str] | None:
     """(subject, value) of a sentence asserting a figure, else None."""
-    s = rules.tail.sub("", sentence.strip().rstrip("?.!")).strip()
     m = rules.yes_no.match(sentence.strip())
-    if m:
-        return m.group("subject").strip(), m.group("value").strip()
-    claim = rules.claim.search(s)
-    if claim is None:
-        return None
-    m = rules.is_value.match(s[claim.end():].strip())
-    if not m:
-        return None
-    return m.group("subject").strip(), m.group("value").strip()
+    if m is None:
+        s = rules.tail.sub("", sentence.strip().rstrip("?.!")).strip()
+        claim = rules.claim.search(s)
+        m = rules.is_value.match(s[claim.end():].strip()) if claim else None
+    return (m.group("subject").strip(), m.group("value").strip()) if m else None
 
 
 def examine(question: str, profile: Profile = DEFAULT_PROFILE) -> Examined:
     """The question without instructions to the bot, and a stated premise asked as a question."""
     words = profile.premise
-    rules = _rules(words)
     sentences = [s for s in _SENTENCE.split(question.strip()) if s.strip()]
-    flagged = [is_injection(s, profile.injection) for s in sentences]
-    kept = [s for s, f in zip(sentences, flagged) if not f]
-    dropped = tuple(s for s, f in zip(sentences, flagged) if f)
+    dropped = tuple(s for s in sentences if is_injection(s, profile.injection))
+    kept = [s for s in sentences if s not in dropped]
     for s in kept:
-        found = _premise(s, rules)
-        if found:
+        if found := _premise(s, _rules(words)):
             subject, value = found
             return Examined(words.question.format(subject=subject), dropped, value, words.note)
     if dropped and kept:

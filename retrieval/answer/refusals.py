@@ -16,18 +16,16 @@ NO_SUPPORT = "The documents do not support an answer to this question."
 def nearest_of(shown: Sequence[PageText]) -> list[NearestPassage]:
     """The first ``NEAREST`` pages shown, one passage each; contents pages (dot leaders and page
     numbers, ``retrieval.text.contents``) are navigation, not something to read instead."""
-    seen: set[tuple[str, int]] = set()
-    out: list[NearestPassage] = []
+    out: dict[tuple[str, int], NearestPassage] = {}
     for p in shown:
-        if (p.document, p.page) in seen or is_contents_text(p.text):
-            continue
-        seen.add((p.document, p.page))
-        snippet = " ".join(p.text.split())
-        out.append(NearestPassage(document=p.document, page=p.page, page_label=p.page_label, url=p.url,
-                                  snippet=snippet[:240] + ("…" if len(snippet) > 240 else "")))
         if len(out) >= NEAREST:
             break
-    return out
+        if (p.document, p.page) in out or is_contents_text(p.text):
+            continue
+        snippet = " ".join(p.text.split())
+        out[(p.document, p.page)] = NearestPassage(document=p.document, page=p.page, page_label=p.page_label,
+                                                   url=p.url, snippet=snippet[:240] + ("…" if len(snippet) > 240 else ""))
+    return list(out.values())
 
 
 def refusal(answer: Answer, reason: str, shown: Sequence[PageText] = ()) -> Answer:

@@ -23,10 +23,8 @@ from retrieval.answer.answerers.extractive.keyterms import PhraseStats
 from retrieval.search.filters import Scope
 
 
-# One statement: the scope's documents and their chunk counts; each word's and phrase's lexemes
-# (under each text-search configuration the documents were indexed with); the kept per-document lexeme counts of those lexemes; and, only for a
-# word or phrase of several lexemes, its chunks counted through the GIN index in the documents that
-# have every one of its lexemes. Rows: ('size', document, NULL, chunks) and (kind, text, document, n).
+# The module docstring in one statement (lexemes under every text-search configuration the scope's
+# documents were indexed with). Rows: ('size', document, NULL, chunks) and (kind, text, document, n).
 _STATISTICS = """
 WITH docs AS MATERIALIZED (
     SELECT d.collection, d.id, d.name, d.chunk_count, d.text_search FROM documents d WHERE {scope}),

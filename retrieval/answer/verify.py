@@ -74,15 +74,10 @@ class Verification:
 
     @property
     def citations(self) -> list[Citation]:
-        out: list[Citation] = []
-        seen: set[tuple[str, int, str]] = set()
-        for v in self.verdicts:
-            if v.citation is not None:
-                key = (v.citation.document, v.citation.page, normalize(v.citation.quote))
-                if key not in seen:
-                    seen.add(key)
-                    out.append(v.citation)
-        return out
+        out: dict[tuple[str, int, str], Citation] = {}  # one per page and quote
+        for c in (v.citation for v in self.verdicts if v.citation is not None):
+            out.setdefault((c.document, c.page, normalize(c.quote)), c)
+        return list(out.values())
 
     @property
     def failures(self) -> list[Verdict]:

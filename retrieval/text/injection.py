@@ -11,16 +11,10 @@ attitude indicator). The rules are data, one JSON file per language in
 ``retrieval/presets/injection/`` (``english.json``, ``german.json``), and a preset's profile names the
 rule sets its collections are checked with (``Profile.injection``: ``["english"]`` by default,
 ``["english", "german"]`` in the german preset, so English injections are still caught in a German
-manual):
-
-- **strong** patterns flag a paragraph on their own: an instruction to ignore/disregard/forget previous
-  (prior, above, your, system) instructions or rules; a note/message addressed to an AI, LLM,
-  language model, chatbot or AI assistant; "if you are an AI …", "you are a language model";
-  "system prompt"; chat-template tokens;
-- **weak** patterns flag only in combination (two different kinds): a mention of an AI system (LLM,
-  ChatGPT, chatbot, language model, AI assistant/model); a command to the reader about what to
-  answer ("you must answer/respond/say/report/confirm …", "do not mention this"); a role marker
-  at the start of a line ("SYSTEM:", "ASSISTANT:"); "regardless of what the document says".
+manual). **Strong** patterns flag a paragraph on their own (an instruction to ignore previous
+instructions, a note addressed to an AI, chat-template tokens); **weak** ones only when two
+different kinds match (a mention of an AI system, a command about what to answer, a role marker
+such as "SYSTEM:").
 
 In a rule file, ``{{name}}`` in a pattern stands for the file's fragment ``name``; ``(?i)`` at the
 start makes a pattern ignore case.
