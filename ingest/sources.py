@@ -85,10 +85,7 @@ def read_path(arg: str, limit: int) -> Source:
 def _name_from_response(url: str, headers: dict[str, str]) -> str:
     cd = headers.get("content-disposition", "")
     m = re.search(r"filename\*?=(?:UTF-8'')?\"?([^\";]+)\"?", cd, re.I)
-    if m:
-        name = Path(unquote(m.group(1))).name
-    else:
-        name = Path(unquote(urlsplit(url).path)).name or "document"
+    name = Path(unquote(m.group(1))).name if m else (Path(unquote(urlsplit(url).path)).name or "document")
     if not name.lower().endswith(".pdf"):
         name += ".pdf"
     return name

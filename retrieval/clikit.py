@@ -85,9 +85,7 @@ def configuration_error(exc: Exception) -> str:
 
     if not isinstance(exc, ValidationError):
         return " ".join(str(exc).split())
-    names = {}
-    for var, key in environment_names().items():
-        names.setdefault(key, var)
+    names = {key: var for var, key in reversed(environment_names().items())}  # a field's first name wins
     errors = exc.errors()
     first = errors[0]
     loc = tuple(str(x) for x in first.get("loc", ()))

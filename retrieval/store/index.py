@@ -19,12 +19,6 @@ def recorded_model(conn: psycopg.Connection) -> tuple[str, int] | None:
     return (row["name"], row["dim"]) if row else None
 
 
-def _type_column(conn: psycopg.Connection, dim: int) -> None:
-    conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
-    conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dim)})")
-    conn.execute("CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops)")
-
-
 def ensure_model(conn: psycopg.Connection, name: str, dim: int) -> None:
     """Record (name, dim) for an empty index, or check it matches what the index was built with (a read
     only, once recorded: a hot standby can check it)."""
@@ -33,8 +27,10 @@ def ensure_model(conn: psycopg.Connection, name: str, dim: int) -> None:
         with conn.transaction():
             conn.execute("LOCK TABLE embedding_model IN EXCLUSIVE MODE")
             rec = recorded_model(conn)
-            if rec is None:
-                _type_column(conn, dim)
+            if rec is None:  # the column takes this model's dimension, and the HNSW index is built on it
+                conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
+                conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dim)})")
+                conn.execute("CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops)")
                 conn.execute("INSERT INTO embedding_model (name, dim) VALUES (%s, %s)", (name, dim))
                 return
     if rec != (name, dim):

@@ -2,12 +2,8 @@
 
 Searches run two legs, each needing a connection; opening one costs a new backend process (a few
 milliseconds of a ~50 ms search), so connections are kept. Each is checked when handed out
-(``_check``), so after a database restart a stale connection is replaced instead of failing the next
-question. The check costs no round trip for a connection used in the last ``FRESH_S`` seconds on which
-the server has said nothing since (a server that ends a connection, by restart, termination or
-shutdown, says so and closes its socket); any other is checked with an empty statement
-(``ConnectionPool.check_connection``), which also catches a connection dropped silently on the way
-(a firewall's or NAT's idle timeout, minutes at the least).
+(``_check``, mostly without a round trip), so after a database restart a stale connection is replaced
+instead of failing the next question.
 """
 
 from __future__ import annotations
@@ -39,7 +35,7 @@ _pools: dict[str, ConnectionPool] = {}
 _lock = threading.Lock()
 
 
-FRESH_S = 60.0  # a connection used this recently is checked without a round trip (see the module's doc)
+FRESH_S = 60.0  # a connection used this recently is checked without a round trip (``_check``)
 
 # When each pooled connection was last seen working: connected, or handed back after use.
 _last_used: weakref.WeakKeyDictionary[psycopg.Connection, float] = weakref.WeakKeyDictionary()
@@ -53,8 +49,10 @@ def _configure(conn: psycopg.Connection) -> None:
 def _check(conn: psycopg.Connection) -> None:
     """Raise if ``conn`` no longer works (the pool then discards it and hands out another). A
     connection used within ``FRESH_S`` whose socket has nothing to read passes without a round trip:
-    an idle connection is sent nothing but the server's notice that it is ending it (or, rarely, a
-    notice), so a readable socket means "ask the server" like a connection idle for longer."""
+    an idle connection is sent nothing but the server's notice that it is ending it (by restart,
+    termination or shutdown; or, rarely, a notice), so a readable socket means "ask the server" like
+    a connection idle for longer, which gets an empty statement (``ConnectionPool.check_connection``:
+    it also catches a connection a firewall or NAT dropped silently, after minutes at the least)."""
     used = _last_used.get(conn)
     if used is not None and time.monotonic() - used < FRESH_S and not conn.closed and not _readable(conn):
         return
