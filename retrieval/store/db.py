@@ -77,28 +77,15 @@ def first_line(exc: BaseException) -> str:
 
 
 def _yoyo_uri(conninfo_str: str) -> str:
-    """yoyo's URI for any libpq connection string (URL or key=value), Unix-socket hosts included."""
-    from urllib.parse import quote, urlencode  # noqa: PLC0415
+    """yoyo's URI for any libpq connection string (URL or key=value), Unix-socket hosts included:
+    every parameter goes in the query string, which yoyo's Postgres backend passes to psycopg as it is."""
+    from urllib.parse import urlencode  # noqa: PLC0415
 
     try:
         parts = psycopg.conninfo.conninfo_to_dict(conninfo_str)
     except psycopg.ProgrammingError as exc:
         raise DatabaseError(f"DATABASE_URL is not a valid Postgres connection string: {first_line(exc)}") from exc
-    user = quote(str(parts.pop("user", "") or ""), safe="")
-    password = parts.pop("password", None)
-    auth = f"{user}:{quote(str(password), safe='')}@" if password else (f"{user}@" if user else "")
-    host = str(parts.pop("host", "") or "")
-    port = parts.pop("port", None)
-    dbname = quote(str(parts.pop("dbname", "") or ""), safe="")
-    if host.startswith("/") or "," in host:
-        parts["host"] = host  # a socket directory (or host list) goes in the query string
-        if port:
-            parts["port"] = port
-        netloc = auth
-    else:
-        netloc = auth + host + (f":{port}" if port else "")
-    query = urlencode({k: str(v) for k, v in parts.items()})
-    return f"postgresql+psycopg://{netloc}/{dbname}" + (f"?{query}" if query else "")
+    return "postgresql+psycopg:///?" + urlencode({k: str(v) for k, v in parts.items()})
 
 
 MIGRATION_SOURCES = "chapterverse.migrations"
