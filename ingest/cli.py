@@ -102,16 +102,12 @@ def ingest(
                                    + (f"; {res.message}" if res.message else ""))
                         if res.warning:
                             typer.echo(f"warning: {res.name}: {res.warning}", err=True)
-            except InputError as exc:
+            except (InputError, DatabaseError) as exc:  # an InputError's message names the input
                 failed += 1
                 results.append({"origin": arg, "status": "failed", "message": str(exc)})
-                typer.echo(f"error: {exc}", err=True)
+                typer.echo(f"error: {exc}" if isinstance(exc, InputError) else f"error: {arg}: {exc}", err=True)
             except ModelError as exc:  # no document can be embedded: stop here
                 fail(str(exc))
-            except DatabaseError as exc:
-                failed += 1
-                results.append({"origin": arg, "status": "failed", "message": str(exc)})
-                typer.echo(f"error: {arg}: {exc}", err=True)
             except Exception as exc:  # noqa: BLE001  (one input's surprise must not stop the batch)
                 failed += 1
                 logging.getLogger(__name__).debug("ingest of %s failed", arg, exc_info=True)

@@ -229,13 +229,8 @@ def line_signature(line: str) -> str:
 
 
 def _lines_with_offsets(text: str) -> list[tuple[int, int, str]]:
-    out = []
-    pos = 0
-    for raw in text.split("\n"):
-        if raw.strip():
-            out.append((pos, pos + len(raw), raw))
-        pos += len(raw) + 1
-    return out
+    """The lines of ``text`` that are not blank, as (start, end, line)."""
+    return [(m.start(), m.end(), m.group()) for m in re.finditer(r"[^\n]+", text) if m.group().strip()]
 
 
 EDGE_LINES = 12  # headers/footers are looked for among this many lines at each edge of a page

@@ -386,9 +386,8 @@ def preset_data(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
     data = _read(path, path.stat().st_mtime)
     base_name = data.get("extends", DEFAULT_PRESET if name != DEFAULT_PRESET else None)
     base = preset_data(base_name, (*_seen, name)) if base_name else {"profile": {}}
-    out = {key: {**base.get(key, {}), **data.get(key, {})} for key in {*SECTIONS, "profile"}
-           if key in base or key in data}
-    return out
+    return {key: {**base.get(key, {}), **data.get(key, {})} for key in {*SECTIONS, "profile"}
+            if key in base or key in data}
 
 
 @lru_cache(maxsize=64)
