@@ -27,11 +27,11 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Collection, Container
+from collections.abc import Callable, Collection, Container
 
 from ingest.chunk import Chunk, Chunker
 from ingest import passages
-from ingest.passages import Key, Segment, TokenCounts, embed_segment, indexed_text, key_of, segment_of
+from ingest.passages import Key, Segment, embed_segment, indexed_text, key_of, segment_of
 from ingest.pdf import PageParts, RunningSoFar, page_from
 from ingest.progress import ProgressLog
 from retrieval.encode.embed import Embedder
@@ -53,7 +53,7 @@ class EmbedAhead:
     """Segments embedded from the pages read so far; ``start``, then ``page`` for each page in order
     (from the thread that reads them), then ``stop``, which returns the segments by number."""
 
-    def __init__(self, embedder: Embedder, count: TokenCounts, budget: int, overlap: int,
+    def __init__(self, embedder: Embedder, count: Callable[[str], int], budget: int, overlap: int,
                  known: Container[Key] = (), progress: ProgressLog | None = None,
                  injection: tuple[str, ...] = DEFAULT_RULES, max_chunks: int | None = None,
                  abbreviations: Collection[str] = ()) -> None:

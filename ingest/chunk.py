@@ -49,9 +49,9 @@ def _word_windows(text: str, s: int, e: int, budget: int, count: TokenCounter) -
     """A sentence longer than ``budget`` cut into the longest runs of whole words that fit (each at
     least one word). The end of each window is found by galloping, then bisecting, over the words
     (a window's count only grows with its words): O(log n) counts per window, not one per word, and
-    those counts are not remembered (``uncached``): a page that is one endless sentence (issue 32)
-    cost a count, and a cached string, per word of every window."""
-    counted = getattr(count, "uncached", count)
+    those counts are not remembered (the ``functools.cache``'d ``count``'s ``__wrapped__``): a page that
+    is one endless sentence (issue 32) cost a count, and a cached string, per word of every window."""
+    counted = getattr(count, "__wrapped__", count)
     words = [(m.start(), m.end()) for m in re.finditer(r"\S+", text[s:e])]
 
     def fits(i: int, j: int) -> bool:  # words i..j (inclusive) in one window

@@ -32,30 +32,11 @@ Key = tuple[str, str, str]  # ``key_of``
 Vectors = tuple[np.ndarray, np.ndarray]  # the chunk's vector, and its sentence windows' (windows x dim)
 
 
-class TokenCounts:
-    """``count`` remembered per text: the chunks of a document are made twice when part of it was
-    chunked while it was being read, and the second time meets the same sentences."""
-
-    def __init__(self, count: Callable[[str], int]) -> None:
-        self._count = count
-        self._known: dict[str, int] = {}
-
-    def uncached(self, text: str) -> int:
-        """``count`` without remembering: for the many trial windows of an overlong sentence."""
-        return self._count(text)
-
-    def __call__(self, text: str) -> int:
-        n = self._known.get(text)
-        if n is None:
-            n = self._known[text] = self._count(text)
-        return n
-
-
 def indexed_text(chunk: Chunk, title: str, embedder: Embedder, count: Callable[[str], int] | None = None) -> str:
     """What is embedded and keyword-indexed: the document title, the section headings in force and
     starting inside the chunk, then the cleaned chunk text. Headings, then the title, are left out
     when they would push the text past the embedder's token limit. ``count``: the embedder's
-    ``count_tokens``, or a ``TokenCounts`` of it."""
+    ``count_tokens``, or a ``functools.cache`` of it."""
     count = count or embedder.count_tokens
     headings = " · ".join(h for h in (chunk.context, *chunk.inner_titles) if h)
     for prefix in ([title, headings], [title], []):

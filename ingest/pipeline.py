@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import cache
 
 import numpy as np
 import psycopg
@@ -15,7 +16,7 @@ from ingest import store
 from ingest.ahead import EmbedAhead
 from ingest.chunk import chunk_pages
 from ingest.isolate import Limits, Parsed, parse
-from ingest.passages import Segment, TokenCounts, Vectors, embed_segment, indexed_text, key_of, plan
+from ingest.passages import Segment, Vectors, embed_segment, indexed_text, key_of, plan
 from ingest.pdf import PageParts
 from ingest.progress import ProgressLog
 from ingest.sources import InputError, Source
@@ -132,7 +133,9 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
         note = "already ingested" if same.name == src.name else f"same bytes already ingested as {same.name}"
         return IngestResult(src.name, src.origin, collection, "unchanged", message=note,
                             seconds=time.perf_counter() - t0)
-    count = TokenCounts(embedder.count_tokens)
+    # token counts remembered per text: the chunks are made twice when some were made while the pages
+    # were read (ingest.ahead), and the second time meets the same sentences
+    count = cache(embedder.count_tokens)
     made_ahead: dict[int, Segment] = {}
     profile = ingest_profile(settings, collection)  # the collection's preset: injection rules, abbreviations
     if parsed is None:

@@ -9,6 +9,7 @@ memory measured with psutil over the whole process tree."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -211,10 +212,9 @@ def test_embedding_while_reading_gives_up_when_it_falls_too_far_behind(embedder,
     wait there up to ``MAX_QUEUED_CHARS``; beyond that it stops (the pipeline embeds once every page
     is in) instead of holding every page twice."""
     from ingest import ahead as ahead_mod  # noqa: PLC0415
-    from ingest.passages import TokenCounts  # noqa: PLC0415
 
     monkeypatch.setattr(ahead_mod, "MAX_QUEUED_CHARS", 50_000)
-    guess = ahead_mod.EmbedAhead(embedder, TokenCounts(embedder.count_tokens), 200, 40)
+    guess = ahead_mod.EmbedAhead(embedder, functools.cache(embedder.count_tokens), 200, 40)
     page = ("The aircraft shall maintain a minimum altitude above the highest obstacle. " * 40, (), 0, None)
     guess.start(600, "A long manual")
     for _ in range(600):  # about 1.8 MB of text, handed over at once
