@@ -153,13 +153,11 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
 
 
 def list_documents(conn: psycopg.Connection, collection: str | None = None) -> list[dict]:
-    sql = ("SELECT collection, name, title, page_count AS pages, chunk_count AS chunks, sha256, source, url, "
-           "bytes, ingested_at, added_by, added_via, added_workspace, text_search::text AS text_search FROM documents")
-    params: tuple = ()
-    if collection:
-        sql += " WHERE collection = %s"
-        params = (collection,)
-    return conn.execute(sql + " ORDER BY collection, name", params).fetchall()
+    return conn.execute(
+        "SELECT collection, name, title, page_count AS pages, chunk_count AS chunks, sha256, source, url, bytes, "
+        "ingested_at, added_by, added_via, added_workspace, text_search::text AS text_search FROM documents "
+        "WHERE %(c)s::text IS NULL OR collection = %(c)s ORDER BY collection, name",
+        {"c": collection or None}).fetchall()
 
 
 class AmbiguousName(ValueError):

@@ -34,6 +34,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -336,16 +337,12 @@ def trace(module: Any, model: Any, inputs: list[str], target: Path, *, key: str,
 def publish(tmp: Path, final: Path) -> None:
     """Rename the finished temporary directory into place; an existing export (another process's,
     or a corrupt one we are replacing) is moved aside first, so the swap is atomic per reader."""
-    try:
+    with suppress(OSError):
         os.rename(tmp, final)
         return
-    except OSError:
-        pass
     stale = final.with_name(f".stale-{final.name}-{os.getpid()}-{threading.get_ident()}")
-    try:
+    with suppress(OSError):  # already gone (another process replaced it): try ours
         os.rename(final, stale)
-    except OSError:
-        pass  # already gone (another process replaced it): try ours
     try:
         os.rename(tmp, final)
     except OSError:
