@@ -16,11 +16,13 @@ paragraphs that address an AI reader or read as prompt injection are listed in `
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import Counter
 from collections.abc import Container, Iterable, Sequence
-from itertools import count
 from dataclasses import dataclass
+from functools import reduce
+from itertools import count
 
 from ingest.mupdf import pymupdf
 
@@ -142,23 +144,18 @@ def _visible_blocks(page: pymupdf.Page) -> tuple[list[list[_VisibleLine]], int]:
             continue
         lines: list[_VisibleLine] = []
         for line in block.get("lines", []):
-            parts: list[str] = []
-            bbox: pymupdf.Rect | None = None
-            bold = True
-            size = 0.0
+            shown: list[dict] = []
             for span in line.get("spans", []):
                 if span_is_hidden(span, page_rect, rects):
                     hidden += len(span.get("text", ""))
-                    continue
-                parts.append(span["text"])
-                if span["text"].strip():
-                    bold = bold and _is_bold(span)
-                    size = max(size, float(span.get("size", 0.0)))
-                    box = pymupdf.Rect(span["bbox"])
-                    bbox = box if bbox is None else bbox | box
-            text = "".join(parts).rstrip()
-            if text.strip() and bbox is not None:
-                lines.append(_VisibleLine(text, bbox, bold, size))
+                else:
+                    shown.append(span)
+            text = "".join(span["text"] for span in shown).rstrip()
+            inked = [span for span in shown if span["text"].strip()]  # bold, size and box are theirs
+            if text.strip() and inked:
+                bbox = reduce(operator.or_, (pymupdf.Rect(span["bbox"]) for span in inked))
+                lines.append(_VisibleLine(text, bbox, all(_is_bold(span) for span in inked),
+                                          max(float(span.get("size", 0.0)) for span in inked)))
         if lines:
             blocks.append(lines)
     return blocks, hidden
