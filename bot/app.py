@@ -83,22 +83,18 @@ def within(budget_s: float, work: Callable[[], str], late: Callable[[str], None]
 
     def run() -> None:
         try:
-            fut.set_result(work())
-        except Exception as exc:  # noqa: BLE001
+            text = work()
+        except Exception:  # noqa: BLE001
             log.exception("%s failed", name)
-            fut.set_exception(exc)
+            text = ":x: Something went wrong on my side; nothing was changed. Please try again."
+        fut.set_result(text)
 
     threading.Thread(target=run, name=name, daemon=True).start()
     try:
         return fut.result(timeout=budget_s)
     except FutureTimeout:
-        def done(f: Future[str]) -> None:
-            late(f.result() if f.exception() is None else
-                 ":x: Something went wrong on my side; nothing was changed. Please try again.")
-        fut.add_done_callback(done)
+        fut.add_done_callback(lambda f: late(f.result()))
         return None
-    except Exception:  # noqa: BLE001
-        return ":x: Something went wrong on my side; nothing was changed. Please try again."
 
 
 # Bolt reads SLACK_BOT_TOKEN from the environment itself and warns that it goes unused because a

@@ -206,7 +206,7 @@ def digest(conn: psycopg.Connection, since: datetime, *, collection: str | None 
             group.downvoted += 1
     titles = _titles(conn, [k for k in groups if k]) if groups else {}
     for key, group in groups.items():
-        group.title = titles.get(key) if key else None
+        group.title = titles.get(key)  # None for the "no document" group
     ordered = sorted(groups.values(), key=lambda g: (-(g.refused + g.downvoted), g.document is None, g.document or ""))
     stale = stale_answers(conn, since, collection=collection, workspace=workspace)
     return {"since": _iso(since), "until": _iso(now),
@@ -313,12 +313,8 @@ def as_mrkdwn(d: dict[str, Any], *, max_documents: int = 10, max_items: int = 3)
 def digest_channels(setting: str, workspace: str) -> list[str]:
     """The channels ``CHAPTERVERSE_SLACK_DIGEST_CHANNEL`` names for ``workspace``: plain ids apply to
     every workspace, 'T123:C456' entries only to T123."""
-    out: list[str] = []
-    for entry in re.split(r"[,\s]+", setting.strip()):
-        team, _, channel = entry.rpartition(":")
-        if channel and (not team or team == workspace) and channel not in out:
-            out.append(channel)
-    return out
+    entries = (entry.rpartition(":") for entry in re.split(r"[,\s]+", setting.strip()))
+    return list(dict.fromkeys(channel for team, _, channel in entries if channel and team in ("", workspace)))
 
 
 CLAIM = """

@@ -82,14 +82,9 @@ def split_text(text: str, limit: int = SECTION_LIMIT) -> list[str]:
     pieces: list[str] = []
     while len(text) > limit:
         window = text[:limit]
-        cut = -1
-        for sep in ("\n\n", "\n", ". ", " "):
-            cut = window.rfind(sep)
-            if cut > limit // 3:
-                cut += len(sep)
-                break
-        if cut <= limit // 3:
-            cut = limit
+        # after the first kind of boundary found in the last two thirds of the window, else at the limit
+        cut = next((window.rfind(sep) + len(sep) for sep in ("\n\n", "\n", ". ", " ")
+                    if window.rfind(sep) > limit // 3), limit)
         cut = _safe_cut(text, cut) or cut
         pieces.append(text[:cut].rstrip())
         text = text[cut:].lstrip()
