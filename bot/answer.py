@@ -309,6 +309,4 @@ class InlineExecutor(Executor):
 
 def _error(exc: BaseException) -> str:
     """A Slack API error's code, else the exception's type (no message: it may carry payloads)."""
-    if isinstance(exc, SlackApiError):
-        return str(exc.response.get("error"))
-    return type(exc).__name__
+    return str(exc.response.get("error")) if isinstance(exc, SlackApiError) else type(exc).__name__

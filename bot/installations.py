@@ -28,9 +28,7 @@ log = logging.getLogger(__name__)
 
 def _workspace(enterprise_id: str | None, team_id: str | None, is_enterprise_install: bool | None) -> str:
     """The row key: the team, or the enterprise for an org-wide install (which has no team)."""
-    if is_enterprise_install or not team_id:
-        return enterprise_id or ""
-    return team_id
+    return (enterprise_id or "") if is_enterprise_install or not team_id else team_id
 
 
 def _json(value: Any) -> Any:
@@ -90,19 +88,16 @@ class PostgresInstallationStore(InstallationStore):
 
     def save_bot(self, bot: Bot) -> None:
         """Bolt saves bots through ``save``; a bare bot is stored as an installation without a user."""
-        self.save(Installation(**{k: v for k, v in bot.to_dict_for_copying().items()}, user_id=""))
+        self.save(Installation(**bot.to_dict_for_copying(), user_id=""))
 
     def _latest(self, enterprise_id: str | None, team_id: str | None, is_enterprise_install: bool | None,
                 user_id: str | None = None, with_bot: bool = False) -> Installation | None:
-        ws = _workspace(enterprise_id, team_id, is_enterprise_install)
-        sql = "SELECT installation FROM slack_installations WHERE workspace = %s AND enterprise_id = %s"
-        args: list[Any] = [ws, enterprise_id or ""]
-        if user_id is not None:
-            sql += " AND user_id = %s"
-            args.append(user_id)
-        if with_bot:
-            sql += " AND installation->>'bot_token' IS NOT NULL"
-        row = self.store.run(lambda conn: conn.execute(sql + " ORDER BY installed_at DESC LIMIT 1", args).fetchone())
+        row = self.store.run(lambda conn: conn.execute(  # any user's row when user_id is None
+            "SELECT installation FROM slack_installations WHERE workspace = %s AND enterprise_id = %s "
+            "AND user_id = coalesce(%s, user_id) AND (NOT %s OR installation->>'bot_token' IS NOT NULL) "
+            "ORDER BY installed_at DESC LIMIT 1",
+            (_workspace(enterprise_id, team_id, is_enterprise_install), enterprise_id or "", user_id, with_bot)
+        ).fetchone())
         return Installation(**self.sealer.open_fields(row["installation"])) if row else None
 
     def find_bot(self, *, enterprise_id: str | None, team_id: str | None,
@@ -125,14 +120,14 @@ class PostgresInstallationStore(InstallationStore):
         return found
 
     def delete_bot(self, *, enterprise_id: str | None, team_id: str | None) -> None:
-        ws = _workspace(enterprise_id, team_id, False) or _workspace(enterprise_id, team_id, True)
+        ws = _workspace(enterprise_id, team_id, False)  # the team, else the enterprise
         self.store.run(lambda conn: conn.execute(
             "UPDATE slack_installations SET installation = installation - 'bot_token' - 'bot_refresh_token' "
             "WHERE workspace = %s AND enterprise_id = %s", (ws, enterprise_id or "")))
 
     def delete_installation(self, *, enterprise_id: str | None, team_id: str | None,
                             user_id: str | None = None) -> None:
-        ws = _workspace(enterprise_id, team_id, False) or _workspace(enterprise_id, team_id, True)
+        ws = _workspace(enterprise_id, team_id, False)  # the team, else the enterprise
         self.store.run(lambda conn: conn.execute(  # every user's row when user_id is None
             "DELETE FROM slack_installations WHERE workspace = %s AND enterprise_id = %s "
             "AND user_id = coalesce(%s, user_id)", (ws, enterprise_id or "", user_id)))

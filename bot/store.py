@@ -197,9 +197,8 @@ class Store:
 
     def in_thread(self, workspace: str, channel: str, thread_ts: str) -> bool:
         with self._conn() as conn:
-            row = conn.execute("SELECT 1 FROM bot_threads WHERE workspace = %s AND channel = %s AND thread_ts = %s",
-                               (workspace, channel, thread_ts)).fetchone()
-        return row is not None
+            return conn.execute("SELECT 1 FROM bot_threads WHERE workspace = %s AND channel = %s AND thread_ts = %s",
+                                (workspace, channel, thread_ts)).fetchone() is not None
 
     def remember_workspace(self, workspace: str, name: str, url: str) -> None:
         """The workspace's web address (auth.test's ``url``), for links in ``bot.digest``."""
@@ -267,11 +266,9 @@ def _alive(pid: int | None) -> bool:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
     except PermissionError:
         return True  # exists, someone else's
-    except OSError:
+    except OSError:  # ProcessLookupError: no such process
         return False
     return True
 
