@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,12 +87,10 @@ def spawn(module: str, *args: str, stdin: Sequence[bytes], wait_s: float) -> Ite
 
 
 def _feed(process: subprocess.Popen, chunks: Sequence[bytes]) -> None:
-    try:
+    with suppress(OSError):  # it died: its exit status says how
         for chunk in chunks:
             process.stdin.write(chunk)
         process.stdin.close()
-    except OSError:
-        pass  # it died: its exit status says how
 
 
 def answer_on(fd: int) -> Callable[[list[Any]], None]:

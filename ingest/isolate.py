@@ -301,10 +301,9 @@ def _converse(messages: Iterable[list], kill: Callable[[], object], on_start: Ca
         elif kind == "repaired" and len(msg) == 1:
             repaired.append(True)
         elif kind == "warnings" and len(msg) == 2 and isinstance(msg[1], list):
-            for warning in msg[1][:MAX_WARNINGS]:
-                if len(damage) < MAX_WARNINGS:
-                    damage.append(str(warning)[:300])
-                    log.info("MuPDF: %s: %s", name, damage[-1])  # shown with --verbose
+            for warning in msg[1][:MAX_WARNINGS - len(damage)]:
+                damage.append(str(warning)[:300])
+                log.info("MuPDF: %s: %s", name, damage[-1])  # shown with --verbose
         elif kind == "refused" and len(msg) == 2:
             return str(msg[1])
         else:

@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,10 +153,8 @@ class _PinnedBackend(httpcore.SyncBackend):
             self.expired = True
             sockets = list(self._sockets)
         for sock in sockets:
-            try:
+            with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:

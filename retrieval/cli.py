@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import time
+from functools import cache
 from typing import Annotated, Any
 
 import typer
@@ -164,9 +165,7 @@ def check_collections(settings: Settings, wanted: list[str] | None) -> None:
         fail(str(exc))
     if not known:
         fail(NOTHING_INGESTED)
-    if not wanted:
-        return
-    missing = [c for c in dict.fromkeys(wanted) if c not in known]
+    missing = [c for c in dict.fromkeys(wanted or ()) if c not in known]
     if missing:  # (known is not empty here)
         fail(f"no collection {', '.join(repr(c) for c in missing)}; collections: {', '.join(known)}")
 
@@ -270,9 +269,7 @@ def search(
         fail(str(exc))
     if json_out:
         out = res.model_dump()
-        for i, p in enumerate(out["results"]):
-            p["rank"] = i + 1
-        emit(out)
+        emit(out | {"results": [p | {"rank": i} for i, p in enumerate(out["results"], 1)]})
         return
     from retrieval.answer.answer_view import page_words, shown_title  # noqa: PLC0415
 
@@ -417,19 +414,16 @@ def ask(
 PLUGIN_GROUP = "chapterverse.commands"
 
 
-_registered: list[str] = []
-
-
+@cache
 def register_plugins() -> list[str]:
     """Add the command groups that packages register under ``PLUGIN_GROUP`` (once); returns their
     names. Called by ``main``, not on import: the plugins import this module's helpers."""
     from importlib.metadata import entry_points  # noqa: PLC0415
 
-    if not _registered:
-        for ep in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
-            ep.load()(app, eval_app)
-            _registered.append(ep.name)
-    return list(_registered)
+    plugins = sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name)
+    for ep in plugins:
+        ep.load()(app, eval_app)
+    return [ep.name for ep in plugins]
 
 
 def main() -> None:

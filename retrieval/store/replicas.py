@@ -71,9 +71,7 @@ class Route:
 def choose(standbys: Sequence[str], skipped_until: Mapping[str, float], now: float, turn: int) -> list[str]:
     """The standbys to try, in order: those not being skipped, the ``turn``-th first (round robin)."""
     up = [s for s in standbys if skipped_until.get(s, 0.0) <= now]
-    if not up:
-        return []
-    first = turn % len(up)
+    first = turn % len(up) if up else 0
     return up[first:] + up[:first]
 
 
