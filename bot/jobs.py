@@ -175,14 +175,15 @@ class Jobs:
         the message was handled already."""
         client = self.clients(who.team)
         coll = scope_for(self.settings, who.team, who.channel).write
-        specs = [(f"slack file {fid}", JobSpec(kind="ingest", collection=coll, slack_file=fid, report=ReportTo(
-            channel=who.channel, user=who.user, mode="thread", thread_ts=thread_ts))) for fid, _ in files]
+        to = ReportTo(channel=who.channel, user=who.user, mode="thread", thread_ts=thread_ts)
+        specs = [(f"slack file {fid}", JobSpec(kind="ingest", collection=coll, slack_file=fid, report=to))
+                 for fid, _ in files]
         try:
             queued = self.queue.enqueue_all(who.team, who.user, specs, claim=claim)
         except (QueueFull, DatabaseError) as exc:
             text = f":x: {exc}" if isinstance(exc, QueueFull) else (
                 f":x: Could not queue {', '.join(f'`{n}`' for _, n in files)}: {exc}. Please try again later.")
-            reporter_for(client, ReportTo(channel=who.channel, user=who.user, mode="thread", thread_ts=thread_ts))(text)
+            reporter_for(client, to)(text)
             return True
         if queued is None:
             return False

@@ -30,7 +30,6 @@ class SlackProgress(ProgressLog):
         self.job = job
         self._show = show
         self._last = self.started
-        self._due_lock = threading.Lock()
         self._pending: str | None = None
         self._wake = threading.Condition()
         self._closing = False
@@ -60,13 +59,11 @@ class SlackProgress(ProgressLog):
 
     def due(self) -> None:
         now = self.clock()
-        with self._due_lock:
+        with self._wake:
             if now - self._last < self.interval_s:
                 return
             self._last = now
-        text = ingest_progress_text(self.job.id, self)
-        with self._wake:
-            self._pending = text
+            self._pending = ingest_progress_text(self.job.id, self)
             self._wake.notify()
 
     def _send_loop(self) -> None:

@@ -59,12 +59,9 @@ def _nat64_local(packed: bytes) -> list[IPv4Address]:
 def embedded_ipv4(ip: IPv6Address) -> tuple[str, list[IPv4Address]] | None:
     """(the form, the IPv4 addresses it carries) when ``ip`` is an IPv6 form that reaches IPv4
     addresses through a translator or tunnel; None for an ordinary IPv6 address."""
-    if ip in _MAPPED:
-        return "IPv4-mapped", [IPv4Address(ip.packed[12:])]
-    if ip in _TRANSLATED:
-        return "IPv4-translated", [IPv4Address(ip.packed[12:])]
-    if ip in _NAT64:
-        return "NAT64", [IPv4Address(ip.packed[12:])]
+    for form, prefix in (("IPv4-mapped", _MAPPED), ("IPv4-translated", _TRANSLATED), ("NAT64", _NAT64)):
+        if ip in prefix:  # the IPv4 address in the last 32 bits
+            return form, [IPv4Address(ip.packed[12:])]
     if ip in _NAT64_LOCAL:
         return "NAT64", _nat64_local(ip.packed)
     if ip in _6TO4:
