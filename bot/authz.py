@@ -44,13 +44,8 @@ class Decision:
 
 def allow_list(settings: Settings) -> dict[str, frozenset[str]]:
     """CHAPTERVERSE_SLACK_ADMINS by workspace: {"": ids allowed everywhere, "T123": ids allowed in T123}."""
-    out: dict[str, set[str]] = {}
-    for entry in re.split(r"[\s,;]+", settings.slack.admins.strip()):
-        if not entry:
-            continue
-        team, _, user = entry.rpartition(":")
-        out.setdefault(team, set()).add(user)
-    return {team: frozenset(users) for team, users in out.items()}
+    pairs = [entry.rpartition(":") for entry in re.split(r"[\s,;]+", settings.slack.admins.strip()) if entry]
+    return {team: frozenset(user for t, _, user in pairs if t == team) for team, _, _ in pairs}
 
 
 def listed_for(settings: Settings, team: str) -> frozenset[str]:

@@ -227,10 +227,7 @@ def _page(item: dict[str, Any]) -> str:
 
 
 def _counts(refused: int, downvoted: int) -> str:
-    parts = [f"{refused} refused"] if refused else []
-    if downvoted:
-        parts.append(f"{downvoted} 👎")
-    return ", ".join(parts)
+    return ", ".join(part for n, part in ((refused, f"{refused} refused"), (downvoted, f"{downvoted} 👎")) if n)
 
 
 def _heading(d: dict[str, Any]) -> str:

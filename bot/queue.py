@@ -175,10 +175,8 @@ class JobQueue:
         ``job.lost`` is set)."""
         args = {**claim_of(job), "status": "done" if ok else "failed", "message": message, "pages": pages,
                 "chunks": chunks}
-        if job.spec is None or job.owner == ("", 0):  # a row that cannot run: claimed and failed at once
-            where = "workspace = %(ws)s AND id = %(id)s"
-        else:
-            where = self._MINE
+        cannot_run = job.spec is None or job.owner == ("", 0)  # a row that cannot run: claimed and failed at once
+        where = "workspace = %(ws)s AND id = %(id)s" if cannot_run else self._MINE
         done = self.store.run(lambda conn: conn.execute(
             f"UPDATE bot_jobs SET status = %(status)s, message = %(message)s, pages = %(pages)s, chunks = %(chunks)s, "  # noqa: S608
             f"{_ENDED} WHERE {where}", args).rowcount == 1)

@@ -301,11 +301,9 @@ def render_documents(rows: Iterable[dict[str, Any]], collections: Sequence[str])
     colls = ", ".join(f"`{escape(c)}`" for c in collections)
     if not rows:
         return f"No documents in {colls} yet. Add one with `/chapterverse ingest <url>` or share a PDF with me."
-    lines = [f"*{len(rows)} document{'s' if len(rows) != 1 else ''}* in {colls}:"]
-    for r in rows:
-        lines.append(f"• `{escape(str(r['name']))}` — {r['pages']} pages, {r['chunks']} chunks "
-                     f"(added {r['ingested_at']:%Y-%m-%d}{added_by(r)})")
-    return "\n".join(lines)[:SECTION_LIMIT * 3]
+    lines = [f"• `{escape(str(r['name']))}` — {r['pages']} pages, {r['chunks']} chunks "
+             f"(added {r['ingested_at']:%Y-%m-%d}{added_by(r)})" for r in rows]
+    return "\n".join([f"*{len(rows)} document{'s' if len(rows) != 1 else ''}* in {colls}:", *lines])[:SECTION_LIMIT * 3]
 
 
 HELP = (

@@ -119,8 +119,7 @@ def refusal(settings: Settings, url: str) -> str | None:
         return None
     try:
         parts = urlsplit(url)
-        host = parts.hostname
-        port = parts.port
+        host, port = parts.hostname, parts.port
     except ValueError:
         return f"Sorry, `{shown_url(url)}` is not a URL I can read."
     if not host:
