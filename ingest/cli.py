@@ -63,7 +63,6 @@ def ingest(
         fail(str(exc))
     limit = settings.ingest.max_file_bytes
     results: list[dict] = []
-    failed = 0
     lines = not quiet and not sys.stderr.isatty()  # progress lines where no bar can be seen
     givens = list(expand(inputs))
     # the next PDF is read (downloaded, parsed in its child process) while the current one is embedded
@@ -103,13 +102,11 @@ def ingest(
                         if res.warning:
                             typer.echo(f"warning: {res.name}: {res.warning}", err=True)
             except (InputError, DatabaseError) as exc:  # an InputError's message names the input
-                failed += 1
                 results.append({"origin": arg, "status": "failed", "message": str(exc)})
                 typer.echo(f"error: {exc}" if isinstance(exc, InputError) else f"error: {arg}: {exc}", err=True)
             except ModelError as exc:  # no document can be embedded: stop here
                 fail(str(exc))
             except Exception as exc:  # noqa: BLE001  (one input's surprise must not stop the batch)
-                failed += 1
                 logging.getLogger(__name__).debug("ingest of %s failed", arg, exc_info=True)
                 message = f"{arg}: unexpected error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 results.append({"origin": arg, "status": "failed", "message": message})
@@ -125,7 +122,7 @@ def ingest(
     if json_out:
         emit({"collection": coll, "results": results,
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
-    if failed:
+    if any(r["status"] == "failed" for r in results):
         raise typer.Exit(1)
 
 

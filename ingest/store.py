@@ -126,7 +126,6 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
                 for p in pages:
                     s, e = p.body
                     copy.write_row((collection, doc_id, p.number, p.label, p.text, s, e, p.hidden_chars))
-        with conn.cursor() as cur:
             with cur.copy("COPY chunks (collection, document_id, ordinal, page_start, char_start, page_end, "
                           "char_end, text, context, search_text, token_count, embedding, terms, ts_config) FROM STDIN") as copy:
                 for c, st, v, t in zip(chunks, search_texts, vectors, terms, strict=True):

@@ -73,11 +73,8 @@ class Section(BaseModel):
 
 def _blank_is_unset(value: object) -> object:
     """``GEMINI_API_KEY=`` (set but empty, as a template .env leaves it) means not set."""
-    if isinstance(value, str) and not value.strip():
-        return None
-    if isinstance(value, SecretStr) and not value.get_secret_value().strip():
-        return None
-    return value
+    text = value.get_secret_value() if isinstance(value, SecretStr) else value
+    return None if isinstance(text, str) and not text.strip() else value
 
 
 class Placement(BaseModel):
@@ -400,8 +397,7 @@ def _profile(name: str, mtime: float) -> Profile:
 
 def preset_profile(name: str) -> Profile:
     """The profile of preset ``name`` (cached until its file changes)."""
-    path = preset_path(name)
-    return _profile(name, path.stat().st_mtime)
+    return _profile(name, preset_path(name).stat().st_mtime)
 
 
 def environment_names() -> dict[str, tuple[str, str]]:

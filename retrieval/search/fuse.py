@@ -61,12 +61,8 @@ class Span:
 
 def _page_ranges(s: Span) -> dict[int, tuple[float, float]]:
     """Character range on each page the span touches (a page it runs off has an open end)."""
-    out: dict[int, tuple[float, float]] = {}
-    for p in range(s.page_start, s.page_end + 1):
-        start = s.char_start if p == s.page_start else 0
-        end = s.char_end if p == s.page_end else math.inf
-        out[p] = (start, end)
-    return out
+    return {p: (s.char_start if p == s.page_start else 0, s.char_end if p == s.page_end else math.inf)
+            for p in range(s.page_start, s.page_end + 1)}
 
 
 def overlap_chars(a: Span, b: Span) -> int:

@@ -75,8 +75,7 @@ def presets_of(settings: Settings, collections: Sequence[str]) -> dict[str, str]
         with pool.connection(settings) as conn:
             read = recorded_presets(conn, missing)
         with _lock:
-            for c, p in read.items():
-                _known[(db_key, c)] = (now, p)
+            _known.update({(db_key, c): (now, p) for c, p in read.items()})
         fresh.update(read)
     return fresh
 

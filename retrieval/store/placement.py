@@ -30,8 +30,7 @@ def placed(settings: Settings, collections: Sequence[str] | None) -> Settings:
     if any(t != targets[0] for t in targets):
         raise PlacementError(f"the collections {', '.join(repr(c) for c in collections)} are held by different "
                              "databases (CHAPTERVERSE_DB_PLACEMENT); ask each of them on its own")
-    target = targets[0]
-    return settings if target is None else _on(settings, target)
+    return settings if targets[0] is None else _on(settings, targets[0])
 
 
 def _on(settings: Settings, target: Placement) -> Settings:
