@@ -72,14 +72,12 @@ def _readable(conn: psycopg.Connection) -> bool:
 def _pool(settings: Settings) -> ConnectionPool:
     key = db.conninfo(settings)
     with _lock:
-        pool = _pools.get(key)
-        if pool is None:
-            pool = ConnectionPool(key, min_size=0, max_size=settings.db.pool_size or MAX_SIZE, open=True, name="search",
-                                  kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": 5},
-                                  configure=_configure, check=_check,
-                                  timeout=CHECKOUT_TIMEOUT_S, reconnect_timeout=0)
-            _pools[key] = pool
-    return pool
+        if key not in _pools:
+            _pools[key] = ConnectionPool(key, min_size=0, max_size=settings.db.pool_size or MAX_SIZE, open=True,
+                                         name="search", configure=_configure, check=_check,
+                                         kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": 5},
+                                         timeout=CHECKOUT_TIMEOUT_S, reconnect_timeout=0)
+        return _pools[key]
 
 
 # The connection this context (thread, task) already holds, by pool key: a question checks out one
