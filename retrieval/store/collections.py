@@ -97,8 +97,6 @@ def collection_profile(settings: Settings, collections: Sequence[str] | None) ->
         recorded = presets_of(settings, collections)
     except DatabaseError:
         return settings.profile
-    for name in collections:
-        if name in recorded:
-            return settings.profile if recorded[name] == settings.preset else preset_profile(recorded[name])
-    return settings.profile
+    preset = next((recorded[name] for name in collections if name in recorded), settings.preset)
+    return settings.profile if preset == settings.preset else preset_profile(preset)
 

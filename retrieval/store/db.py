@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from importlib import resources
 from importlib.resources.abc import Traversable
 
@@ -40,9 +40,7 @@ def _embedded_uri(settings: Settings) -> str:
 
 
 def conninfo(settings: Settings) -> str:
-    if settings.db.url is not None:
-        return settings.db.url.get_secret_value()
-    return _embedded_uri(settings)
+    return settings.db.url.get_secret_value() if settings.db.url is not None else _embedded_uri(settings)
 
 
 def connect(settings: Settings, *, autocommit: bool = True, timeout_s: float = 5.0) -> psycopg.Connection:
@@ -52,10 +50,8 @@ def connect(settings: Settings, *, autocommit: bool = True, timeout_s: float = 5
                                connect_timeout=max(1, int(timeout_s)))
     except psycopg.OperationalError as exc:
         raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
-    try:
+    with suppress(psycopg.ProgrammingError):  # the vector extension does not exist yet; migrations create it
         register_vector(conn)
-    except psycopg.ProgrammingError:
-        pass  # the vector extension does not exist yet; migrations create it
     return conn
 
 
@@ -109,8 +105,7 @@ def is_migration_id(name: str) -> bool:
 def schema_version(ids: list[str]) -> str | None:
     """The schema an index is at: its highest numbered migration (by number, then name), never an
     ``__init__`` an older version recorded as one."""
-    numbered = [i for i in ids if is_migration_id(i)]
-    return max(numbered, key=lambda i: (int(i[:4]), i)) if numbered else None
+    return max((i for i in ids if is_migration_id(i)), key=lambda i: (int(i[:4]), i), default=None)
 
 
 def migrate(settings: Settings) -> None:
