@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[str, str], dict[int, SourcePage]]:
     """The stored text and label of every page the passages touch, keyed by (collection, document)."""
-    out: dict[tuple[str, str], dict[int, SourcePage]] = {}
+    out: dict[tuple[str, str], dict[int, SourcePage]] = {(p.collection, p.document): {} for p in passages}
     if not passages:
         return out
     with pool.connection(settings) as conn:  # one statement for every passage
@@ -52,8 +52,6 @@ def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[st
             "AND pg.page_no BETWEEN q.first AND q.last",
             ([p.collection for p in passages], [p.document for p in passages], [p.page for p in passages],
              [p.page_end for p in passages])).fetchall()
-    for p in passages:
-        out.setdefault((p.collection, p.document), {})
     for r in rows:
         out[(r["collection"], r["name"])][r["page_no"]] = SourcePage(r["text"], r["label"])
     return out

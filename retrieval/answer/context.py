@@ -187,22 +187,17 @@ def model_pages(passages: Sequence[Passage], pages: Pages, file_base_url: str | 
     """What a model is shown: one item per retrieved page (module docstring), ids ``P1``, ``P2``, …
     in the order the pages were first reached, stopping before the item that would take the text
     past ``budget_chars`` (the first item is always shown)."""
-    spans: dict[tuple[str, str, int], tuple[int, int]] = {}
-    owner: dict[tuple[str, str, int], Passage] = {}
+    spans: dict[tuple[str, str, int], tuple[int, int, Passage]] = {}  # the span and the first passage on it
     for p in passages:
         doc_pages = pages.get((p.collection, p.document), {})
         for no, (lo, hi) in page_spans(p, doc_pages).items():
             text = doc_pages[no].text
             lo, hi = page_window(text, max(0, lo), min(len(text), hi))
-            key = (p.collection, p.document, no)
-            if key in spans:
-                lo, hi = min(lo, spans[key][0]), max(hi, spans[key][1])
-            else:
-                owner[key] = p
-            spans[key] = (lo, hi)
+            first_lo, first_hi, owner = spans.get((p.collection, p.document, no), (lo, hi, p))
+            spans[(p.collection, p.document, no)] = (min(lo, first_lo), max(hi, first_hi), owner)
     out: list[PageText] = []
     used = 0  # characters shown so far
-    for (collection, document, no), (lo, hi) in spans.items():
+    for (collection, document, no), (lo, hi, p) in spans.items():
         src = pages[(collection, document)][no]
         text = without_untrusted(src.text, lo, hi, injection_rules)
         if not text.strip() or text.strip() == WITHHELD:
@@ -210,7 +205,6 @@ def model_pages(passages: Sequence[Passage], pages: Pages, file_base_url: str | 
         if budget_chars is not None and out and used + len(text) > budget_chars:
             break
         used += len(text)
-        p = owner[(collection, document, no)]
         out.append(PageText(document=document, page=no, text=text, page_label=src.label,
                             url=page_url(document, no, p.document_url, file_base_url), passage_id=f"P{len(out) + 1}"))
     return out

@@ -101,16 +101,13 @@ def _boundary_ok(norm: str, start: int, end: int) -> bool:
     first, last = norm[start], norm[end - 1]
     if start > 0 and first.isalnum():
         before = norm[start - 1]
-        if before.isalnum():
-            return False
-        if first.isdigit() and before in _NUMBER_GLUE:
+        if before.isalnum() or (first.isdigit() and before in _NUMBER_GLUE):
             return False
     if end < len(norm) and last.isalnum():
         after = norm[end]
-        if after.isalnum():
-            return False
         # "3" cut out of "3-5", "3.5" or "3,500": the number (or range) goes on past the match
-        if last.isdigit() and after in _NUMBER_GLUE and end + 1 < len(norm) and norm[end + 1].isdigit():
+        if after.isalnum() or (last.isdigit() and after in _NUMBER_GLUE and end + 1 < len(norm)
+                               and norm[end + 1].isdigit()):
             return False
     return True
 

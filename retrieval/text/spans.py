@@ -68,11 +68,9 @@ def sentence_breaks(text: str, start: int = 0, end: int | None = None, *, lowerc
     breaks = [(m.start(), m.end()) for m in SENTENCE_BREAK.finditer(text, start, end)
               if not (text[m.end()].isdigit() and _word_before(text, start, m.start()) in abbreviations)]
     if lowercase_starts:
-        for m in _BREAK_BEFORE_LOWER.finditer(text, start, end):
-            word = _word_before(text, start, m.start())
-            if word in abbreviations or len(word.rstrip(".?!")) <= 1:
-                continue
-            breaks.append((m.start(), m.end()))
+        breaks += [(m.start(), m.end()) for m in _BREAK_BEFORE_LOWER.finditer(text, start, end)
+                   if (word := _word_before(text, start, m.start())) not in abbreviations
+                   and len(word.rstrip(".?!")) > 1]
     return sorted(breaks)
 
 

@@ -91,10 +91,8 @@ def is_row(band: Sequence[int], lines: Sequence[Line]) -> bool:
 
 
 def _aligned(a: Sequence[int], b: Sequence[int], lines: Sequence[Line]) -> bool:
-    if len(a) != len(b):
-        return False
-    return all(abs(lines[i].x0 - lines[j].x0) <= ALIGN or abs(lines[i].x1 - lines[j].x1) <= ALIGN
-               for i, j in zip(a, b))
+    return len(a) == len(b) and all(
+        abs(lines[i].x0 - lines[j].x0) <= ALIGN or abs(lines[i].x1 - lines[j].x1) <= ALIGN for i, j in zip(a, b))
 
 
 _CONTINUES = re.compile(r"[a-z](?![.)]\s)")

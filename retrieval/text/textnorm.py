@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from retrieval.text.spans import between
+
 _QUOTES = {"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
            "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"', "`": "'"}
 _DASHES = set("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u00ad\ufe58\ufe63\uff0d")
@@ -37,6 +39,21 @@ def _char_forms(ch: str) -> str:
     return unicodedata.normalize("NFKC", ch).casefold()
 
 
+def _joining_hyphens(s: str) -> list[tuple[int, int]]:
+    """The [start, end) spans of ``s`` to drop: a hyphen between two letters with the space after it,
+    if any ("air- craft", "air-craft" → "aircraft"; "10-12" keeps its). A hyphen's left neighbour is
+    never dropped, so it is the character before it in ``s``."""
+    out: list[tuple[int, int]] = []
+    n = len(s)
+    i = s.find("-")
+    while i != -1:
+        j = i + 1 if i + 1 < n and s[i + 1] == " " else i
+        if i > 0 and s[i - 1].isalpha() and j + 1 < n and s[j + 1].isalpha():
+            out.append((i, j + 1))
+        i = s.find("-", i + 1)
+    return out
+
+
 def normalize_with_map(text: str) -> tuple[str, list[int]]:
     """Return the normalised text and, for each of its characters, the raw index it came from."""
     out: list[str] = []
@@ -47,27 +64,9 @@ def normalize_with_map(text: str) -> tuple[str, list[int]]:
                 continue  # collapse whitespace runs, drop leading space
             out.append(c)
             idx.append(i)
-    # Remove hyphens joining letters ("air- craft", "air-craft" → "aircraft"); keep "10-12".
-    res: list[str] = []
-    ridx: list[int] = []
-    n = len(out)
-    i = 0
-    while i < n:
-        c = out[i]
-        if c == "-" and res and res[-1].isalpha():
-            j = i + 1
-            if j < n and out[j] == " ":
-                j += 1
-            if j < n and out[j].isalpha():
-                i = j
-                continue
-        res.append(c)
-        ridx.append(idx[i])
-        i += 1
-    while res and res[-1] == " ":
-        res.pop()
-        ridx.pop()
-    return "".join(res), ridx
+    s = "".join(out).rstrip(" ")
+    kept = between(_joining_hyphens(s), 0, len(s))
+    return "".join(s[a:b] for a, b in kept), [idx[i] for a, b in kept for i in range(a, b)]
 
 
 class _Forms(dict):
@@ -89,17 +88,7 @@ def normalize(text: str) -> str:
     s = _SPACE_RUN.sub(" ", text.translate(_FORMS)).strip(" ")
     if "-" not in s:
         return s
-    # a hyphen's left neighbour is never removed, so it is the character before it here
-    kept: list[str] = []
-    start, n = 0, len(s)
-    i = s.find("-")
-    while i != -1:
-        j = i + 1 if i + 1 < n and s[i + 1] == " " else i
-        if i > 0 and s[i - 1].isalpha() and j + 1 < n and s[j + 1].isalpha():
-            kept.append(s[start:i])
-            start = j + 1
-        i = s.find("-", i + 1)
-    return "".join(kept) + s[start:] if kept else s
+    return "".join(s[a:b] for a, b in between(_joining_hyphens(s), 0, len(s)))
 
 
 _WS = re.compile(r"\s+")
