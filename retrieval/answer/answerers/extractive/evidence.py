@@ -50,13 +50,11 @@ def expected_answer(question: str, profile: Profile = DEFAULT_PROFILE) -> Expect
     """The quantity a question asks for, or None when it does not ask for one."""
     words = _Q_TOKEN.findall(normalize(question))
     units: set[str] = set()
-    cues: list[str] = []
-    found = False
+    cues: list[str] = []  # none: not a quantity question
     counted = ""
     for i, word in enumerate(words):
         nxt = words[i + 1] if i + 1 < len(words) else ""
         if word in profile.how_openers and nxt in profile.how_words:
-            found = True
             cues.append(f"how {nxt}")
             kinds = profile.how_words[nxt]
             if kinds:
@@ -73,11 +71,10 @@ def expected_answer(question: str, profile: Profile = DEFAULT_PROFILE) -> Expect
         elif word in profile.wh_words or word in profile.extreme_words:
             for j in range(i + 1, min(i + 1 + NOUN_WINDOW, len(words))):
                 if words[j] in profile.measure_nouns:
-                    found = True
                     cues.append(" ".join(words[i:j + 1]))
                     units.update(profile.measure_nouns[words[j]] or ())
                     break
-    if not found:
+    if not cues:
         return None
     return Expected(frozenset(units), "; ".join(cues), counted)
 

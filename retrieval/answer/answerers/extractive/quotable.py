@@ -60,18 +60,14 @@ def title_case(line: str) -> bool:
 def blocks(text: str) -> list[tuple[int, int]]:
     """Spans of running text: paragraphs, cut at lines that are no part of a sentence (``not_prose``)."""
     out: list[tuple[int, int]] = []
-    start: int | None = None
     pos = 0
     for line in text.splitlines(keepends=True):
-        if not line.strip() or not_prose(line):
-            if start is not None:
-                out.append((start, pos))
-            start = None
-        elif start is None:
-            start = pos
+        if line.strip() and not not_prose(line):
+            if out and out[-1][1] == pos:  # the paragraph goes on
+                out[-1] = (out[-1][0], pos + len(line))
+            else:
+                out.append((pos, pos + len(line)))
         pos += len(line)
-    if start is not None:
-        out.append((start, pos))
     return out
 
 
@@ -216,9 +212,7 @@ def _lead_in_continued(text: str, start: int, end: int, heading: str, budget: in
         stop = para.start() if para else len(text)
         if any(not_prose(line) or is_title(line, heading) for line in text[pos:stop].splitlines() if line.strip()):
             return end
-    if len(text[start:stop].split()) > budget:
-        return end
-    return stop
+    return end if len(text[start:stop].split()) > budget else stop
 
 
 def introduces(quote: str) -> bool:

@@ -97,10 +97,9 @@ def parse_output(text: str, schema: type[M], provider: str) -> M:
 
 
 def to_draft(out: ModelAnswer) -> Draft:
-    claims = [Claim(c.document, c.page, c.quote) for c in out.citations]
     if not out.answerable:
         return Draft(refusal=True, reason=out.reason or "the model found no answer in the passages")
-    return Draft(refusal=False, answer=out.answer, claims=claims)
+    return Draft(refusal=False, answer=out.answer, claims=[Claim(c.document, c.page, c.quote) for c in out.citations])
 
 
 C = TypeVar("C")
@@ -117,10 +116,9 @@ class ClientCache(Generic[C]):
 
     def get(self, key: Hashable, build: Callable[[], C]) -> C:
         with self._lock:
-            client = self._clients.get(key)
-            if client is None:
-                client = self._clients[key] = build()
-            return client
+            if key not in self._clients:
+                self._clients[key] = build()
+            return self._clients[key]
 
     def close(self) -> None:
         """Close and forget every cached client (tests; shutdown)."""

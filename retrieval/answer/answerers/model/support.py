@@ -82,11 +82,8 @@ def spells_out(acronym: str, quotes: str) -> bool:
     letters = acronym.lower().removesuffix("s") if len(acronym) > 2 else acronym.lower()
     words = re.findall(r"[a-z]+", normalize(quotes))
     n = len(letters)
-    for i in range(len(words)):
-        for j in range(i + n, min(len(words), i + 2 * n) + 1):
-            if letters in _initials(words[i:j]) and words[i][0] == letters[0] and words[j - 1][0] == letters[-1]:
-                return True
-    return False
+    return any(letters in _initials(words[i:j]) and words[i][0] == letters[0] and words[j - 1][0] == letters[-1]
+               for i in range(len(words)) for j in range(i + n, min(len(words), i + 2 * n) + 1))
 
 
 def _abbreviated(text: str, quotes: str) -> set[str]:
