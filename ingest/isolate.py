@@ -254,8 +254,7 @@ def _death(exitcode: int | None, limits: Limits, last_words: str = "") -> str:
 
 def _last_line(text: str) -> str:
     """The last non-empty line of what the child wrote on stderr (at most 200 characters), or ""."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:200] if lines else ""
+    return next((line.strip()[:200] for line in reversed(text.splitlines()) if line.strip()), "")
 
 
 def _parts(msg: list, number: int) -> PageParts | None:

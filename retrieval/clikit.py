@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -55,12 +55,12 @@ def emit(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, default=str, ensure_ascii=False, indent=2) + "\n")
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
 
-def bad_input(message: str) -> None:
+def bad_input(message: str) -> NoReturn:
     fail(message, EXIT_BAD_INPUT)
 
 
@@ -102,7 +102,6 @@ def load_settings() -> Settings:
         return get_settings()
     except Exception as exc:  # noqa: BLE001  (pydantic validation errors)
         fail(f"bad configuration: {configuration_error(exc)}")
-        raise
 
 
 def placed(settings: Settings, collections: Sequence[str] | None) -> Settings:
@@ -114,7 +113,6 @@ def placed(settings: Settings, collections: Sequence[str] | None) -> Settings:
         return place(settings, collections)
     except PlacementError as exc:
         fail(str(exc), code=1)
-        raise
 
 
 def ready(settings: Settings) -> None:

@@ -45,7 +45,5 @@ class Scope:
 
     def from_clause(self, chunk: str = "c", doc: str = "d") -> str:
         """``chunks c`` joined to ``documents d`` only when the filter needs document names."""
-        base = f"chunks {chunk}"
-        if self.needs_documents:
-            base += f" JOIN documents {doc} ON {doc}.collection = {chunk}.collection AND {doc}.id = {chunk}.document_id"
-        return base
+        join = f" JOIN documents {doc} ON {doc}.collection = {chunk}.collection AND {doc}.id = {chunk}.document_id"
+        return f"chunks {chunk}{join if self.needs_documents else ''}"
