@@ -70,6 +70,7 @@ def _apply(progress: ProgressLog, state: dict[str, Any]) -> None:
         progress.begin(str(state.get("step") or ""), state.get("total"), int(state.get("done_at_start") or 0))
     progress.pages_total = state.get("pages_total")
     progress.ahead = int(state.get("ahead") or 0)
+    progress.ocr_pages = int(state.get("ocr_pages") or 0)
     progress.pages_done = int(state.get("pages_done") or 0)  # may raise JobLost (SlackProgress)
     done = int(state.get("done") or 0)
     if done > progress.done:
@@ -165,7 +166,7 @@ def _out_of_memory(exc: BaseException | None) -> bool:
 def _state(progress: ProgressLog) -> dict[str, Any]:
     return {"step": progress.step, "total": progress.total, "done": progress.done, "ahead": progress.ahead,
             "done_at_start": progress.done_at_start,
-            "pages_total": progress.pages_total, "pages_done": progress.pages_done}
+            "pages_total": progress.pages_total, "pages_done": progress.pages_done, "ocr_pages": progress.ocr_pages}
 
 
 class _Forwarding(ProgressLog):

@@ -23,6 +23,7 @@ from bot.queue import Job, JobLost, JobQueue, JobSpec, QueueFull, ReportTo
 from bot.render import render_documents
 from bot.scope import scope_for
 from bot.store import Store
+from ingest.progress import ocr_words
 from ingest.sources import InputError, Source, fetch_url
 from ingest.store import Actor
 from retrieval.store.db import DatabaseError, IndexUnavailable
@@ -334,7 +335,8 @@ class Jobs:
             return
         warning = f"\n:warning: {res.warning}." if res.warning else ""
         final(f":white_check_mark: Job #{job.id}: `{res.name}` {res.status} into `{collection}`: "
-              f"{res.pages} pages, {res.chunks} chunks in {res.seconds:.0f} s. Ask away!{warning}")
+              f"{res.pages} pages{ocr_words(res.ocr_pages, res.ocr_confidence)}, {res.chunks} chunks in "
+              f"{res.seconds:.0f} s. Ask away!{warning}")
 
     def _remove(self, job: Job, report: Reporter) -> None:
         from ingest.store import remove_document  # noqa: PLC0415

@@ -149,8 +149,9 @@ def quote_blocks(c: Citation, titles: Mapping[str, str | None] | None = None) ->
         elements: list[dict[str, Any]] = [
             {"type": "rich_text_quote", "elements": [{"type": "text", "text": part}]}]
         if i == len(parts) - 1:
+            ocr = [{"type": "text", "text": f" ({c.ocr_note})", "style": {"italic": True}}] if c.ocr_note else []
             elements.append({"type": "rich_text_section",
-                             "elements": [{"type": "text", "text": "— "}, source_el]})
+                             "elements": [{"type": "text", "text": "— "}, source_el, *ocr]})
         blocks.append({"type": "rich_text", "elements": elements})
     return blocks
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ingest.progress import ocr_words
 from ingest.sources import InputError, Source, expand, is_url, load, redact_urls
 from retrieval.clikit import JsonOpt, check_collection_names, emit, fail, load_settings, placed, ready, servers
 from retrieval.settings import Settings, SettingsError, preset_description, preset_names, preset_profile
@@ -96,7 +97,8 @@ def ingest(
                         typer.echo(f"{res.name}: unchanged ({res.message}); nothing to do")
                     else:
                         rate = res.pages / res.seconds if res.seconds else 0.0
-                        typer.echo(f"{res.name}: {res.status} into {coll!r}: {res.pages} pages, {res.chunks} chunks "
+                        typer.echo(f"{res.name}: {res.status} into {coll!r}: {res.pages} pages"
+                                   f"{ocr_words(res.ocr_pages, res.ocr_confidence)}, {res.chunks} chunks "
                                    f"in {res.seconds:.1f} s ({rate:.1f} pages/s)"
                                    + (f"; {res.message}" if res.message else ""))
                         if res.warning:

@@ -43,12 +43,14 @@ import resource
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ingest import child
 from ingest.child import answer_on
+from ingest.ocr import OcrOptions
 from ingest.pdf import Heading, Page, PageParts, find_running_lines, pages_from
 from ingest.sources import InputError, Source
 from retrieval.text.injection import DEFAULT_RULES
@@ -59,6 +61,7 @@ from retrieval.text.injection import DEFAULT_RULES
 # wall-clock limits are unchanged (the CPU limit counts CPU seconds, whatever the priority).
 PARSE_NICE = 10
 MIN_TEXT_CHARS_PER_PAGE = 20  # below this on average, the PDF has no usable text layer
+READ_BY = ("text", "ocr", "scan-layer")  # how a page's words were read (``ingest.reading``)
 log = logging.getLogger(__name__)
 MAX_WARNINGS = 20  # MuPDF messages kept per document (a badly damaged file repeats them per object)
 _NARRATION = ("trying to repair broken xref", "repairing PDF document")  # MuPDF saying what it does, not the damage
@@ -112,12 +115,21 @@ def _memory(limits: Limits) -> str:
 # ---------------------------------------------------------------------------------------------
 # the child
 
-def _apply(limits: Limits) -> None:
+def _apply(limits: Limits, ocr: OcrOptions) -> None:
+    """The child's own limits. The CPU limit's hard ceiling leaves room for OCR: each page read by OCR
+    raises the soft limit by ``ocr.page_cpu_s`` (``_more_cpu``), up to ``ocr.max_pages`` such pages."""
     mem = limits.memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))  # SIGXCPU, then SIGKILL
+    ceiling = limits.cpu_s + (ocr.max_pages * ocr.page_cpu_s if ocr.mode != "off" else 0)
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, ceiling + 5))  # SIGXCPU, then SIGKILL
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     os.nice(PARSE_NICE)
+
+
+def _more_cpu(seconds: int) -> None:
+    """Raise the child's soft CPU limit by ``seconds`` (within the hard ceiling ``_apply`` set)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(resource.RLIMIT_CPU, (min(soft + seconds, max(hard - 5, soft)), hard))
 
 
 def _content_bytes(doc: Any, page: Any) -> int:
@@ -149,14 +161,20 @@ def _damage_only(exc: BaseException) -> bool:
     return not _ALLOC_FAILED.search(message) and "bomb" not in message.lower()
 
 
-def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], None]) -> None:
+def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], None],
+                ocr: OcrOptions = OcrOptions()) -> None:
     """Parse, report progress, send the pages or the reason there are none (runs in the child)."""
     seen: list[str] = []
     chars = [0]  # characters of text sent so far
+    ocr_pages = [0]  # pages read by OCR so far
     try:
         from ingest.mupdf import pymupdf  # noqa: PLC0415
 
-        from ingest.pdf import document_title, page_parts  # noqa: PLC0415
+        from ingest.ocr import Engine, OcrRefused  # noqa: PLC0415
+        from ingest.pdf import document_title  # noqa: PLC0415
+        from ingest.reading import read_page  # noqa: PLC0415
+
+        engine = Engine(ocr.threads)
 
         pymupdf.TOOLS.mupdf_display_errors(False)  # collected below and sent as ``warnings`` instead
         pymupdf.TOOLS.mupdf_display_warnings(False)
@@ -167,12 +185,20 @@ def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], N
                 send(["warnings", new])
 
         def report_page(i: int, parts: PageParts) -> None:
-            text, heads, hidden, label = parts
-            chars[0] += len(text)
+            chars[0] += len(parts.text)
             if chars[0] > limits.max_document_chars:
                 raise _Refused(_too_long(i + 1, limits))
             report()
-            send(["page", i + 1, text, [[h.offset, h.text, h.larger] for h in heads], hidden, label])
+            send(["page", i + 1, parts.text, [[h.offset, h.text, h.larger] for h in parts.headings], parts.hidden,
+                  parts.label, parts.read_by, parts.ocr_confidence, list(parts.ocr_doubtful)])
+
+        def before_ocr(i: int) -> None:
+            ocr_pages[0] += 1
+            if ocr_pages[0] > ocr.max_pages:
+                raise _Refused(f"more than {ocr.max_pages:,} of its pages need OCR; the limit is {ocr.max_pages:,} "
+                               "(CHAPTERVERSE_OCR_MAX_PAGES)")
+            _more_cpu(ocr.page_cpu_s)
+            send(["ocr", i + 1])
 
         try:
             doc = pymupdf.open(stream=data, filetype="pdf")
@@ -203,12 +229,15 @@ def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], N
                 if len(seen) < MAX_WARNINGS:
                     seen.append(f"page {i + 1} unreadable ({_first_line(exc)})")
                 send(["repaired"])
-                report_page(i, ("", (), 0, None))
+                report_page(i, PageParts("", (), 0, None))
                 continue
             if size > limits.max_page_content_mb * 1024 * 1024:
                 raise _Refused(f"page {i + 1} has {size / 1e6:.0f} MB of drawing instructions; the limit is "
                                f"{limits.max_page_content_mb} MB (CHAPTERVERSE_PDF_MAX_PAGE_CONTENT_MB)")
-            parts = page_parts(page)
+            try:
+                parts = read_page(page, ocr, engine, lambda: before_ocr(i))
+            except OcrRefused as exc:
+                raise _Refused(f"page {i + 1}: {exc}") from None
             if len(parts[0]) > limits.max_page_chars:
                 raise _Refused(f"page {i + 1} has {len(parts[0]):,} characters of text; the limit is "
                                f"{limits.max_page_chars:,} (CHAPTERVERSE_PDF_MAX_PAGE_CHARS)")
@@ -230,12 +259,14 @@ def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], N
 
 
 def main() -> None:
-    """``python -m ingest.isolate FD LIMITS-JSON NAME``: the PDF on stdin, JSON lines on descriptor FD
-    (``ingest.child``)."""
+    """``python -m ingest.isolate FD LIMITS-JSON NAME OCR-JSON``: the PDF on stdin, JSON lines on
+    descriptor FD (``ingest.child``)."""
     send = answer_on(int(sys.argv[1]))  # whatever MuPDF (C) or a library prints on stdout lands on stderr
     limits, name = Limits(**json.loads(sys.argv[2])), sys.argv[3]
-    _apply(limits)
-    _parse_here(sys.stdin.buffer.read(), name, limits, send)
+    options = json.loads(sys.argv[4])
+    ocr = OcrOptions(**{**options, "languages": tuple(options.get("languages", ("en",)))})
+    _apply(limits, ocr)
+    _parse_here(sys.stdin.buffer.read(), name, limits, send, ocr)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,17 +291,20 @@ def _last_line(text: str) -> str:
 def _parts(msg: list, number: int) -> PageParts | None:
     """A ``page`` message as page ``number``'s parts; None when it is not that (not our protocol)."""
     try:
-        _, n, text, heads, hidden, label = msg
-        if int(n) != number or not isinstance(text, str) or not (label is None or isinstance(label, str)):
+        _, n, text, heads, hidden, label, read_by, confidence, doubtful = msg
+        if int(n) != number or not isinstance(text, str) or not (label is None or isinstance(label, str)) \
+                or read_by not in READ_BY or not (confidence is None or 0 <= float(confidence) <= 1):
             return None
-        return text, tuple(Heading(int(o), str(t), bool(b)) for o, t, b in heads), int(hidden), label
+        return PageParts(text, tuple(Heading(int(o), str(t), bool(b)) for o, t, b in heads), int(hidden), label,
+                         read_by, None if confidence is None else float(confidence), tuple(str(w) for w in doubtful))
     except (TypeError, ValueError):
         return None
 
 
 def _converse(messages: Iterable[list], kill: Callable[[], object], on_start: Callable[[int, str], object] | None,
               on_page: Callable[[PageParts], object] | None, damage: list[str], limits: Limits,
-              name: str, repaired: list[bool]) -> tuple[str, list[PageParts]] | str | None:
+              name: str, repaired: list[bool], on_ocr: Callable[[int], object] | None = None,
+              ) -> tuple[str, list[PageParts]] | str | None:
     """The title and every page's parts, the reason the child refused the file, or None (it died,
     or broke the protocol). MuPDF's messages are logged and added to ``damage``; ``repaired`` gets
     an entry when MuPDF had to repair the file or lost a page (otherwise the messages are noise of a
@@ -299,6 +333,9 @@ def _converse(messages: Iterable[list], kill: Callable[[], object], on_start: Ca
             return title, raw
         elif kind == "repaired" and len(msg) == 1:
             repaired.append(True)
+        elif kind == "ocr" and len(msg) == 2 and msg[1] == len(raw) + 1:
+            if on_ocr:
+                on_ocr(msg[1])
         elif kind == "warnings" and len(msg) == 2 and isinstance(msg[1], list):
             for warning in msg[1][:MAX_WARNINGS - len(damage)]:
                 damage.append(str(warning)[:300])
@@ -310,32 +347,61 @@ def _converse(messages: Iterable[list], kill: Callable[[], object], on_start: Ca
     return None
 
 
+class _Deadline:
+    """The parent's wall-clock limit on the child, moved on by each page it starts to read by OCR."""
+
+    def __init__(self, seconds: float, on_expiry: Callable[[], object]) -> None:
+        self.at = time.monotonic() + seconds
+        self.expired = threading.Event()
+        self._done = threading.Event()
+        self._on_expiry = on_expiry
+        threading.Thread(target=self._watch, name="parse-deadline", daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(max(0.05, min(1.0, self.at - time.monotonic()))):
+            if time.monotonic() >= self.at:
+                self.expired.set()
+                self._on_expiry()
+                return
+
+    def extend(self, seconds: float) -> None:
+        self.at += seconds
+
+    def cancel(self) -> None:
+        self._done.set()
+
+
 def parse(src: Source, limits: Limits, on_start: Callable[[int, str], object] | None = None,
-          on_page: Callable[[PageParts], object] | None = None, injection: tuple[str, ...] = DEFAULT_RULES) -> Parsed:
+          on_page: Callable[[PageParts], object] | None = None, injection: tuple[str, ...] = DEFAULT_RULES,
+          ocr: OcrOptions = OcrOptions(), on_ocr: Callable[[int], object] | None = None) -> Parsed:
     """The pages and title of ``src``, parsed in a limited child process. Raises InputError with the
     reason when the file is damaged, encrypted, scanned, breaks a limit or crashes the parser.
 
     The child sends each page's parts as soon as it has them: ``on_start(pages, title)`` is called
     before the first, ``on_page(parts)`` for each page in order (what a page is before the running
-    headers and footers are known: ``ingest.pdf.page_parts``); the body bounds come once all are in."""
+    headers and footers are known: ``ingest.pdf.page_parts``); the body bounds come once all are in.
+    ``ocr``: how pages without usable text are read (``ingest.reading``); ``on_ocr(page)`` is called
+    as the child starts reading a page by OCR (each such page moves the wall-clock limit on by twice
+    its CPU allowance)."""
     wall_s = 2 * limits.cpu_s + 30
-    expired = threading.Event()
     damage: list[str] = []
     repaired: list[bool] = []
-    with child.spawn("ingest.isolate", json.dumps(asdict(limits)), src.name, stdin=[src.data], wait_s=10) as kid:
-        def stop() -> None:  # a child blocked without using CPU (or one too slow) is stopped too
-            expired.set()
-            kid.process.kill()
+    with child.spawn("ingest.isolate", json.dumps(asdict(limits)), src.name, json.dumps(asdict(ocr)),
+                     stdin=[src.data], wait_s=10) as kid:
+        deadline = _Deadline(wall_s, kid.process.kill)  # a child blocked without using CPU (or too slow) is stopped
 
-        timer = threading.Timer(wall_s, stop)
-        timer.daemon = True
-        timer.start()
+        def ocr_page(number: int) -> None:
+            deadline.extend(2 * ocr.page_cpu_s)
+            if on_ocr:
+                on_ocr(number)
+
         try:
-            result = _converse(kid.messages(), kid.process.kill, on_start, on_page, damage, limits, src.name, repaired)
+            result = _converse(kid.messages(), kid.process.kill, on_start, on_page, damage, limits, src.name, repaired,
+                               ocr_page)
         finally:
-            timer.cancel()
+            deadline.cancel()
     if result is None:
-        why = (f"parsing it took longer than {wall_s} s; stopped" if expired.is_set()
+        why = (f"parsing it took longer than {wall_s} s; stopped" if deadline.expired.is_set()
                else _death(kid.process.returncode, limits, _last_line(kid.last_words)))
         raise InputError(f"{src.origin}: {why}")
     if isinstance(result, str):
@@ -347,8 +413,11 @@ def parse(src: Source, limits: Limits, on_start: Callable[[int, str], object] | 
         if damage and repaired:
             raise InputError(f"{src.origin}: damaged PDF: no text could be recovered from its {len(pages)} "
                              f"page(s) ({'; '.join(damage[:3])})")
-        raise InputError(f"{src.origin}: no extractable text in {len(pages)} page(s); it looks scanned "
-                         "(OCR is not supported yet)")
+        if ocr.mode == "off":
+            raise InputError(f"{src.origin}: no extractable text in {len(pages)} page(s); it looks scanned, and "
+                             "OCR is off (CHAPTERVERSE_OCR_MODE=auto reads scanned pages)")
+        raise InputError(f"{src.origin}: no text in {len(pages)} page(s), not even by OCR: its pages are blank "
+                         "or hold no readable text")
     return Parsed(pages, title, tuple(damage) if repaired else ())
 
 

@@ -23,6 +23,7 @@ from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from itertools import count
+from typing import NamedTuple
 
 from ingest.mupdf import pymupdf
 
@@ -51,6 +52,9 @@ class Page:
     body_end: int = -1  # -1: len(text)
     # paragraphs of the body that read as prompt injection (``retrieval.text.injection``): (start, end) offsets
     untrusted: tuple[tuple[int, int], ...] = ()
+    read_by: str = "text"  # how its words were read: "text" layer, our "ocr", or a searchable scan's "scan-layer"
+    ocr_confidence: float | None = None  # OCR's mean confidence in its words (0..1), characters weighing
+    ocr_doubtful: tuple[str, ...] = ()  # words with a digit that OCR read with low confidence ("1,600", "149")
 
     @property
     def body(self) -> tuple[int, int]:
@@ -103,12 +107,20 @@ def _background(bbox: pymupdf.Rect, rects: Sequence[_Rect]) -> tuple[float, floa
     return (1.0, 1.0, 1.0)
 
 
-def span_is_hidden(span: dict, page_rect: pymupdf.Rect, rects: Sequence[_Rect]) -> bool:
+def is_invisible(span: dict) -> bool:
+    """Text drawn fully transparent or in PDF's invisible render mode (both read as alpha 0): what an
+    OCR tool lays over a scanned page image, and what an injection hides on a typeset page."""
+    return span.get("alpha", 255) == 0
+
+
+def span_is_hidden(span: dict, page_rect: pymupdf.Rect, rects: Sequence[_Rect], invisible_ok: bool = False) -> bool:
+    """``invisible_ok``: invisible text counts as shown (the text layer of a searchable scan,
+    ``ingest.reading``); too small, off the page or unreadable against its background still hides it."""
     bbox = pymupdf.Rect(span["bbox"])
     if span.get("size", 0) < MIN_FONT_SIZE:
         return True
-    if span.get("alpha", 255) == 0:
-        return True
+    if is_invisible(span):
+        return not invisible_ok
     if bbox.is_empty or not bbox.intersects(page_rect):
         return True
     inside = bbox & page_rect
@@ -125,28 +137,29 @@ def _is_bold(span: dict) -> bool:
 
 
 @dataclass
-class _VisibleLine:
+class VisibleLine:
     text: str
     bbox: pymupdf.Rect  # union of the visible spans
     bold: bool
     size: float = 0.0  # the largest font size of its visible spans
 
 
-def _visible_blocks(page: pymupdf.Page) -> tuple[list[list[_VisibleLine]], int]:
-    """The page's text blocks as lists of visible lines, and the number of hidden characters."""
+def visible_blocks(page: pymupdf.Page, invisible_ok: bool = False) -> tuple[list[list[VisibleLine]], int]:
+    """The page's text blocks as lists of visible lines, and the number of hidden characters
+    (``invisible_ok``: see ``span_is_hidden``)."""
     data = page.get_text("dict", flags=pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_PRESERVE_LIGATURES)
     rects = _filled_rects(page)
     page_rect = page.rect
-    blocks: list[list[_VisibleLine]] = []
+    blocks: list[list[VisibleLine]] = []
     hidden = 0
     for block in data.get("blocks", []):
         if block.get("type") != 0:
             continue
-        lines: list[_VisibleLine] = []
+        lines: list[VisibleLine] = []
         for line in block.get("lines", []):
             shown: list[dict] = []
             for span in line.get("spans", []):
-                if span_is_hidden(span, page_rect, rects):
+                if span_is_hidden(span, page_rect, rects, invisible_ok):
                     hidden += len(span.get("text", ""))
                 else:
                     shown.append(span)
@@ -154,7 +167,7 @@ def _visible_blocks(page: pymupdf.Page) -> tuple[list[list[_VisibleLine]], int]:
             inked = [span for span in shown if span["text"].strip()]  # bold, size and box are theirs
             if text.strip() and inked:
                 bbox = reduce(operator.or_, (pymupdf.Rect(span["bbox"]) for span in inked))
-                lines.append(_VisibleLine(text, bbox, all(_is_bold(span) for span in inked),
+                lines.append(VisibleLine(text, bbox, all(_is_bold(span) for span in inked),
                                           max(float(span.get("size", 0.0)) for span in inked)))
         if lines:
             blocks.append(lines)
@@ -164,7 +177,7 @@ def _visible_blocks(page: pymupdf.Page) -> tuple[list[list[_VisibleLine]], int]:
 BODY_MARGIN = 1.0  # points: a heading set this much larger than the body text is a section title even as one word
 
 
-def body_size(lines: Sequence[_VisibleLine]) -> float:
+def body_size(lines: Sequence[VisibleLine]) -> float:
     """The page's body font size: the largest size of the lines holding the most characters."""
     chars: dict[float, int] = {}
     for line in lines:
@@ -174,11 +187,17 @@ def body_size(lines: Sequence[_VisibleLine]) -> float:
 
 
 def page_text(page: pymupdf.Page) -> tuple[str, tuple[Heading, ...], int]:
-    """Visible text of one page, its bold heading lines, and the number of hidden characters.
+    """Visible text of one page, its bold heading lines, and the number of hidden characters."""
+    blocks, hidden = visible_blocks(page)
+    return (*lay_out(blocks), hidden)
+
+
+def lay_out(blocks: Sequence[Sequence[VisibleLine]]) -> tuple[str, tuple[Heading, ...]]:
+    """The page text of blocks of lines in reading order (a text layer's, or OCR's: ``ingest.ocr``) and
+    its bold heading lines.
 
     Table rows found by ``retrieval.text.tables`` replace their cells: each row is one line ("VNE | Never-
     exceed speed | 149 KIAS") and its own paragraph, placed where the table's first cell was."""
-    blocks, hidden = _visible_blocks(page)
     flat = [line for lines in blocks for line in lines]
     body = body_size(flat)
     cells = [Line(line.text, *line.bbox) for line in flat]
@@ -206,7 +225,7 @@ def page_text(page: pymupdf.Page) -> tuple[str, tuple[Heading, ...], int]:
             if heading:
                 heads.append(Heading(len(out), text.strip(), larger))
             out += text
-    return out, tuple(heads), hidden
+    return out, tuple(heads)
 
 
 _ROMAN = re.compile(r"\b[ivxlcdm]+\b")
@@ -292,23 +311,33 @@ def document_title(doc: pymupdf.Document, file_name: str) -> str:
     return " ".join(re.sub(r"[_-]+", " ", stem).split())
 
 
-PageParts = tuple[str, tuple[Heading, ...], int, str | None]  # text, headings, hidden chars, label
+class PageParts(NamedTuple):
+    """What one page contributes before the document-wide pass (running headers and footers)."""
+
+    text: str
+    headings: tuple[Heading, ...]
+    hidden: int  # characters hidden
+    label: str | None
+    read_by: str = "text"  # see ``Page``
+    ocr_confidence: float | None = None
+    ocr_doubtful: tuple[str, ...] = ()
 
 
 def page_parts(page: pymupdf.Page) -> PageParts:
-    """What one page contributes before the document-wide pass (running headers and footers)."""
+    """A page as its text layer gives it (``ingest.reading`` decides when OCR reads it instead)."""
     text, heads, hidden = page_text(page)
-    return text, heads, hidden, page.get_label() or None
+    return PageParts(text, heads, hidden, page.get_label() or None)
 
 
 def page_from(number: int, parts: PageParts, running: Container[str],
               injection: tuple[str, ...] = DEFAULT_RULES) -> Page:
     """Page ``number`` (1-based) with body bounds (``running`` lines excluded), body headings and
     untrusted spans (paragraphs the ``injection`` rule sets flag, ``retrieval.text.injection``)."""
-    text, heads, hidden, label = parts
+    text = parts.text
     start, end = body_bounds(text, running)
-    body_heads = tuple(h for h in heads if start <= h.offset < end)
-    return Page(number, label, text, body_heads, hidden, start, end, untrusted_spans(text, start, end, injection))
+    body_heads = tuple(h for h in parts.headings if start <= h.offset < end)
+    return Page(number, parts.label, text, body_heads, parts.hidden, start, end,
+                untrusted_spans(text, start, end, injection), parts.read_by, parts.ocr_confidence, parts.ocr_doubtful)
 
 
 def pages_from(raw: Sequence[PageParts], running: Container[str],

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -17,7 +18,8 @@ from ingest.ahead import EmbedAhead
 from ingest.chunk import chunk_pages
 from ingest.isolate import Limits, Parsed, parse
 from ingest.passages import Segment, Vectors, embed_segment, indexed_text, key_of, plan
-from ingest.pdf import PageParts
+from ingest.ocr import OcrOptions
+from ingest.pdf import Page, PageParts
 from ingest.progress import ProgressLog
 from ingest.sources import InputError, Source
 from retrieval.store import db, index
@@ -32,7 +34,7 @@ log = logging.getLogger(__name__)
 
 # Bump when extraction or chunking changes: documents indexed by an older pipeline are re-indexed
 # when ingested again, instead of being skipped as unchanged.
-PIPELINE_VERSION = "2026-12-05.1"  # 12-05.1: no sentence (so no chunk) ends after an abbreviation before a digit ("(p. 181)"); .4 (12-04.1): chunk and sentence vectors from one int8 ONNX pass (retrieval.encode.passage_encoder); .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
+PIPELINE_VERSION = "2026-12-06.1"  # 12-06.1: pages without usable text read by OCR (ingest.reading); 12-05.1: no sentence (so no chunk) ends after an abbreviation before a digit ("(p. 181)"); .4 (12-04.1): chunk and sentence vectors from one int8 ONNX pass (retrieval.encode.passage_encoder); .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
 # (Embedding by segments of 256 pages, ingest.passages, is not a new version: a document of up to 256 pages
 # is embedded bit for bit as before; a longer one differs only in which chunks share a batch.)
 
@@ -50,9 +52,16 @@ class IngestResult:
     reused: int = 0  # chunks whose vectors were kept from the edition replaced
     ahead: int = 0  # chunks whose vectors were made while the pages were being read (``ingest.ahead``)
     warning: str = ""  # what the reader should know about what was stored: a damaged PDF, repaired
+    ocr_pages: int = 0  # pages whose words were read by OCR (ours, or a searchable scan's own text layer)
+    ocr_confidence: float | None = None  # our OCR's mean confidence over them (characters weighing)
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def ocr_options(settings: Settings) -> OcrOptions:
+    o = settings.ocr
+    return OcrOptions(o.mode, tuple(o.languages), o.dpi, o.max_pixels, o.max_pages, o.page_cpu_s, o.threads)
 
 
 def limits(settings: Settings) -> Limits:
@@ -79,12 +88,18 @@ def read_pdf(settings: Settings, src: Source, quiet: bool, progress: ProgressLog
     def page(parts: PageParts) -> None:
         if ahead:
             ahead.page(parts)
+        if parts.read_by != "text":
+            ocr_read[0] += 1
+            bar.set_postfix_str(f"{ocr_read[0]:,} read by OCR", refresh=False)
         bar.update(1)
         if progress:
+            progress.ocr_pages = ocr_read[0]
             progress.pages_done += 1
 
+    ocr_read = [0]
     try:
-        return parse(src, limits(settings), on_start=start, on_page=page, injection=injection)
+        return parse(src, limits(settings), on_start=start, on_page=page, injection=injection,
+                     ocr=ocr_options(settings))
     finally:
         bar.close()
 
@@ -102,7 +117,8 @@ def parse_ahead(settings: Settings, src: Source, collection: str) -> Parsed | No
     with db.connection(settings) as conn:
         if _same_bytes(conn, src, collection)[1]:
             return None
-    return parse(src, limits(settings), injection=ingest_profile(settings, collection).injection)
+    return parse(src, limits(settings), injection=ingest_profile(settings, collection).injection,
+                 ocr=ocr_options(settings))
 
 
 def _status(same: store.Existing | None, replaced: bool) -> str:
@@ -207,4 +223,13 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     return IngestResult(src.name, src.origin, collection, status, len(pages), len(chunks),
                         time.perf_counter() - t0, reused=reused, ahead=kept,
                         message=f"{reused:,} of {len(chunks):,} passages unchanged, not embedded again" if reused else "",
-                        warning=parsed.damage_note())
+                        warning=parsed.damage_note(), **ocr_summary(pages))
+
+
+def ocr_summary(pages: Sequence[Page]) -> dict[str, Any]:
+    """How many pages were read by OCR and, for ours, the mean confidence (characters weighing)."""
+    read = [p for p in pages if p.read_by != "text"]
+    scored = [(p.ocr_confidence, len(p.text)) for p in read if p.ocr_confidence is not None]
+    chars = sum(n for _, n in scored)
+    return {"ocr_pages": len(read),
+            "ocr_confidence": round(sum(c * n for c, n in scored) / chars, 3) if chars else None}

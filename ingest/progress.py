@@ -42,6 +42,13 @@ def _left(seconds: float) -> str:
     return f"about {max(1, round(seconds / 60))} min" if seconds >= 60 else f"about {max(1, round(seconds))} s"
 
 
+def ocr_words(pages: int, confidence: float | None) -> str:
+    """The OCR part of an ingest's summary line, ' (12 read by OCR, confidence 0.97)'; empty when no page was."""
+    if not pages:
+        return ""
+    return f" ({pages:,} read by OCR" + (f", confidence {confidence:.2f})" if confidence is not None else ")")
+
+
 class ProgressLog:
     """Where one input's ingest is; a background thread writes it to ``stream`` every ``interval_s``."""
 
@@ -54,6 +61,7 @@ class ProgressLog:
         self.started = clock()
         self.pages_total: int | None = None
         self._pages_done = 0
+        self.ocr_pages = 0  # of those read, pages read by OCR (the pipeline counts them)
         self.ahead = 0  # passages embedded while the pages are still being read (``ingest.ahead``)
         self.step = "opening"  # what is going on besides reading pages
         self.done = 0
@@ -97,7 +105,10 @@ class ProgressLog:
         parts: list[str] = []
         if self.pages_total is not None:
             ahead = f", {self.ahead:,} passages embedded" if self.ahead and self.step == "reading pages" else ""
-            parts.append(f"pages {self.pages_done:,}/{self.pages_total:,} read{ahead}")
+            ocr = f" ({self.ocr_pages:,} by OCR" if self.ocr_pages else ""
+            if ocr and 0 < self.pages_done < self.pages_total:  # OCR sets the pace: the time left is worth telling
+                ocr += f", {_left((self.pages_total - self.pages_done) * (now - self.started) / self.pages_done)} left"
+            parts.append(f"pages {self.pages_done:,}/{self.pages_total:,} read{ocr + ')' if ocr else ''}{ahead}")
         if self.step != "reading pages" or self.pages_total is None:
             step = self.step
             if self.total:

@@ -122,10 +122,11 @@ def write_document(conn: psycopg.Connection, *, collection: str, name: str, sha2
                outcome="replaced" if old is not None else "ingested")
         with conn.cursor() as cur:
             with cur.copy("COPY pages (collection, document_id, page_no, label, text, body_start, body_end, "
-                          "hidden_chars) FROM STDIN") as copy:
+                          "hidden_chars, read_by, ocr_confidence, ocr_doubtful) FROM STDIN") as copy:
                 for p in pages:
                     s, e = p.body
-                    copy.write_row((collection, doc_id, p.number, p.label, p.text, s, e, p.hidden_chars))
+                    copy.write_row((collection, doc_id, p.number, p.label, p.text, s, e, p.hidden_chars, p.read_by,
+                                    p.ocr_confidence, list(p.ocr_doubtful)))
             with cur.copy("COPY chunks (collection, document_id, ordinal, page_start, char_start, page_end, "
                           "char_end, text, context, search_text, token_count, embedding, terms, ts_config) FROM STDIN") as copy:
                 for c, st, v, t in zip(chunks, search_texts, vectors, terms, strict=True):

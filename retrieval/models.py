@@ -54,6 +54,18 @@ class Citation(BaseModel):
     page_label: str | None = None
     quote: str
     url: str | None = None  # opens the PDF at that page (…#page=N)
+    # "ocr" or "scan-layer" when the page's words were read by OCR: the quote was checked against that
+    # reading, not against the page image (ingest.reading)
+    read_by: str = "text"
+    ocr_doubtful: list[str] = Field(default_factory=list)  # numbers in the quote OCR read with low confidence
+
+    @property
+    def ocr_note(self) -> str:
+        """For a quote from a page read by OCR, 'read by OCR' and the numbers it was unsure of; else empty."""
+        if self.read_by == "text":
+            return ""
+        unsure = f"; unsure of {', '.join(self.ocr_doubtful)}: check the page" if self.ocr_doubtful else ""
+        return f"read by OCR{unsure}"
 
 
 class NearestPassage(BaseModel):

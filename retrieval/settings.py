@@ -22,6 +22,8 @@ asked of it are read with that preset's profile.
 
 from __future__ import annotations
 
+import importlib.util
+import itertools
 import json
 import os
 from functools import lru_cache
@@ -164,6 +166,57 @@ class IngestSettings(Section):
     @property
     def max_file_bytes(self) -> int:
         return int(self.max_file_mb * 1e6)
+
+
+@lru_cache(maxsize=1)
+def ocr_languages() -> tuple[str, ...]:
+    """The language codes the PP-OCRv6 small recogniser inside the rapidocr wheel reads (from the wheel's
+    model list, without importing the engine); empty when rapidocr is not installed."""
+    spec = importlib.util.find_spec("rapidocr")
+    if spec is None or spec.origin is None:
+        return ()
+    text = (Path(spec.origin).parent / "default_models.yaml").read_text(encoding="utf-8")
+    lines = text.partition("ppocrv6_langs: &ppocrv6_langs")[2].splitlines()[1:]
+    return tuple(item.strip()[2:].strip() for item in itertools.takewhile(lambda x: x.strip().startswith("- "), lines))
+
+
+class OcrSettings(Section):
+    """Reading scanned pages (ingest.reading, ingest.ocr): offline, with the models inside the rapidocr wheel."""
+
+    ENV_PREFIX: ClassVar[str] = "CHAPTERVERSE_OCR_"
+
+    mode: Literal["auto", "off", "always"] = Field(
+        default="auto",
+        description="auto: pages without usable text (scans) are read by OCR, a searchable scan's own text layer "
+        "when it reads well; always: every page by OCR; off: never (a scanned PDF is refused).")
+    languages: list[str] = Field(
+        default=["en"], description="Languages of the scanned pages (comma-separated codes: en, de, fr, es, ch, "
+        "japan…); checked against those the shipped PP-OCRv6 recogniser reads (one model reads them all).")
+    dpi: int = Field(default=150, ge=72, le=600, description="Resolution pages are rendered at for OCR.")
+    max_pixels: int = Field(default=40_000_000, ge=1_000_000,
+                            description="Pixels of one page image; a larger page is read at a lower resolution, "
+                            "and refused below 72 dpi.")
+    max_pages: int = Field(default=2000, ge=1, description="Pages of one document that may need OCR; a document "
+                           "with more is refused.")
+    page_cpu_s: int = Field(default=60, ge=5, description="CPU seconds each page read by OCR adds to the PDF "
+                            "parser's limit (CHAPTERVERSE_PDF_MAX_CPU_S).")
+    threads: int = Field(default=0, ge=0, description="Threads OCR uses; 0: every core.")
+
+    @field_validator("languages", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        return [v.strip() for v in value.replace(" ", ",").split(",") if v.strip()] if isinstance(value, str) else value
+
+    @field_validator("languages")
+    @classmethod
+    def _supported(cls, value: list[str]) -> list[str]:
+        known = ocr_languages()
+        unknown = [v for v in value if v not in known]
+        if unknown:
+            raise ValueError(f"OCR does not read {', '.join(unknown)}; the shipped model reads {', '.join(known)}")
+        if not value:
+            raise ValueError("name at least one language")
+        return value
 
 
 class SearchSettings(Section):
@@ -316,7 +369,8 @@ class JobSettings(Section):
         "failed (not retried) and its result, should it still come, is not recorded.")
 
 
-SECTIONS: dict[str, type[Section]] = {"db": DbSettings, "ingest": IngestSettings, "search": SearchSettings,
+SECTIONS: dict[str, type[Section]] = {"db": DbSettings, "ingest": IngestSettings, "ocr": OcrSettings,
+                                      "search": SearchSettings,
                                       "answer": AnswerSettings, "slack": SlackSettings, "jobs": JobSettings}
 # read no more: a clear error instead of silently ignoring them
 RETIRED_ENV = {
@@ -441,6 +495,7 @@ class Settings(BaseSettings):
                         "from; new collections record it.")
     db: DbSettings = DbSettings()
     ingest: IngestSettings = IngestSettings()
+    ocr: OcrSettings = OcrSettings()
     search: SearchSettings = SearchSettings()
     answer: AnswerSettings = AnswerSettings()
     slack: SlackSettings = SlackSettings()

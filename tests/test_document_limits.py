@@ -121,7 +121,8 @@ def test_the_document_char_limit_is_checked_by_the_parent_too(tmp_path: Path) ->
 
     child_limits = {**lying.__dict__, "max_document_chars": 10**9}
     original = isolate.asdict
-    isolate.asdict = lambda limits: child_limits  # the child is told a limit it will never reach
+    # the child is told a limit it will never reach (its OCR options go as they are)
+    isolate.asdict = lambda given: child_limits if isinstance(given, isolate.Limits) else original(given)
     isolate._too_long = parent_only
     try:
         with pytest.raises(InputError, match="CHAPTERVERSE_PDF_MAX_DOCUMENT_CHARS"):

@@ -234,7 +234,7 @@ def test_guesses_right_and_wrong_and_the_stored_document_is_the_same(settings, e
         guessed.append(len(chunks))
         return real_embed(embedder_, indexed, chunks, keys, on_batch=on_batch)
 
-    def parse(src, limits, on_start=None, on_page=None, injection=()):
+    def parse(src, limits, on_start=None, on_page=None, injection=(), **ocr):
         def page(parts):
             read = events.count("read")
             with changed:  # page n+1 once page n is taken and bounded (a safety timeout, not a timing test)
@@ -242,7 +242,7 @@ def test_guesses_right_and_wrong_and_the_stored_document_is_the_same(settings, e
                                         timeout=300), "the guesser did not keep up"
             events.append("read")
             on_page(parts)
-        return real_parse(src, limits, on_start, page, injection)
+        return real_parse(src, limits, on_start, page, injection, **ocr)
 
     monkeypatch.setattr(RunningSoFar, "add", add)
     monkeypatch.setattr(ahead_module, "page_from", page_from)
@@ -270,13 +270,13 @@ def test_a_failed_read_stops_the_guesser_and_stores_nothing(settings, embedder, 
     monkeypatch.setattr(passages, "SEGMENT_PAGES", 5)
     real_parse = pipeline.parse
 
-    def parse(src, limits, on_start=None, on_page=None, injection=()):
+    def parse(src, limits, on_start=None, on_page=None, injection=(), **ocr):
         def page(parts):
             if len(seen) == 19:
                 raise RuntimeError("reader broke on page 20")
             seen.append(parts)
             on_page(parts)
-        return real_parse(src, limits, on_start, page, injection)
+        return real_parse(src, limits, on_start, page, injection, **ocr)
 
     seen: list = []
     monkeypatch.setattr(pipeline, "parse", parse)

@@ -422,6 +422,59 @@ def eval_replica_bench(
     typer.echo(f"wrote {out}")
 
 
+@_command("scans")
+def eval_scans(
+    pdfs: Annotated[list[Path], typer.Argument(help="PDFs with a text layer (or directories of them).")],
+    dpi: Annotated[int, typer.Option(min=50, max=600, help="Resolution of the scanned copies.")] = 150,
+    skew_noise: Annotated[bool, typer.Option(help="Rotate each page by up to ±1.5° and add grey noise.")] = False,
+    max_pages: Annotated[int | None, typer.Option(min=1, help="Only this many pages per PDF, spread evenly.")] = None,
+    workdir: Annotated[Path, typer.Option(help="Where the scanned copies go "
+                                          "(<workdir>/<dpi>dpi[_skew]/<file name>).")] = Path("/tmp/chapterverse-scans"),
+    out: Annotated[Path | None, typer.Option(help="Where to write the JSON results (default "
+                                             "results/ocr/words_<dpi>dpi[_skew].json).")] = None,
+    keep_copies_only: Annotated[bool, typer.Option(help="Only write the scanned copies and print their "
+                                                   "paths.")] = False,
+) -> None:
+    """Scanned copies of text PDFs (grey JPEG pages, no text layer) read back by the parser: per page,
+    the share of OCR's words that are the text layer's and of the text layer's that OCR found; speed, memory."""
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    from chapterverse_lab.scans import copy_path, measure, scan_copy, spread  # noqa: PLC0415
+    from ingest.mupdf import pymupdf  # noqa: PLC0415
+
+    tag = f"{dpi}dpi{'_skew' if skew_noise else ''}"
+    out = out or Path(f"results/ocr/words_{tag}.json")
+    files = [p for arg in pdfs for p in (sorted(arg.glob("*.pdf")) if arg.is_dir() else [arg])]
+    if not files:
+        fail("no PDFs given")
+    try:
+        if keep_copies_only:
+            for pdf in files:
+                with pymupdf.open(pdf) as doc:
+                    indexes = spread(doc.page_count, max_pages)
+                dest = copy_path(workdir, dpi, skew_noise, pdf)
+                pages = scan_copy(pdf, dest, dpi, skew_noise=skew_noise, pages=indexes)
+                typer.echo(f"{dest}\t{pages} pages")
+            return
+        result = measure(files, workdir, dpi, skew_noise, max_pages)
+    except (ValueError, OSError, RuntimeError) as exc:  # pymupdf's FileDataError is a RuntimeError
+        fail(str(exc))
+    if not result["total"]["documents"]:
+        fail("no document could be measured: " + "; ".join(d["error"] for d in result["documents"]))
+    command = ("chapterverse eval scans " + " ".join(str(p) for p in pdfs) + f" --dpi {dpi}"
+               + (" --skew-noise" if skew_noise else "") + (f" --max-pages {max_pages}" if max_pages else "")
+               + f" --workdir {workdir} --out {out}")
+    save_result(out, {"command": command, "date": datetime.now(UTC).isoformat(timespec="seconds"), **result})
+    t = result["total"]
+    refused = "".join(f"\n  refused: {d['document']}: {d['error']}" for d in result["documents"] if "error" in d)
+    typer.echo(f"{tag}: {t['pages']} pages of {t['documents']} document(s) in {t['ocr_seconds']} s "
+               f"({t['pages_per_s']} pages/s), peak child RSS {t['peak_child_rss_mb']} MB; "
+               f"{t['documents_refused']} refused{refused}")
+    typer.echo(f"words: {t['ocr_in_reference']} of OCR's in the text layer, {t['reference_in_ocr']} of the text "
+               f"layer's found; per page min {t['page_ocr_in_reference_min']}, p10 {t['page_ocr_in_reference_p10']}")
+    typer.echo(f"wrote {out}")
+
+
 def register(app: typer.Typer, eval_app: typer.Typer) -> None:
     for name, fn in _commands:
         eval_app.command(name)(fn)

@@ -55,7 +55,8 @@ def page_words(page: int, label: str | None) -> str:
 def _quote_block(i: int, c: Citation, titles: Mapping[str, str | None] | None = None) -> str:
     quote = readable(c.quote)
     link = f"\n   {c.url}" if c.url else ""
-    return f"[{i}] “{quote}”\n   — {shown_title(c.document, titles)}, {page_words(c.page, c.page_label)}{link}"
+    ocr = f" ({c.ocr_note})" if c.ocr_note else ""
+    return f"[{i}] “{quote}”\n   — {shown_title(c.document, titles)}, {page_words(c.page, c.page_label)}{ocr}{link}"
 
 
 def named_note(answer: Answer) -> str:

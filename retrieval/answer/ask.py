@@ -39,13 +39,14 @@ from retrieval.store.db import DatabaseError
 log = logging.getLogger(__name__)
 
 def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[str, str], dict[int, SourcePage]]:
-    """The stored text and label of every page the passages touch, keyed by (collection, document)."""
+    """The stored text, label and how it was read (``ingest.reading``) of every page the passages touch,
+    keyed by (collection, document)."""
     out: dict[tuple[str, str], dict[int, SourcePage]] = {(p.collection, p.document): {} for p in passages}
     if not passages:
         return out
     with pool.connection(settings) as conn:  # one statement for every passage
         rows = conn.execute(
-            "SELECT q.collection, q.name, pg.page_no, pg.text, pg.label "
+            "SELECT q.collection, q.name, pg.page_no, pg.text, pg.label, pg.read_by, pg.ocr_doubtful "
             "FROM unnest(%s::text[], %s::text[], %s::int[], %s::int[]) AS q(collection, name, first, last) "
             "JOIN documents d ON d.collection = q.collection AND d.name = q.name "
             "JOIN pages pg ON pg.collection = d.collection AND pg.document_id = d.id "
@@ -53,7 +54,8 @@ def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[st
             ([p.collection for p in passages], [p.document for p in passages], [p.page for p in passages],
              [p.page_end for p in passages])).fetchall()
     for r in rows:
-        out[(r["collection"], r["name"])][r["page_no"]] = SourcePage(r["text"], r["label"])
+        out[(r["collection"], r["name"])][r["page_no"]] = SourcePage(r["text"], r["label"], r["read_by"],
+                                                                     tuple(r["ocr_doubtful"] or ()))
     return out
 
 

@@ -50,10 +50,12 @@ def _without_query(url: str) -> str | None:
 
 @dataclass(frozen=True)
 class SourcePage:
-    """A page's own stored text and printed label (from the index)."""
+    """A page's own stored text and printed label (from the index), and how its words were read."""
 
     text: str
     label: str | None = None
+    read_by: str = "text"  # "text", or "ocr" / "scan-layer": words read by OCR (ingest.reading)
+    doubtful: tuple[str, ...] = ()  # words with a digit OCR read with low confidence
 
 
 def page_spans(passage: Passage, pages: Mapping[int, SourcePage]) -> dict[int, tuple[int, int]]:
@@ -99,7 +101,8 @@ def shown_slices(passage: Passage, passage_id: str, pages: Mapping[int, SourcePa
         label = src.label if src is not None else (passage.page_label if no == passage.page else None)
         out.append(PageText(document=passage.document, page=no, text=body, page_label=label,
                             url=page_url(passage.document, no, passage.document_url, file_base_url),
-                            passage_id=passage_id))
+                            passage_id=passage_id, read_by=src.read_by if src else "text",
+                            doubtful=src.doubtful if src else ()))
     return out
 
 
@@ -206,5 +209,6 @@ def model_pages(passages: Sequence[Passage], pages: Pages, file_base_url: str | 
             break
         used += len(text)
         out.append(PageText(document=document, page=no, text=text, page_label=src.label,
-                            url=page_url(document, no, p.document_url, file_base_url), passage_id=f"P{len(out) + 1}"))
+                            url=page_url(document, no, p.document_url, file_base_url), passage_id=f"P{len(out) + 1}",
+                            read_by=src.read_by, doubtful=src.doubtful))
     return out

@@ -39,6 +39,8 @@ class PageText:
     page_label: str | None = None
     url: str | None = None
     passage_id: str = ""  # the id the answerer saw for the passage this slice came from
+    read_by: str = "text"  # "ocr" / "scan-layer": the page's words were read by OCR (ingest.reading)
+    doubtful: tuple[str, ...] = ()  # words with a digit that OCR read with low confidence, on the whole page
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,12 @@ def locate(quote: str, source: str) -> Match | None:
     return None
 
 
+def doubtful_in(quote: str, doubtful: Sequence[str]) -> list[str]:
+    """The words of ``doubtful`` (read by OCR with low confidence) that the quote holds as words."""
+    words = {w.strip(".,;:()[]") for w in quote.split()}
+    return [w for w in doubtful if w in words]
+
+
 def verify_claim(claim: Claim, shown: Sequence[PageText]) -> Verdict:
     """Check one claim against the page texts the answerer was shown."""
     if too_short(claim.quote):
@@ -160,7 +168,8 @@ def verify_claim(claim: Claim, shown: Sequence[PageText]) -> Verdict:
         m = locate(claim.quote, p.text)
         if m is not None:
             return Verdict(claim, Citation(document=p.document, page=p.page, page_label=p.page_label,
-                                           quote=m.text.strip(), url=p.url))
+                                           quote=m.text.strip(), url=p.url, read_by=p.read_by,
+                                           ocr_doubtful=doubtful_in(m.text, p.doubtful)))
     elsewhere = sorted({p.page for p in same_doc if p.page != claim.page and locate(claim.quote, p.text)})
     if not same_page:
         hint = f"; the quote does appear on page {elsewhere[0]}" if elsewhere else ""

@@ -18,7 +18,7 @@ from dataclasses import replace
 from retrieval.answer.answerers import Request, Response
 from retrieval.answer.answerers.extractive.scoring import SentenceReader
 from retrieval.answer.answerers.model.support import unsupported
-from retrieval.answer.verify import Match, PageText, Verification, locate
+from retrieval.answer.verify import Match, PageText, Verification, doubtful_in, locate
 from retrieval.models import Answer, Citation
 from retrieval.profile import Profile
 
@@ -67,7 +67,8 @@ def join_adjacent(citations: Sequence[Citation], shown: Sequence[PageText]) -> l
             near = gap <= MAX_JOIN_GAP and end - start <= MAX_JOINED
             joined = locate(page.text[start:end], page.text) if near else None
             if joined is not None:
-                out[-1] = out[-1].model_copy(update={"quote": joined.text.strip()})
+                out[-1] = out[-1].model_copy(update={"quote": joined.text.strip(),
+                                                     "ocr_doubtful": doubtful_in(joined.text, page.doubtful)})
                 last = (page, Match(start, end, joined.text))
                 continue
         out.append(c)

@@ -1,0 +1,203 @@
+"""Reading a page image by OCR, offline, in the parse child (``ingest.isolate``).
+
+The engine is RapidOCR 3.10 (``rapidocr`` on PyPI, Apache-2.0) on onnxruntime: PP-OCRv6 small text
+detection and recognition and the PP-OCR text-line orientation classifier, whose ONNX files ship inside
+the wheel. The engine is always given those files' paths, so it never looks for a model elsewhere and
+never downloads (``tests/test_ocr.py`` runs it with every socket refused). The recogniser is one
+multilingual model (Latin, Cyrillic-free: English, German, French, Spanish… and Chinese, Japanese):
+``CHAPTERVERSE_OCR_LANGUAGES`` is checked against the languages the shipped model reads
+(``retrieval.settings.ocr_languages``).
+
+A page is rendered grey at ``OcrOptions.dpi`` (150 by default; a page larger than ``max_pixels`` at
+that resolution is read at a lower one, and refused below ``MIN_DPI``), the engine finds text lines
+(with each word's confidence), and ``ingest.ocr_layout`` puts them in reading order. What a reader
+could not see is not content, as on a text layer: a line printed so faint that it barely differs from
+the paper (``MIN_CONTRAST``) or so small that it is under ``ingest.pdf.MIN_FONT_SIZE`` is dropped and
+counted as hidden. A page turned on its side (most lines taller than wide) is read turned upright;
+upside-down lines are turned by the orientation classifier.
+
+The result is a page's parts as the text layer would give them (``ingest.pdf.PageParts``), with
+``read_by="ocr"``, the page's confidence (characters weighing) and the words holding a digit that were
+read with a confidence under ``DOUBTFUL`` (``Page.ocr_doubtful``: a quote holding one is marked).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ingest.mupdf import pymupdf
+from ingest.ocr_layout import Box, blocks, body_height
+from ingest.pdf import MIN_FONT_SIZE, PageParts, VisibleLine, lay_out
+
+MIN_DPI = 72  # below this, body text is too small to read: the page is refused instead
+MIN_CONTRAST = 0.12 * 255  # grey levels between a line's ink and its paper (ingest.pdf.MIN_CONTRAST)
+DOUBTFUL = 0.9  # a word with a digit read below this confidence is doubtful (results/ocr/doubtful.json)
+UPSIDE_DOWN = 0.75  # a page whose lines read with less mean confidence is tried turned upside down
+_MODELS = {"Det": "PP-OCRv6_det_small.onnx", "Rec": "PP-OCRv6_rec_small.onnx",
+           "Cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx"}
+
+
+@dataclass(frozen=True)
+class OcrOptions:
+    """How the parse child reads pages by OCR (``CHAPTERVERSE_OCR_*``, ``retrieval.settings.OcrSettings``)."""
+
+    mode: str = "auto"  # auto: pages without usable text; always: every page; off: never
+    languages: tuple[str, ...] = ("en",)
+    dpi: int = 150
+    max_pixels: int = 40_000_000  # of one page image
+    max_pages: int = 2000  # pages of one document read by OCR
+    page_cpu_s: int = 60  # CPU seconds one OCR page may add to the parser's limit
+    threads: int = 0  # onnxruntime threads; 0: every core
+
+
+class OcrRefused(Exception):
+    """A page OCR will not read (a limit of ``OcrOptions``); the message names the limit."""
+
+
+def _package_dir() -> Path:
+    spec = importlib.util.find_spec("rapidocr")
+    if spec is None or spec.origin is None:
+        raise OcrRefused("OCR needs the rapidocr package (pip install rapidocr==3.10.0)")
+    return Path(spec.origin).parent
+
+
+class Engine:
+    """RapidOCR with the models inside its wheel; built on first use (about 0.3 s)."""
+
+    def __init__(self, threads: int = 0) -> None:
+        self.threads = threads or os.cpu_count() or 1
+        self._ocr: Any = None
+
+    def _engine(self) -> Any:
+        if self._ocr is None:
+            from rapidocr import RapidOCR  # noqa: PLC0415  (heavy; only the parse child reads scans)
+
+            models = _package_dir() / "models"
+            params: dict[str, Any] = {f"{kind}.model_path": str(models / name) for kind, name in _MODELS.items()}
+            params.update({"Global.log_level": "error", "Global.return_word_box": True, "Global.use_cls": False,
+                           "EngineConfig.onnxruntime.intra_op_num_threads": self.threads,
+                           "EngineConfig.onnxruntime.inter_op_num_threads": 1})
+            self._ocr = RapidOCR(params=params)
+        return self._ocr
+
+    def __call__(self, image: Any) -> list[tuple[list[list[float]], str, float, tuple[tuple[str, float], ...]]]:
+        """Text lines of a grey image: (quadrilateral in pixels, text, confidence, words)."""
+        result = self._engine()(image)
+        if result.boxes is None:
+            return []
+        words = list(result.word_results or ()) + [()] * len(result.txts)
+        return [(quad.tolist(), str(text), float(score),
+                 tuple((str(w[0]), float(w[1])) for w in line_words if len(w) >= 2))
+                for quad, text, score, line_words in zip(result.boxes, result.txts, result.scores, words)]
+
+
+def render(page: pymupdf.Page, options: OcrOptions) -> tuple[Any, float]:
+    """The page as a grey image and its resolution (dpi), at most ``max_pixels`` pixels."""
+    import numpy as np  # noqa: PLC0415
+
+    area = page.rect.width * page.rect.height / 72 ** 2  # square inches
+    dpi = min(options.dpi, math.sqrt(options.max_pixels / area)) if area > 0 else options.dpi
+    if dpi < MIN_DPI:
+        raise OcrRefused(f"it is {page.rect.width:,.0f} × {page.rect.height:,.0f} points: too large to read by OCR "
+                         f"at {MIN_DPI} dpi within {options.max_pixels:,} pixels (CHAPTERVERSE_OCR_MAX_PIXELS)")
+    pix = page.get_pixmap(dpi=int(dpi), colorspace=pymupdf.csGRAY, alpha=False)
+    image = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.width, pix.n)[:, :, 0]
+    return image, int(dpi)
+
+
+def _found(engine: Engine, image: Any) -> tuple[Any, list]:
+    """The engine's lines, read with the page turned upright: when most lines stand on their side both
+    quarter turns are tried, and when the words read poorly (``UPSIDE_DOWN``) the half turn; the read
+    with the most confident characters wins. (PP-OCR's per-line orientation classifier is not used: on
+    clean 150 dpi scans of FAA pages it turned upright lines over and garbled them.)"""
+    import numpy as np  # noqa: PLC0415
+
+    found = engine(image)
+    upright = sum(1 for quad, *_ in found if _size(quad)[0] >= _size(quad)[1])
+    if found and upright < len(found) / 2:
+        turns = (1, 3)
+    elif found and (confidence_of(found) or 1.0) < UPSIDE_DOWN:
+        turns = (2,)
+    else:
+        return image, found
+    tries = [(image, found)] + [(np.rot90(image, k), engine(np.rot90(image, k))) for k in turns]
+    return max(tries, key=lambda t: sum(len(text) * score for _, text, score, _ in t[1]))
+
+
+def confidence_of(found: list) -> float | None:
+    chars = sum(len(text) for _, text, _, _ in found)
+    return sum(len(text) * score for _, text, score, _ in found) / chars if chars else None
+
+
+def _size(quad: Sequence[Sequence[float]]) -> tuple[float, float]:
+    xs, ys = [p[0] for p in quad], [p[1] for p in quad]
+    return max(xs) - min(xs), max(ys) - min(ys)
+
+
+def _contrast(image: Any, x0: int, y0: int, x1: int, y1: int) -> float:
+    import numpy as np  # noqa: PLC0415
+
+    cut = image[max(0, y0):max(0, y1), max(0, x0):max(0, x1)]
+    if cut.size == 0:
+        return 0.0
+    low, high = np.percentile(cut, (5, 95))
+    return float(high - low)
+
+
+def boxes_of(image: Any, found: list, dpi: float) -> tuple[list[Box], int]:
+    """The engine's lines as boxes in page points, and the characters dropped as unreadable (too faint
+    or too small)."""
+    scale = 72.0 / dpi
+    out: list[Box] = []
+    hidden = 0
+    for quad, text, score, words in found:
+        if not text.strip():
+            continue
+        xs, ys = [p[0] for p in quad], [p[1] for p in quad]
+        x0, y0, x1, y1 = min(xs), min(ys), max(xs), max(ys)
+        if (y1 - y0) * scale * 0.7 < MIN_FONT_SIZE or _contrast(image, int(x0), int(y0), int(x1), int(y1)) < MIN_CONTRAST:
+            hidden += len(text)
+            continue
+        out.append(Box(text.strip(), score, x0 * scale, y0 * scale, x1 * scale, y1 * scale, words))
+    return out, hidden
+
+
+def doubtful_words(boxes: Sequence[Box], threshold: float = DOUBTFUL) -> tuple[str, ...]:
+    """Words holding a digit that were read with a confidence under ``threshold`` (each once)."""
+    found: dict[str, None] = {}
+    for b in boxes:
+        for word, score in b.words or ((w, b.score) for w in b.text.split()):
+            if score < threshold and any(ch.isdigit() for ch in word):
+                found[word.strip(".,;:()[]")] = None
+    return tuple(found)
+
+
+def confidence(boxes: Sequence[Box]) -> float | None:
+    """The mean confidence of the page's boxes, each weighing as many characters as it holds."""
+    chars = sum(len(b.text) for b in boxes)
+    return round(sum(b.score * len(b.text) for b in boxes) / chars, 4) if chars else None
+
+
+def visible_lines(paragraphs: Sequence[Sequence[Box]]) -> list[list[VisibleLine]]:
+    """Paragraphs of boxes as the text layer's blocks of lines (``ingest.pdf.lay_out`` reads either).
+    A line set much taller than the body's is bold for ``lay_out``: a heading the chunker can use."""
+    flat = [b for para in paragraphs for b in para]
+    body = body_height(flat) if flat else 1.0
+    return [[VisibleLine(b.text, pymupdf.Rect(b.x0, b.y0, b.x1, b.y1), b.height >= 1.3 * body and len(b.text) <= 120,
+                         round(b.height * 0.7, 1)) for b in para] for para in paragraphs]
+
+
+def read(page: pymupdf.Page, options: OcrOptions, engine: Engine, hidden: int = 0) -> PageParts:
+    """The page's parts read by OCR (``hidden``: characters its text layer hid, counted on)."""
+    image, dpi = render(page, options)
+    image, found = _found(engine, image)
+    boxes, faint = boxes_of(image, found, dpi)
+    text, heads = lay_out(visible_lines(blocks(boxes)))
+    return PageParts(text, heads, hidden + faint, page.get_label() or None, "ocr", confidence(boxes),
+                     doubtful_words(boxes))

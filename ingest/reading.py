@@ -1,0 +1,90 @@
+"""How each page is read: its text layer, the text layer of a searchable scan, or OCR (parse child).
+
+* **Text layer** (most pages): ``ingest.pdf.page_parts``; invisible text on such a page stays hidden
+  and untrusted.
+* **OCR** (``ingest.ocr``) for a page with no usable text: fewer than ``MIN_TEXT_CHARS`` visible
+  characters while an image or drawing could hold text (an empty page is left empty). With
+  ``CHAPTERVERSE_OCR_MODE=always`` every page is read by OCR; with ``off``, none.
+* **A searchable scan's own text layer**: invisible text over an image covering at least
+  ``SCAN_COVER`` of the page is what an office scanner or OCRmyPDF lays over the page image. It is
+  read as the page's text (``read_by="scan-layer"``) when it reads as words (``layer_quality``: at
+  least ``GOOD_LAYER`` of its word-like tokens are plausible words or numbers); a garbled layer is set
+  aside and the page read by our own OCR instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ingest.mupdf import pymupdf
+from ingest.ocr import Engine, OcrOptions, read
+from ingest.pdf import PageParts, lay_out, page_parts, visible_blocks
+
+MIN_TEXT_CHARS = 40  # visible characters below which a page has no usable text layer
+SCAN_COVER = 0.6  # share of the page an image covers on a scanned page
+GOOD_LAYER = 0.75  # share of plausible tokens from which a scan's text layer is trusted
+_TOKEN = re.compile(r"\S+")
+_WORD = re.compile(r"^[(\"'\[]*(?:[A-Za-zÀ-ÿ]+(?:[-'’][A-Za-zÀ-ÿ]+)*|[\d][\d.,:/-]*%?|[A-Z]{1,4}-?\d+[\w.-]*)"
+                   r"[)\"'\].,;:!?]*$")
+_VOWEL = re.compile(r"[aeiouyàâäéèêëîïôöûüAEIOUYÀÂÄÉÈÊËÎÏÔÖÛÜ]")
+
+
+def image_cover(page: pymupdf.Page) -> float:
+    """The share of the page covered by images (their boxes clipped to the page, summed, at most 1)."""
+    area = abs(page.rect)
+    if not area:
+        return 0.0
+    covered = sum(abs(pymupdf.Rect(info["bbox"]) & page.rect) for info in page.get_image_info())
+    return min(1.0, covered / area)
+
+
+def layer_quality(text: str) -> float:
+    """The share of a text layer's tokens that read as words or numbers: a letter run with a vowel (or a
+    short one, "by", "St"), a number, a code like "AC-91"; OCR garbage ("iI1l|", "ﬁ~^", "Tlie_rn")
+    is not. 0 for a layer without tokens."""
+    tokens = _TOKEN.findall(text)
+    if not tokens:
+        return 0.0
+    good = sum(1 for t in tokens if _WORD.match(t) and (len(t) <= 3 or _VOWEL.search(t) or t[0].isdigit()))
+    return good / len(tokens)
+
+
+def _chars(parts: PageParts) -> int:
+    return sum(len(line.strip()) for line in parts.text.splitlines())
+
+
+def how(parts: PageParts, cover: float, drawn: bool, mode: str) -> str:
+    """``"text"``, ``"layer"`` (try the invisible text layer of a scan) or ``"ocr"``, for a page whose
+    text layer gave ``parts``, with images covering ``cover`` of it, and ``drawn`` when it has images
+    or vector drawings at all."""
+    if mode == "off":
+        return "text"
+    if mode == "always":
+        return "ocr"
+    if _chars(parts) >= MIN_TEXT_CHARS:
+        return "text"
+    if cover >= SCAN_COVER:
+        return "layer"
+    return "ocr" if drawn else "text"
+
+
+def read_page(page: pymupdf.Page, options: OcrOptions, engine: Engine,
+              before_ocr: Callable[[], object] | None = None) -> PageParts:
+    """The page's parts, read as the module docstring says; ``before_ocr()`` is called before a page
+    is read by OCR (the child reports it and raises its CPU limit)."""
+    parts = page_parts(page)
+    if options.mode == "off" or (options.mode == "auto" and _chars(parts) >= MIN_TEXT_CHARS):
+        return parts  # the common case, without looking at images
+    cover = image_cover(page)
+    kind = how(parts, cover, cover > 0 or bool(page.get_drawings()), options.mode)
+    if kind == "text":
+        return parts
+    if kind == "layer":
+        shown, hidden = visible_blocks(page, invisible_ok=True)
+        text, heads = lay_out(shown)
+        if len(text.strip()) >= MIN_TEXT_CHARS and layer_quality(text) >= GOOD_LAYER:
+            return PageParts(text, heads, hidden, parts.label, "scan-layer")
+    if before_ocr is not None:
+        before_ocr()
+    return read(page, options, engine, parts.hidden)
