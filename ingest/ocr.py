@@ -38,6 +38,7 @@ from ingest.pdf import MIN_FONT_SIZE, PageParts, VisibleLine, lay_out
 MIN_DPI = 72  # below this, body text is too small to read: the page is refused instead
 MIN_CONTRAST = 0.12 * 255  # grey levels between a line's ink and its paper (ingest.pdf.MIN_CONTRAST)
 DOUBTFUL = 0.9  # a word with a digit read below this confidence is doubtful (results/ocr/doubtful.json)
+SPLIT_GAP = 1.0  # line heights of white between two words that cut a detected line in two
 UPSIDE_DOWN = 0.75  # a page whose lines read with less mean confidence is tried turned upside down
 _MODELS = {"Det": "PP-OCRv6_det_small.onnx", "Rec": "PP-OCRv6_rec_small.onnx",
            "Cls": "ch_ppocr_mobile_v2.0_cls_mobile.onnx"}
@@ -87,14 +88,40 @@ class Engine:
         return self._ocr
 
     def __call__(self, image: Any) -> list[tuple[list[list[float]], str, float, tuple[tuple[str, float], ...]]]:
-        """Text lines of a grey image: (quadrilateral in pixels, text, confidence, words)."""
+        """Text lines of a grey image: (quadrilateral in pixels, text, confidence, words), a line the
+        detector ran across a gap wider than ``SPLIT_GAP`` line heights cut there (``split_line``)."""
         result = self._engine()(image)
         if result.boxes is None:
             return []
         words = list(result.word_results or ()) + [()] * len(result.txts)
-        return [(quad.tolist(), str(text), float(score),
-                 tuple((str(w[0]), float(w[1])) for w in line_words if len(w) >= 2))
-                for quad, text, score, line_words in zip(result.boxes, result.txts, result.scores, words)]
+        return [piece for quad, text, score, line_words in zip(result.boxes, result.txts, result.scores, words)
+                for piece in split_line(quad.tolist(), str(text), float(score), line_words)]
+
+
+def split_line(quad: list[list[float]], text: str, score: float, words: Sequence[Any]) -> list[tuple]:
+    """One detected line, or its pieces where the white between two words is wider than ``SPLIT_GAP``
+    times the line's height: the detector runs a line across a narrow gutter ("manage- the" from two
+    columns of 14 CFR at 150 dpi) and across the cells of a table; cut, each column and cell is a box
+    of its own for ``ingest.ocr_layout``. A piece's confidence is its words' lowest."""
+    parsed = [(str(w[0]), float(w[1]), w[2]) for w in words if len(w) >= 3 and str(w[0]).strip()]
+    height = _size(quad)[1]
+    if len(parsed) < 2 or height <= 0:
+        return [(quad, text, score, tuple((w, s) for w, s, _ in parsed))]
+    pieces: list[list[tuple[str, float, Any]]] = [[parsed[0]]]
+    for word in parsed[1:]:
+        gap = min(p[0] for p in word[2]) - max(p[0] for p in pieces[-1][-1][2])
+        if gap > SPLIT_GAP * height:
+            pieces.append([])
+        pieces[-1].append(word)
+    if len(pieces) == 1:
+        return [(quad, text, score, tuple((w, s) for w, s, _ in parsed))]
+    out = []
+    for piece in pieces:
+        xs = [p[0] for _, _, q in piece for p in q]
+        ys = [p[1] for p in quad]
+        out.append(([[min(xs), min(ys)], [max(xs), min(ys)], [max(xs), max(ys)], [min(xs), max(ys)]],
+                    " ".join(w for w, _, _ in piece), min(s for _, s, _ in piece), tuple((w, s) for w, s, _ in piece)))
+    return out
 
 
 def render(page: pymupdf.Page, options: OcrOptions) -> tuple[Any, float]:

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 COLUMN_SHARE = 0.25  # each column holds at least this share of the page's characters
-PROSE_WORDS = 4.0  # mean words per box from which a side reads as running text (a column)
+CROSSING = 0.08  # share of the boxes that may cross a gutter (titles, centred headings, running heads)
+PROSE_WORDS = 3.0  # mean words per box from which a side reads as running text (a column)
 PARAGRAPH_GAP = 0.8  # line heights of white between lines that start a new paragraph
 HEADING_RATIO = 1.3  # a line this many times taller than the body's lines is a heading
 
@@ -65,25 +66,30 @@ def _prose(side: Sequence[Box]) -> bool:
 
 
 def gutter(boxes: Sequence[Box]) -> float | None:
-    """The x of the gutter between two columns of running text, or None (one column)."""
+    """The x of the gutter between two columns of running text, or None (one column): of the places
+    in the middle half of the page that the fewest boxes cross (at most ``CROSSING`` of them: titles,
+    centred headings, running heads), the one with the most white on either side, when both sides
+    hold ``COLUMN_SHARE`` of the characters and read as running text."""
     if len(boxes) < 6:
         return None
     total = sum(len(b.text) for b in boxes)
-    span = max(b.x1 for b in boxes) - min(b.x0 for b in boxes)
-    narrow = [b for b in boxes if b.x1 - b.x0 < 0.6 * span]  # wider boxes cross any gutter
-    edges = sorted((b.x0, b.x1) for b in narrow)
-    best: tuple[float, float] | None = None  # (width, x) of the widest qualifying gap
-    reach = edges[0][1] if edges else 0.0
-    for x0, x1 in edges[1:]:
-        if x0 > reach:  # white between reach and x0 in the narrow boxes' projection
-            x = (reach + x0) / 2
-            left = [b for b in narrow if b.x1 <= x]
-            right = [b for b in narrow if b.x0 >= x]
-            if (min(sum(len(b.text) for b in left), sum(len(b.text) for b in right)) >= COLUMN_SHARE * total
-                    and _prose(left) and _prose(right) and (best is None or x0 - reach > best[0])):
-                best = (x0 - reach, x)
-        reach = max(reach, x1)
-    return best[1] if best else None
+    lo, hi = min(b.x0 for b in boxes), max(b.x1 for b in boxes)
+    middle = [x for b in boxes for x in (b.x0 - 0.5, b.x1 + 0.5) if lo + 0.25 * (hi - lo) <= x <= lo + 0.75 * (hi - lo)]
+    best: tuple[int, float, float] | None = None  # (boxes crossing, -white, x)
+    for x in middle:
+        crossing = sum(1 for b in boxes if b.x0 < x < b.x1)
+        if crossing > max(2, CROSSING * len(boxes)):
+            continue
+        left = [b for b in boxes if b.x1 <= x]
+        right = [b for b in boxes if b.x0 >= x]
+        if min(sum(len(b.text) for b in left), sum(len(b.text) for b in right)) < COLUMN_SHARE * total \
+                or not (_prose(left) and _prose(right)):
+            continue
+        white = min(b.x0 for b in right) - max(b.x1 for b in left)
+        key = (crossing, -white, x)
+        if white > 0 and (best is None or key < best):
+            best = key
+    return best[2] if best else None
 
 
 def _bands(boxes: Sequence[Box], x: float) -> list[list[Box]]:
