@@ -38,6 +38,7 @@ from ingest.pdf import MIN_FONT_SIZE, PageParts, VisibleLine, lay_out
 MIN_DPI = 72  # below this, body text is too small to read: the page is refused instead
 MIN_CONTRAST = 0.12 * 255  # grey levels between a line's ink and its paper (ingest.pdf.MIN_CONTRAST)
 DOUBTFUL = 0.9  # a word with a digit read below this confidence is doubtful (results/ocr/doubtful.json)
+REC_BATCH = 2  # lines recognised at once: 6 (the default) ran out of the parser's 2 GB address space on ACS p. 5
 SPLIT_GAP = 1.0  # line heights of white between two words that cut a detected line in two
 UPSIDE_DOWN = 0.75  # a page whose lines read with less mean confidence is tried turned upside down
 _MODELS = {"Det": "PP-OCRv6_det_small.onnx", "Rec": "PP-OCRv6_rec_small.onnx",
@@ -82,6 +83,7 @@ class Engine:
             models = _package_dir() / "models"
             params: dict[str, Any] = {f"{kind}.model_path": str(models / name) for kind, name in _MODELS.items()}
             params.update({"Global.log_level": "error", "Global.return_word_box": True, "Global.use_cls": False,
+                           "Rec.rec_batch_num": REC_BATCH,
                            "EngineConfig.onnxruntime.intra_op_num_threads": self.threads,
                            "EngineConfig.onnxruntime.inter_op_num_threads": 1})
             self._ocr = RapidOCR(params=params)
