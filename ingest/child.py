@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -93,9 +94,24 @@ def _feed(process: subprocess.Popen, chunks: Sequence[bytes]) -> None:
         process.stdin.close()
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to kill this process when its parent dies (``PR_SET_PDEATHSIG``), so a parser or an
+    ingest job never outlives the command or bot that started it, even one killed with SIGKILL
+    (a long OCR would otherwise burn on); exit at once when the parent is gone already."""
+    if sys.platform.startswith("linux"):
+        with suppress(OSError, AttributeError):
+            import ctypes  # noqa: PLC0415
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() == 1:  # orphaned before the request took hold
+        os._exit(1)
+
+
 def answer_on(fd: int) -> Callable[[list[Any]], None]:
-    """In the child, first thing: stdout becomes stderr, where nothing can break the protocol; returns
-    ``send(msg)``, which writes one JSON line on descriptor ``fd`` (from any thread)."""
+    """In the child, first thing: it dies with its parent (``_die_with_parent``); stdout becomes
+    stderr, where nothing can break the protocol; returns ``send(msg)``, which writes one JSON line on
+    descriptor ``fd`` (from any thread)."""
+    _die_with_parent()
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     out = os.fdopen(fd, "w", encoding="utf-8")

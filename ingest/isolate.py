@@ -172,7 +172,7 @@ def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], N
 
         from ingest.ocr import Engine, OcrRefused  # noqa: PLC0415
         from ingest.pdf import document_title  # noqa: PLC0415
-        from ingest.reading import read_page  # noqa: PLC0415
+        from ingest.reading import looks_scanned, read_page  # noqa: PLC0415
 
         engine = Engine(ocr.threads)
 
@@ -217,6 +217,11 @@ def _parse_here(data: bytes, name: str, limits: Limits, send: Callable[[list], N
                            else "corrupt or unreadable PDF (no pages)")
         if total > limits.max_pages:
             raise _Refused(f"{total:,} pages; the limit is {limits.max_pages:,} (CHAPTERVERSE_PDF_MAX_PAGES)")
+        if ocr.mode != "off" and total > ocr.max_pages:  # a long scan is refused before hours of OCR
+            scanned = sum(1 for i in range(total) if looks_scanned(doc[i], ocr.mode))
+            if scanned > ocr.max_pages:
+                raise _Refused(f"{scanned:,} of its {total:,} pages need OCR; the limit is {ocr.max_pages:,} "
+                               "(CHAPTERVERSE_OCR_MAX_PAGES)")
         send(["pages", total, document_title(doc, name)])
         for i in range(total):
             try:

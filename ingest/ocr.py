@@ -53,7 +53,7 @@ class OcrOptions:
     languages: tuple[str, ...] = ("en",)
     dpi: int = 150
     max_pixels: int = 40_000_000  # of one page image
-    max_pages: int = 2000  # pages of one document read by OCR
+    max_pages: int = 500  # pages of one document read by OCR (about half an hour)
     page_cpu_s: int = 60  # CPU seconds one OCR page may add to the parser's limit
     threads: int = 0  # onnxruntime threads; 0: every core
 

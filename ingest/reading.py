@@ -69,6 +69,12 @@ def how(parts: PageParts, cover: float, drawn: bool, mode: str) -> str:
     return "ocr" if drawn else "text"
 
 
+def looks_scanned(page: pymupdf.Page, mode: str) -> bool:
+    """A quick guess whether OCR will read the page (its plain text and images only): what a document
+    of more pages than ``CHAPTERVERSE_OCR_MAX_PAGES`` is checked with before any page is read."""
+    return mode == "always" or (len(page.get_text("text").strip()) < MIN_TEXT_CHARS and bool(page.get_images()))
+
+
 def read_page(page: pymupdf.Page, options: OcrOptions, engine: Engine,
               before_ocr: Callable[[], object] | None = None) -> PageParts:
     """The page's parts, read as the module docstring says; ``before_ocr()`` is called before a page

@@ -196,8 +196,8 @@ class OcrSettings(Section):
     max_pixels: int = Field(default=40_000_000, ge=1_000_000,
                             description="Pixels of one page image; a larger page is read at a lower resolution, "
                             "and refused below 72 dpi.")
-    max_pages: int = Field(default=2000, ge=1, description="Pages of one document that may need OCR; a document "
-                           "with more is refused.")
+    max_pages: int = Field(default=500, ge=1, description="Pages of one document that may need OCR (about half "
+                           "an hour of it on 2 cores); a longer scan is refused before any page is read.")
     page_cpu_s: int = Field(default=60, ge=5, description="CPU seconds each page read by OCR adds to the PDF "
                             "parser's limit (CHAPTERVERSE_PDF_MAX_CPU_S).")
     threads: int = Field(default=0, ge=0, description="Threads OCR uses; 0: every core.")

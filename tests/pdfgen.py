@@ -64,7 +64,7 @@ def hidden_text_pdf(path: Path) -> Path:
 
 
 def image_only_pdf(path: Path) -> Path:
-    """Looks like a scan: drawings, no text layer."""
+    """Looks like a scan but holds no text: drawings, no text layer (OCR finds nothing either)."""
     doc = pymupdf.open()
     for _ in range(2):
         page = doc.new_page()

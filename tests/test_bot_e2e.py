@@ -114,6 +114,26 @@ def handbook_pdf(fact: str) -> bytes:
     return data
 
 
+def scanned_pdf(fact: str, typeset_first: bool = False) -> bytes:
+    """A handbook page as a scanner gives it (a grey picture of the page, no text layer), after a typeset
+    page when ``typeset_first``: ingest reads the picture by OCR."""
+    source = pymupdf.open()
+    page = source.new_page(width=420, height=300)
+    page.insert_textbox(pymupdf.Rect(30, 30, 390, 270), "Zephyr Glider Flight Manual, emergency equipment. "
+                        + fact + " Check it on every daily inspection.", fontsize=13)
+    picture = page.get_pixmap(dpi=150, colorspace=pymupdf.csGRAY).tobytes("png")
+    doc = pymupdf.open()
+    if typeset_first:
+        doc.new_page(width=420, height=300).insert_textbox(
+            pymupdf.Rect(30, 30, 390, 270), "Zephyr Glider Flight Manual, general description of the glider "
+            "and its cockpit layout, typeset.", fontsize=13)
+    doc.new_page(width=420, height=300).insert_image(pymupdf.Rect(0, 0, 420, 300), stream=picture)
+    data = doc.tobytes()
+    doc.close()
+    source.close()
+    return data
+
+
 # ----------------------------------------------------------------------------------------- answering
 def test_mention_gets_threaded_answer_with_page_links(fake: FakeSlack, bot: BotProcess, settings) -> None:
     ch = channel()
@@ -310,6 +330,36 @@ def test_shared_pdf_is_downloaded_with_bot_token_and_ingested(fake: FakeSlack, b
     assert fake.files[fid].downloads[0]["authorization"] == f"Bearer {BOT_TOKEN}"
     assert fake.calls_to("files.info")
     db_rows(settings, "DELETE FROM documents WHERE name = %s RETURNING id", name)
+
+
+def test_a_scanned_handbook_shared_or_fetched_is_read_by_ocr_and_its_quotes_say_so(
+        fake: FakeSlack, bot: BotProcess, settings) -> None:
+    docs = channel()
+    # shared in a message: a one-page scan
+    name = f"zephyr-scan-{uuid.uuid4().hex[:6]}.pdf"
+    fid = fake.add_file(name, scanned_pdf("The canopy jettison handle of the Zephyr glider is painted red."), user=ADMIN)
+    ts, _ = fake.mention(docs, ADMIN, "please add this scanned handbook", files=[fid])
+
+    def status() -> str | None:
+        text = " ".join(m["text"] for m in fake.bot_messages(docs, ts))
+        return text if ("ingested" in text or "failed" in text) else None
+
+    text = wait_for(status, 180, "the file-share ingest result")
+    assert f"`{name}` ingested into `dev:{docs}`: 1 pages (1 read by OCR, confidence 0." in text, text
+    ts, _ = fake.mention(docs, ADMIN, "What colour is the canopy jettison handle of the Zephyr glider?")
+    reply = text_of(wait_reply(fake, docs, ts))
+    assert "painted red" in reply and "read by OCR" in reply, reply
+    # fetched by the slash command: a typeset page, then a scanned one
+    mixed = f"zephyr-mixed-{uuid.uuid4().hex[:6]}.pdf"
+    url = fake.serve(mixed, scanned_pdf("The Zephyr glider tow release knob is yellow.", typeset_first=True))
+    fake.wait_ack(fake.slash(f"ingest <{url}>", user=ADMIN, channel=docs), ACK_LIMIT_S + 2)
+    done = wait_for(lambda: [e for e in fake.ephemerals if e["channel"] == docs and mixed in e["text"]
+                             and ("ingested" in e["text"] or "failed" in e["text"])], 180, "the slash ingest result")
+    assert f"`{mixed}` ingested into `dev:{docs}`: 2 pages (1 read by OCR, confidence 0." in done[0]["text"], done
+    pages = db_rows(settings, "SELECT p.page_no, p.read_by FROM pages p JOIN documents d ON d.collection = "
+                              "p.collection AND d.id = p.document_id WHERE d.name = %s ORDER BY p.page_no", mixed)
+    assert [(r["page_no"], r["read_by"]) for r in pages] == [(1, "text"), (2, "ocr")]
+    db_rows(settings, "DELETE FROM documents WHERE name = ANY(%s) RETURNING id", [name, mixed])
 
 
 # ---------------------------------------------------------------------------------------- good citizen

@@ -218,7 +218,7 @@ def test_bad_inputs_each_get_one_clear_line_and_store_nothing(settings, tmp_path
     errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 8, res.stderr
     expect = {notpdf: "not a PDF", corrupt: "corrupt", empty: "empty file", enc: "encrypted",
-              scan: "looks scanned", missing: "no such file"}
+              scan: "not even by OCR", missing: "no such file"}
     for path, words in expect.items():
         assert any(str(path) in e and words in e for e in errors), (path, res.stderr)
     assert any("nothing-here.pdf" in e and "HTTP 404" in e for e in errors)

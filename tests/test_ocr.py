@@ -357,3 +357,65 @@ def test_layer_quality_tells_words_from_ocr_garbage() -> None:
                          "under 14 CFR 91.103, AC-91 and at 1,700 RPM.") > 0.9
     assert layer_quality(GARBAGE) < 0.5
     assert layer_quality("") == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# the parser never outlives what started it
+
+def test_the_ocr_parser_dies_with_a_parent_killed_outright(tmp_path) -> None:
+    """A command (or bot job) killed with SIGKILL mid-OCR leaves no parser burning CPU behind it."""
+    import os  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    # one dense letter page read at 300 dpi: seconds of OCR without a message to its parent (a write
+    # to a parent gone would end it anyway), still reading when its parent dies
+    sentence = " ".join(FUEL) + " "
+    doc = pymupdf.open()
+    add_scan(doc, scanned(612, 792, left_lines([sentence * 2] * 60, size=7, x=20, top=20, step=12)))
+    path = tmp_path / "long-scan.pdf"
+    path.write_bytes(pdf_bytes(doc))
+    code = ("import sys; from pathlib import Path; from ingest.isolate import Limits, parse; "
+            "from ingest.sources import Source; p = Path(sys.argv[1]); "
+            "from ingest.ocr import OcrOptions; parse(Source(p.name, str(p), p.read_bytes(), None), Limits(), "
+            "ocr=OcrOptions(dpi=300))")
+    parent = subprocess.Popen([sys.executable, "-c", code, str(path)])
+    try:
+        deadline = time.monotonic() + 30
+        kids: list[str] = []
+        while not kids and time.monotonic() < deadline:
+            time.sleep(0.2)
+            kids = subprocess.run(["pgrep", "-P", str(parent.pid)], capture_output=True, text=True).stdout.split()
+        assert kids, "the parser child never started"
+        time.sleep(2)  # reading pages by OCR by now
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+
+        def running(pid: str) -> bool:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            except OSError:
+                return False
+
+        deadline = time.monotonic() + 2
+        while any(running(k) for k in kids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(running(k) for k in kids), "the parser outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_a_scan_longer_than_the_ocr_page_limit_is_refused_before_any_page_is_read(one_scan: bytes) -> None:
+    doc = pymupdf.open()
+    one = pymupdf.open(stream=one_scan, filetype="pdf")
+    for _ in range(6):
+        doc.insert_pdf(one)
+    told: list[int] = []
+    with pytest.raises(InputError, match=r"6 of its 6 pages need OCR; the limit is 3 \(CHAPTERVERSE_OCR_MAX_PAGES\)"):
+        parse(Source("long.pdf", "long.pdf", pdf_bytes(doc), None), Limits(), ocr=OcrOptions(max_pages=3),
+              on_ocr=told.append)
+    assert told == []
