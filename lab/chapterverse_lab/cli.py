@@ -434,12 +434,15 @@ def eval_scans(
                                              "results/ocr/words_<dpi>dpi[_skew].json).")] = None,
     keep_copies_only: Annotated[bool, typer.Option(help="Only write the scanned copies and print their "
                                                    "paths.")] = False,
+    gold_from: Annotated[Path | None, typer.Option(help="With --keep-copies-only: copies of the whole PDFs in which "
+                                                   "only the evidence pages of this question set's answerable "
+                                                   "questions are scanned (page numbers unchanged).")] = None,
 ) -> None:
     """Scanned copies of text PDFs (grey JPEG pages, no text layer) read back by the parser: per page,
     the share of OCR's words that are the text layer's and of the text layer's that OCR found; speed, memory."""
     from datetime import UTC, datetime  # noqa: PLC0415
 
-    from chapterverse_lab.scans import copy_path, measure, scan_copy, spread  # noqa: PLC0415
+    from chapterverse_lab.scans import copy_path, gold_pages, measure, mixed_copy, scan_copy, spread  # noqa: PLC0415
     from ingest.mupdf import pymupdf  # noqa: PLC0415
 
     tag = f"{dpi}dpi{'_skew' if skew_noise else ''}"
@@ -448,6 +451,12 @@ def eval_scans(
     if not files:
         fail("no PDFs given")
     try:
+        if keep_copies_only and gold_from is not None:
+            gold = gold_pages(gold_from)
+            for pdf in files:
+                dest = workdir / f"{dpi}dpi_gold" / pdf.name
+                typer.echo(f"{dest}\t{mixed_copy(pdf, dest, dpi, gold.get(pdf.name, []))} pages scanned")
+            return
         if keep_copies_only:
             for pdf in files:
                 with pymupdf.open(pdf) as doc:

@@ -19,6 +19,7 @@ forgiven, as quote verification forgives them).
 from __future__ import annotations
 
 import io
+import json
 import re
 import resource
 import time
@@ -96,6 +97,33 @@ def scan_copy(src: Path, dest: Path, dpi: int, *, skew_noise: bool = False, seed
 # ---------------------------------------------------------------------------------------------
 # the comparison
 
+def gold_pages(questions: Path) -> dict[str, list[int]]:
+    """The pages (0-based indexes) each document's answerable questions name as their evidence."""
+    out: dict[str, set[int]] = {}
+    for q in json.loads(questions.read_text(encoding="utf-8")):
+        if q.get("answerable") and q.get("document"):
+            out.setdefault(q["document"], set()).update(int(p) - 1 for p in q.get("pages", []))
+    return {doc: sorted(pages) for doc, pages in out.items()}
+
+
+def mixed_copy(src: Path, dest: Path, dpi: int, pages: Sequence[int]) -> int:
+    """A copy of ``src`` in which only ``pages`` (0-based) are scanned (a grey JPEG at ``dpi``, no text
+    layer, as ``scan_copy`` makes them); every other page keeps its text layer, and the page numbers
+    stay the same, so a question set's page numbers still apply. Returns the pages scanned."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with pymupdf.open(src) as doc:
+        wanted = sorted({p for p in pages if 0 <= p < doc.page_count})
+        for i in wanted:
+            page = doc[i]
+            rect = page.rect
+            picture = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY).tobytes("jpeg", jpg_quality=JPEG_QUALITY)
+            doc.delete_page(i)
+            doc.new_page(pno=i, width=rect.width, height=rect.height).insert_image(
+                pymupdf.Rect(0, 0, rect.width, rect.height), stream=picture)
+        doc.save(dest, garbage=3, deflate=True)
+    return len(wanted)
+
+
 def words(text: str) -> Counter[str]:
     """The normalised words of ``text`` as a multiset."""
     return Counter(_WORD.findall(normalize(text)))
@@ -123,6 +151,21 @@ def word_agreement(reference: str, ocr: str) -> dict:
     return {k: a[k] for k in ("reference_words", "ocr_words", "ocr_in_reference", "reference_in_ocr")}
 
 
+def number_check(reference: Counter[str], ocr: Counter[str], doubtful: Sequence[str]) -> dict[str, int]:
+    """OCR's words holding a digit, split by whether OCR marked them doubtful (``Page.ocr_doubtful``),
+    and how many of each are not among the reference's words (misread): the evidence for what a
+    doubtful number in a quote should do."""
+    marked = set(words(" ".join(doubtful)))
+    out = {"doubtful_numbers": 0, "doubtful_numbers_misread": 0, "confident_numbers": 0, "confident_numbers_misread": 0}
+    for word, n in ocr.items():
+        if not any(ch.isdigit() for ch in word):
+            continue
+        kind = "doubtful" if word in marked else "confident"
+        out[f"{kind}_numbers"] += n
+        out[f"{kind}_numbers_misread"] += max(0, n - reference.get(word, 0))
+    return out
+
+
 def _summary(rows: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
     """Micro-averaged agreement (summed matches over summed words), per-page extremes, speed."""
     n = sum(r["reference_words"] for r in rows)
@@ -138,6 +181,8 @@ def _summary(rows: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
         "reference_in_ocr": round(_ratio(matched, n, m), 4) if rows else None,
         "page_ocr_in_reference_min": round(min(per_page), 4) if per_page else None,
         "page_ocr_in_reference_p10": round(float(np.percentile(per_page, 10)), 4) if per_page else None,
+        **{key: sum(r.get(key, 0) for r in rows) for key in ("doubtful_numbers", "doubtful_numbers_misread",
+                                                             "confident_numbers", "confident_numbers_misread")},
     }
 
 
@@ -187,8 +232,9 @@ def measure(pdfs: Sequence[Path], workdir: Path, dpi: int, skew_noise: bool, max
         rows = []
         for page in scanned.pages:  # the copy's page k is the original's page indexes[k - 1] + 1
             number = indexes[page.number - 1] + 1
-            rows.append({"document": pdf.name, "page": number,
-                         **_agreement(words(original.get(number, "")), words(page.text))})
+            reference, read = words(original.get(number, "")), words(page.text)
+            rows.append({"document": pdf.name, "page": number, **_agreement(reference, read),
+                         **number_check(reference, read, page.ocr_doubtful)})
         ocr_seconds += seconds
         every += rows
         entry.update(_summary(rows, seconds))
@@ -213,6 +259,8 @@ def measure(pdfs: Sequence[Path], workdir: Path, dpi: int, skew_noise: bool, max
             "peak_child_rss_mb": "largest resident set of any child process so far (the parser's, original "
                                  "and copy), from getrusage(RUSAGE_CHILDREN) after the document",
             "worst_pages": f"the {WORST_PAGES} pages with the lowest of the two ratios",
+            "doubtful_numbers": "OCR's words holding a digit that it read with a confidence under "
+                                "ingest.ocr.DOUBTFUL (marked in quotes); *_misread: not among the text layer's words",
         },
         "total": {**_summary(every, ocr_seconds), "documents": sum("error" not in d for d in documents),
                   "documents_refused": sum("error" in d for d in documents),
