@@ -232,9 +232,9 @@ def measure(pdfs: Sequence[Path], workdir: Path, dpi: int, skew_noise: bool, max
         rows = []
         for page in scanned.pages:  # the copy's page k is the original's page indexes[k - 1] + 1
             number = indexes[page.number - 1] + 1
-            reference, read = words(original.get(number, "")), words(page.text)
-            rows.append({"document": pdf.name, "page": number, **_agreement(reference, read),
-                         **number_check(reference, read, page.ocr_doubtful)})
+            reference, ocr_words = words(original.get(number, "")), words(page.text)
+            rows.append({"document": pdf.name, "page": number, **_agreement(reference, ocr_words),
+                         **number_check(reference, ocr_words, page.ocr_doubtful)})
         ocr_seconds += seconds
         every += rows
         entry.update(_summary(rows, seconds))
