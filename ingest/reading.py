@@ -69,10 +69,26 @@ def how(parts: PageParts, cover: float, drawn: bool, mode: str) -> str:
     return "ocr" if drawn else "text"
 
 
+SCAN_CONTENT_BYTES = 4096  # a scanned page's drawing instructions only place its image (compressed size)
+
+
 def looks_scanned(page: pymupdf.Page, mode: str) -> bool:
-    """A quick guess whether OCR will read the page (its plain text and images only): what a document
-    of more pages than ``CHAPTERVERSE_OCR_MAX_PAGES`` is checked with before any page is read."""
-    return mode == "always" or (len(page.get_text("text").strip()) < MIN_TEXT_CHARS and bool(page.get_images()))
+    """A quick guess, from the file's structure alone, whether OCR will read the page: it shows an image
+    and its drawing instructions are short (their stored length, nothing decompressed or laid out, so a
+    hostile file's limits are still met page by page as it is read). What a document of more pages than
+    ``CHAPTERVERSE_OCR_MAX_PAGES`` is checked with before any page is read."""
+    if mode == "always":
+        return True
+    if not page.get_images():
+        return False
+    doc = page.parent
+    stored = 0
+    for xref in page.get_contents():
+        kind, value = doc.xref_get_key(xref, "Length")
+        if kind != "int":  # an indirect length: not worth following here
+            return False
+        stored += int(value)
+    return stored < SCAN_CONTENT_BYTES
 
 
 def read_page(page: pymupdf.Page, options: OcrOptions, engine: Engine,
