@@ -148,9 +148,9 @@ def _limit(settings: Settings) -> None:
 
 
 # how running out of address space reads: Python, glibc, the dynamic loader (a library that cannot be
-# mapped), C++ (torch, onnxruntime)
-_NO_MEMORY = re.compile(r"\balloc|out of memory|cannot allocate|failed to map segment|bad_alloc|ENOMEM",
-                        re.IGNORECASE)
+# mapped), C++ (torch, onnxruntime), and a thread whose stack finds no room ("can't start new thread")
+_NO_MEMORY = re.compile(r"\balloc|out of memory|cannot allocate|failed to map segment|bad_alloc|ENOMEM|"
+                        r"can't start new thread|pthread_create", re.IGNORECASE)
 
 
 def _out_of_memory(exc: BaseException | None) -> bool:
