@@ -1,8 +1,8 @@
 """Reading a page image by OCR, offline, in the parse child (``ingest.isolate``).
 
 The engine is RapidOCR 3.10 (``rapidocr`` on PyPI, Apache-2.0) on onnxruntime: PP-OCRv6 small text
-detection and recognition and the PP-OCR text-line orientation classifier, whose ONNX files ship inside
-the wheel. The engine is always given those files' paths, so it never looks for a model elsewhere and
+detection and recognition, whose ONNX files ship inside the wheel (with the orientation classifier's,
+given too so nothing is looked for, but not used: ``_found``). The engine is always given those files' paths, so it never looks for a model elsewhere and
 never downloads (``tests/test_ocr.py`` runs it with every socket refused). The recogniser is one
 multilingual model (Latin, Cyrillic-free: English, German, French, Spanish… and Chinese, Japanese):
 ``CHAPTERVERSE_OCR_LANGUAGES`` is checked against the languages the shipped model reads
@@ -13,8 +13,7 @@ that resolution is read at a lower one, and refused below ``MIN_DPI``), the engi
 (with each word's confidence), and ``ingest.ocr_layout`` puts them in reading order. What a reader
 could not see is not content, as on a text layer: a line printed so faint that it barely differs from
 the paper (``MIN_CONTRAST``) or so small that it is under ``ingest.pdf.MIN_FONT_SIZE`` is dropped and
-counted as hidden. A page turned on its side (most lines taller than wide) is read turned upright;
-upside-down lines are turned by the orientation classifier.
+counted as hidden. A page turned on its side or upside down is read turned upright (``_found``).
 
 The result is a page's parts as the text layer would give them (``ingest.pdf.PageParts``), with
 ``read_by="ocr"``, the page's confidence (characters weighing) and the words holding a digit that were
@@ -26,18 +25,18 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ingest.mupdf import pymupdf
-from ingest.ocr_layout import Box, blocks, body_height
+from ingest.ocr_layout import HEADING_RATIO, Box, blocks, body_height
 from ingest.pdf import MIN_FONT_SIZE, PageParts, VisibleLine, lay_out
 
 MIN_DPI = 72  # below this, body text is too small to read: the page is refused instead
 MIN_CONTRAST = 0.12 * 255  # grey levels between a line's ink and its paper (ingest.pdf.MIN_CONTRAST)
-DOUBTFUL = 0.9  # a word with a digit read below this confidence is doubtful (results/ocr/doubtful.json)
+DOUBTFUL = 0.9  # a word with a digit read below this confidence is doubtful (evidence: results/ocr/README.md)
 REC_BATCH = 2  # lines recognised at once: 6 (the default) ran out of the parser's 2 GB address space on ACS p. 5
 SPLIT_GAP = 1.0  # line heights of white between two words that cut a detected line in two
 UPSIDE_DOWN = 0.75  # a page whose lines read with less mean confidence is tried turned upside down
@@ -160,8 +159,16 @@ def _found(engine: Engine, image: Any) -> tuple[Any, list]:
 
 
 def confidence_of(found: list) -> float | None:
-    chars = sum(len(text) for _, text, _, _ in found)
-    return sum(len(text) * score for _, text, score, _ in found) / chars if chars else None
+    """The mean confidence of the engine's lines (``mean_confidence``)."""
+    return mean_confidence((score, len(text)) for _, text, score, _ in found)
+
+
+def mean_confidence(scored: Iterable[tuple[float, int]]) -> float | None:
+    """The mean of (confidence, characters) pairs, each weighing as many characters as it holds; None
+    without characters. What a page's, a document's and a read's confidence all are."""
+    pairs = list(scored)
+    chars = sum(n for _, n in pairs)
+    return sum(c * n for c, n in pairs) / chars if chars else None
 
 
 def _size(quad: Sequence[Sequence[float]]) -> tuple[float, float]:
@@ -208,9 +215,9 @@ def doubtful_words(boxes: Sequence[Box], threshold: float = DOUBTFUL) -> tuple[s
 
 
 def confidence(boxes: Sequence[Box]) -> float | None:
-    """The mean confidence of the page's boxes, each weighing as many characters as it holds."""
-    chars = sum(len(b.text) for b in boxes)
-    return round(sum(b.score * len(b.text) for b in boxes) / chars, 4) if chars else None
+    """The mean confidence of the page's boxes (``mean_confidence``), to 4 places."""
+    mean = mean_confidence((b.score, len(b.text)) for b in boxes)
+    return None if mean is None else round(mean, 4)
 
 
 def visible_lines(paragraphs: Sequence[Sequence[Box]]) -> list[list[VisibleLine]]:
@@ -218,7 +225,7 @@ def visible_lines(paragraphs: Sequence[Sequence[Box]]) -> list[list[VisibleLine]
     A line set much taller than the body's is bold for ``lay_out``: a heading the chunker can use."""
     flat = [b for para in paragraphs for b in para]
     body = body_height(flat) if flat else 1.0
-    return [[VisibleLine(b.text, pymupdf.Rect(b.x0, b.y0, b.x1, b.y1), b.height >= 1.3 * body and len(b.text) <= 120,
+    return [[VisibleLine(b.text, pymupdf.Rect(b.x0, b.y0, b.x1, b.y1), b.height >= HEADING_RATIO * body and len(b.text) <= 120,
                          round(b.height * 0.7, 1)) for b in para] for para in paragraphs]
 
 

@@ -18,7 +18,7 @@ from ingest.ahead import EmbedAhead
 from ingest.chunk import chunk_pages
 from ingest.isolate import Limits, Parsed, parse
 from ingest.passages import Segment, Vectors, embed_segment, indexed_text, key_of, plan
-from ingest.ocr import OcrOptions
+from ingest.ocr import OcrOptions, mean_confidence
 from ingest.pdf import Page, PageParts
 from ingest.progress import ProgressLog
 from ingest.sources import InputError, Source
@@ -60,8 +60,7 @@ class IngestResult:
 
 
 def ocr_options(settings: Settings) -> OcrOptions:
-    o = settings.ocr
-    return OcrOptions(o.mode, tuple(o.languages), o.dpi, o.max_pixels, o.max_pages, o.page_cpu_s, o.threads)
+    return OcrOptions(**{**settings.ocr.model_dump(), "languages": tuple(settings.ocr.languages)})
 
 
 def limits(settings: Settings) -> Limits:
@@ -229,7 +228,5 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
 def ocr_summary(pages: Sequence[Page]) -> dict[str, Any]:
     """How many pages were read by OCR and, for ours, the mean confidence (characters weighing)."""
     read = [p for p in pages if p.read_by != "text"]
-    scored = [(p.ocr_confidence, len(p.text)) for p in read if p.ocr_confidence is not None]
-    chars = sum(n for _, n in scored)
-    return {"ocr_pages": len(read),
-            "ocr_confidence": round(sum(c * n for c, n in scored) / chars, 3) if chars else None}
+    mean = mean_confidence((p.ocr_confidence, len(p.text)) for p in read if p.ocr_confidence is not None)
+    return {"ocr_pages": len(read), "ocr_confidence": None if mean is None else round(mean, 3)}
