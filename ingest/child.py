@@ -9,6 +9,12 @@ names the message) on descriptor FD, not stdout: a library in the child may prin
 its warnings on stdout), so in the child stdout is stderr, and both go to a temporary file whose end
 the parent reads once the child has exited. Standard library only: the parser child imports nothing
 heavy before it has limited itself.
+
+A child never outlives the process that started it: it runs in a process group of its own (a
+terminal's Ctrl-C reaches the command, which stops its children, ``stop_all``, instead of each
+child handling it, or not, in the middle of C code), and Linux kills it when its parent dies
+(``PR_SET_PDEATHSIG``, asked for by the child itself first thing; the signal comes when the *thread*
+that started the child exits, and ``spawn`` holds that thread until the child has exited).
 """
 
 from __future__ import annotations
@@ -25,6 +31,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
+
+PARENT_VARIABLE = "INGEST_CHILD_PARENT_PID"  # the process a child must die with (``_die_with_parent``)
+_running: set[subprocess.Popen] = set()  # every child ``spawn`` started that has not been waited for
+_running_lock = threading.Lock()
 
 
 @dataclass
@@ -66,28 +76,49 @@ def spawn(module: str, *args: str, stdin: Sequence[bytes], wait_s: float) -> Ite
         try:
             process = subprocess.Popen([sys.executable, "-m", module, str(write_end), *args], stdin=subprocess.PIPE,
                                        stdout=errors, stderr=errors, close_fds=True, pass_fds=(write_end,),
-                                       env={**os.environ, "MALLOC_ARENA_MAX": "2"})
+                                       process_group=0,  # its own: Ctrl-C is the parent's to handle
+                                       env={**os.environ, "MALLOC_ARENA_MAX": "2", PARENT_VARIABLE: str(os.getpid())})
         except BaseException:
             os.close(read_end)
             raise
         finally:
             os.close(write_end)  # the child holds its copy: end of file here when it exits
+        with _running_lock:
+            _running.add(process)
         threading.Thread(target=_feed, args=(process, stdin), name=f"{module}-stdin", daemon=True).start()
         child = Child(process, read_end)
         try:
             yield child
         except BaseException:
-            process.kill()
+            stop(process)
             raise
         finally:
             os.close(read_end)
             try:
                 process.wait(wait_s)
             except subprocess.TimeoutExpired:
-                process.kill()
+                stop(process)
                 process.wait()
+            with _running_lock:
+                _running.discard(process)
             errors.seek(0)
             child.last_words = errors.read()[-8192:].decode("utf-8", "replace")
+
+
+def stop(process: subprocess.Popen) -> None:
+    """Kill a child and whatever it started in its process group (SIGKILL; nothing if it has exited)."""
+    if process.poll() is None:  # not waited for yet: its process group is still its own
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def stop_all() -> None:
+    """Kill every child ``spawn`` started that is still running (an interrupted command: the thread
+    waiting on a child reads its end at once, instead of the command waiting for it to finish)."""
+    with _running_lock:
+        running = list(_running)
+    for process in running:
+        stop(process)
 
 
 def _feed(process: subprocess.Popen, chunks: Sequence[bytes]) -> None:
@@ -100,14 +131,21 @@ def _feed(process: subprocess.Popen, chunks: Sequence[bytes]) -> None:
 def _die_with_parent() -> None:
     """Ask Linux to kill this process when its parent dies (``PR_SET_PDEATHSIG``), so a parser or an
     ingest job never outlives the command or bot that started it, even one killed with SIGKILL
-    (a long OCR would otherwise burn on); exit at once when the parent is gone already."""
+    (a long OCR would otherwise burn on); exit at once when the parent is gone already (it died
+    before the request took hold: this process was handed to a reaper, which need not be pid 1)."""
     if sys.platform.startswith("linux"):
         with suppress(OSError, AttributeError):
             import ctypes  # noqa: PLC0415
 
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
-    if os.getppid() == 1:  # orphaned before the request took hold
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    if orphaned(os.environ.get(PARENT_VARIABLE), os.getppid()):
         os._exit(1)
+
+
+def orphaned(parent: str | None, ppid: int) -> bool:
+    """Whether a child whose parent was ``parent`` (``PARENT_VARIABLE``, None when it was started some
+    other way) lost it: its parent now is another process (``ppid``), or, without one, the init process."""
+    return ppid != int(parent) if parent and parent.isdigit() else ppid == 1
 
 
 def answer_on(fd: int) -> Callable[[list[Any]], None]:

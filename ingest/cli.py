@@ -6,12 +6,15 @@ from __future__ import annotations
 import logging
 import resource
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
+from ingest import child
 from ingest.progress import ocr_words
 from ingest.sources import InputError, Source, expand, is_url, load, redact_urls
 from retrieval.clikit import JsonOpt, check_collection_names, emit, fail, load_settings, placed, ready, servers
@@ -21,6 +24,26 @@ from retrieval.encode.embed import ModelError
 
 if TYPE_CHECKING:
     from ingest.isolate import Parsed  # loads PyMuPDF: only for the annotations
+
+
+T = TypeVar("T")
+
+
+def in_background(work: Callable[[], T], name: str) -> Future[T]:
+    """``work()`` on a daemon thread of its own, its outcome in the future returned. Not a thread
+    pool: a pool's threads are waited for when the interpreter exits, so a command interrupted while
+    the next PDF was read ahead waited for that parse (minutes for a hostile file) before exiting."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(work())
+            except BaseException as exc:  # noqa: BLE001  (the caller's to see, through the future)
+                future.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
 
 
 def _load_and_parse(settings: Settings, given: str, collection: str) -> tuple[Source, Parsed | None]:
@@ -67,12 +90,11 @@ def ingest(
     lines = not quiet and not sys.stderr.isatty()  # progress lines where no bar can be seen
     givens = list(expand(inputs))
     # the next PDF is read (downloaded, parsed in its child process) while the current one is embedded
-    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cv-read-ahead")
     ahead: dict[int, Future[tuple[Source, Parsed | None]]] = {}
 
     def read_ahead(i: int) -> None:
         if i < len(givens):
-            ahead[i] = reader.submit(_load_and_parse, settings, givens[i], coll)
+            ahead[i] = in_background(lambda: _load_and_parse(settings, givens[i], coll), "cv-read-ahead")
 
     arg = ""
     try:
@@ -120,7 +142,7 @@ def ingest(
         typer.echo(f"error: interrupted: {arg} was not stored (nothing of it was written){kept}", err=True)
         raise typer.Exit(130) from None
     finally:
-        reader.shutdown(wait=False, cancel_futures=True)
+        child.stop_all()  # a PDF still being read ahead (interrupted, or a model that failed): its parser goes now
     if json_out:
         emit({"collection": coll, "results": results,
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
