@@ -1,8 +1,9 @@
 """Visible text and printed labels of every PDF page (PyMuPDF).
 
 Text a reader cannot see is not content and is never ingested: spans in a colour too close to the
-background under them (white on white, or text on a filled box of its own colour), spans in a tiny
-or zero-size font, fully transparent spans, and spans outside the page box.
+background under them (white on white, or text on a filled box of its own colour), spans in a font
+too small to read (under ``MIN_READABLE_SIZE``, 3 pt), fully transparent spans, and spans outside the
+page box.
 
 A page's text is its visible lines joined by "\\n", text blocks separated by a blank line (the
 blank line is the paragraph boundary the chunker follows). Running headers and footers are found
@@ -25,12 +26,21 @@ from functools import reduce
 from itertools import count
 from typing import NamedTuple
 
+from ingest.labels import page_label, readable
 from ingest.mupdf import pymupdf
 
 from retrieval.text.injection import DEFAULT_RULES, untrusted_spans
 from retrieval.text.tables import Line, find_tables
 
-MIN_FONT_SIZE = 1.5  # points; smaller text is not readable
+MIN_FONT_SIZE = 1.5  # points: OCR's floor for a line of a scanned page (``ingest.ocr``)
+# Points: text layer set smaller is hidden (issue 39: a sentence in a 2-pt font, invisible on paper, was
+# quoted as the answer). Real manuals go down to about 4 pt: in the test corpora the smallest real text
+# is LaTeX's \tiny sample in memman.pdf (3.99 pt), 14 CFR Part 91's fraction digits and table footnote
+# marks ("1⁄2 statute mile", 4.1-4.3 pt), the V-speed subscripts of the FAA PTS and ACS ("VSO", 5.0 and
+# 5.8 pt), footnotes and tables (6-7 pt) and yosys-manual.pdf's Figure 16 labels (3.5 pt): all kept.
+# Under 3 pt (a body about 1 mm tall) there are only the labels of a circuit diagram in yosys-manual.pdf
+# (Figure 15, 2.0-2.7 pt) that cannot be read in print either.
+MIN_READABLE_SIZE = 3.0
 MIN_CONTRAST = 0.12  # luminance difference between text and background
 
 
@@ -117,7 +127,7 @@ def span_is_hidden(span: dict, page_rect: pymupdf.Rect, rects: Sequence[_Rect], 
     """``invisible_ok``: invisible text counts as shown (the text layer of a searchable scan,
     ``ingest.reading``); too small, off the page or unreadable against its background still hides it."""
     bbox = pymupdf.Rect(span["bbox"])
-    if span.get("size", 0) < MIN_FONT_SIZE:
+    if span.get("size", 0) < MIN_READABLE_SIZE:
         return True
     if is_invisible(span):
         return not invisible_ok
@@ -302,13 +312,14 @@ def body_bounds(text: str, running: Container[str]) -> tuple[int, int]:
 
 
 def document_title(doc: pymupdf.Document, file_name: str) -> str:
-    """The title the PDF declares, else its file name made readable ("14 CFR Part 91 General ...")."""
-    declared = " ".join(str((doc.metadata or {}).get("title") or "").split())
+    """The title the PDF declares, else its file name made readable ("14 CFR Part 91 General ...").
+    Control characters (a NUL, which Postgres cannot store) and runs of white space become one space."""
+    declared = readable(str((doc.metadata or {}).get("title") or ""))
     if len(declared.split()) >= 2 and not declared.lower().startswith(("microsoft", "untitled")) \
             and not declared.lower().endswith((".doc", ".docx", ".pdf")):
         return declared
     stem = file_name.rsplit(".", 1)[0]
-    return " ".join(re.sub(r"[_-]+", " ", stem).split())
+    return readable(re.sub(r"[_-]+", " ", stem))
 
 
 class PageParts(NamedTuple):
@@ -326,7 +337,7 @@ class PageParts(NamedTuple):
 def page_parts(page: pymupdf.Page) -> PageParts:
     """A page as its text layer gives it (``ingest.reading`` decides when OCR reads it instead)."""
     text, heads, hidden = page_text(page)
-    return PageParts(text, heads, hidden, page.get_label() or None)
+    return PageParts(text, heads, hidden, page_label(page))
 
 
 def page_from(number: int, parts: PageParts, running: Container[str],

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 # Bump when extraction or chunking changes: documents indexed by an older pipeline are re-indexed
 # when ingested again, instead of being skipped as unchanged.
-PIPELINE_VERSION = "2026-12-06.1"  # 12-06.1: pages without usable text read by OCR (ingest.reading); 12-05.1: no sentence (so no chunk) ends after an abbreviation before a digit ("(p. 181)"); .4 (12-04.1): chunk and sentence vectors from one int8 ONNX pass (retrieval.encode.passage_encoder); .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
+PIPELINE_VERSION = "2026-12-06.2"  # 12-06.2: text under 3 pt hidden, page labels cleaned and capped at 32 characters (issue 39); 12-06.1: pages without usable text read by OCR (ingest.reading); 12-05.1: no sentence (so no chunk) ends after an abbreviation before a digit ("(p. 181)"); .4 (12-04.1): chunk and sentence vectors from one int8 ONNX pass (retrieval.encode.passage_encoder); .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
 # (Embedding by segments of 256 pages, ingest.passages, is not a new version: a document of up to 256 pages
 # is embedded bit for bit as before; a longer one differs only in which chunks share a batch.)
 
@@ -171,6 +171,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
         progress.begin("splitting into passages")
     chunks = chunk_pages(pages, count, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens,
                          profile.abbreviations)
+    if not chunks:  # nothing a search could find: refused rather than stored as an empty document
+        raise InputError(nothing_searchable(src.origin, len(pages), settings.ocr.mode))
     if len(chunks) > settings.ingest.max_document_chunks:
         raise InputError(f"{src.origin}: {len(chunks):,} passages; the limit is {settings.ingest.max_document_chunks:,} "
                          "(CHAPTERVERSE_MAX_DOCUMENT_CHUNKS)")
@@ -223,6 +225,17 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
                         time.perf_counter() - t0, reused=reused, ahead=kept,
                         message=f"{reused:,} of {len(chunks):,} passages unchanged, not embedded again" if reused else "",
                         warning=parsed.damage_note(), **ocr_summary(pages))
+
+
+def nothing_searchable(origin: str, pages: int, ocr_mode: str) -> str:
+    """One line for a PDF whose pages give no passage: no body text once running headers and footers
+    and text hidden from readers are set aside; what to try depends on ``ocr_mode``
+    (CHAPTERVERSE_OCR_MODE)."""
+    hint = {"off": "OCR is off: if its pages are scans, CHAPTERVERSE_OCR_MODE=auto reads them.",
+            "auto": "If its pages are scans, CHAPTERVERSE_OCR_MODE=always reads every page by OCR."}.get(
+        ocr_mode, "Not even OCR (CHAPTERVERSE_OCR_MODE=always) found any.")
+    return (f"{origin}: nothing searchable found: its {pages:,} page(s) hold no text besides running headers and "
+            f"footers (text hidden from readers does not count); nothing stored. {hint}")
 
 
 def ocr_summary(pages: Sequence[Page]) -> dict[str, Any]:

@@ -109,4 +109,4 @@ def read_page(page: pymupdf.Page, options: OcrOptions, engine: Engine,
             return PageParts(text, heads, hidden, parts.label, "scan-layer")
     if before_ocr is not None:
         before_ocr()
-    return read(page, options, engine, parts.hidden)
+    return read(page, options, engine, parts.hidden)._replace(label=parts.label)  # labels: ``ingest.labels``
