@@ -26,6 +26,7 @@ import importlib.util
 import itertools
 import json
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -47,10 +48,87 @@ def default_home() -> Path:
     default is ``/var/lib/chapterverse`` whose parents are world-traversable already. Other users
     get the XDG data directory, where no permission is changed.
     """
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
+    return home_for(os.environ.get("XDG_DATA_HOME"), os.environ.get("HOME"),
+                    root=hasattr(os, "geteuid") and os.geteuid() == 0)
+
+
+def home_for(xdg_data_home: str | None, home: str | None, *, root: bool) -> Path:
+    """``default_home`` for the values of ``XDG_DATA_HOME`` and ``HOME`` (None: unset) and the user (pure).
+    ``HOME=`` (set but empty, as some service managers and containers leave it) is refused in one line:
+    the per-user default would silently become a directory relative to wherever the command runs."""
+    if root:
         return Path("/var/lib/chapterverse")
-    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(xdg) / "chapterverse"
+    if xdg_data_home and xdg_data_home.strip():
+        return Path(xdg_data_home) / "chapterverse"
+    if home is None:
+        return Path.home() / ".local" / "share" / "chapterverse"  # the user's entry in the password database
+    if not home.strip():
+        raise SettingsError("HOME is empty, so there is no default state directory: set CHAPTERVERSE_HOME to a "
+                            "directory this user can write to (or set HOME)")
+    return Path(home) / ".local" / "share" / "chapterverse"
+
+
+def collection_name_problem(name: str) -> str | None:
+    """What makes ``name`` no collection name (None: it is one), pure: empty, a line break or another
+    control character (they broke ``docs`` and ``collections list``), or spaces around it. The rule of
+    ``--collection`` (``retrieval.clikit.check_collection_names``) and of the settings that name one."""
+    if not name.strip():
+        return "the collection name is empty"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return f"collection names cannot hold line breaks or other control characters: {name!r}"
+    if name != name.strip():
+        return f"collection names cannot start or end with spaces: {name!r}"
+    return None
+
+
+def _collection_name(value: str | None) -> str | None:
+    if value is not None and (problem := collection_name_problem(value)):
+        raise ValueError(f"{problem}; name a collection in one line of printable characters, e.g. 'default'")
+    return value
+
+
+_PORT = re.compile(r"\d{1,5}")
+
+
+def connection_problem(text: str) -> str | None:
+    """Why libpq cannot use the connection string ``text`` (URL or key=value), in one line with its
+    password masked; None when it can (pure: nothing is contacted)."""
+    import psycopg  # noqa: PLC0415  (only when a URL is set)
+
+    from retrieval.store.masking import masked  # noqa: PLC0415
+
+    try:
+        parts = psycopg.conninfo.conninfo_to_dict(text)
+    except psycopg.ProgrammingError as exc:  # libpq's message may quote the string whole
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return f"not a valid Postgres connection string ({masked(first, text)})"
+    ports = str(parts.get("port") or "").split(",")
+    if any(p.strip() and not (_PORT.fullmatch(p.strip()) and 0 < int(p) < 65536) for p in ports):
+        return f"the port of {masked(text)} is not a number from 1 to 65535"
+    return None
+
+
+def _connection_string(value: SecretStr | None) -> SecretStr | None:
+    """A primary's connection string, refused in one line (password masked) when libpq cannot use it:
+    it used to fail each command its own way, quoting it, password and all."""
+    if value is not None and (problem := connection_problem(value.get_secret_value())):
+        raise ValueError(f"{problem}; write it as postgresql://USER:PASSWORD@HOST:PORT/DBNAME")
+    return value
+
+
+def _url_list(value: object) -> object:
+    """Standby URLs: comma-separated, or a JSON array of strings (the usual form of a list setting)."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("[") and text.endswith("]"):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list) and all(isinstance(u, str) for u in parsed):
+            return [u.strip() for u in parsed if u.strip()]
+    return [u.strip() for u in text.split(",") if u.strip()]
 
 
 def env(*names: str) -> dict[str, Any]:
@@ -58,11 +136,16 @@ def env(*names: str) -> dict[str, Any]:
     return {"env": list(names)}
 
 
+# Every model of the settings: a float must be finite ("inf" and "nan" are refused in one line naming the
+# setting, never a traceback later), and an error never repeats the value it refuses (it may be a secret).
+STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, hide_input_in_errors=True)
+
+
 class Section(BaseModel):
     """One section of the settings. ``ENV_PREFIX`` + the field's upper-case name is its environment
     name unless the field lists its own (``json_schema_extra=env(...)``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = STRICT
     ENV_PREFIX: ClassVar[str] = "CHAPTERVERSE_"
 
     @classmethod
@@ -82,9 +165,12 @@ def _blank_is_unset(value: object) -> object:
 class Placement(BaseModel):
     """The servers of a collection placed on another primary (``db.placement``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = STRICT
     url: SecretStr
     read_urls: list[SecretStr] = Field(default_factory=list)
+
+    _url = field_validator("url")(_connection_string)
+    _read_urls = field_validator("read_urls", mode="before")(_url_list)
 
 
 class DbSettings(Section):
@@ -92,15 +178,17 @@ class DbSettings(Section):
 
     url: SecretStr | None = Field(
         default=None, json_schema_extra=env("DATABASE_URL", "CHAPTERVERSE_DATABASE_URL"),
-        description="External Postgres with pgvector; unset = embedded Postgres under home.")
+        description="External Postgres with pgvector (a postgresql:// URL or key=value pairs; one that cannot be "
+        "read is a configuration error); unset = embedded Postgres under home.")
     pool_size: int | None = Field(
         default=None, ge=1, description="Pooled database connections per process (retrieval.store.pool); unset: 4, "
         "and for the bot 2 per answer worker + 6 (each search runs two queries at once).")
 
     read_urls: list[SecretStr] = Field(
-        default=[], description="Hot standbys of DATABASE_URL (comma-separated Postgres URLs) that searches "
-        "and questions read from, taking turns; everything that writes goes to DATABASE_URL. A standby that is down, "
-        "fails or lags more than `db.max_lag_mb` is skipped: the read goes to the primary, with a warning in the log "
+        default=[], description="Hot standbys of DATABASE_URL (comma-separated Postgres URLs, or a JSON array of "
+        "them) that searches and questions read from, taking turns; everything that writes goes to DATABASE_URL. A "
+        "standby that is down, cannot be read as a connection string, fails or lags more than `db.max_lag_mb` is "
+        "skipped: the read goes to the primary, with a warning in the log naming the standby, never its password "
         "(retrieval.store.replicas).")
     max_lag_mb: float = Field(
         default=64.0, gt=0, description="A standby that has yet to replay more than this much of its primary's WAL "
@@ -115,11 +203,8 @@ class DbSettings(Section):
         "(retrieval.store.placement).")
 
     _blank = field_validator("url", mode="before")(_blank_is_unset)
-
-    @field_validator("read_urls", mode="before")
-    @classmethod
-    def _comma_separated(cls, value: object) -> object:
-        return [u.strip() for u in value.split(",") if u.strip()] if isinstance(value, str) else value
+    _url = field_validator("url")(_connection_string)
+    _read_urls = field_validator("read_urls", mode="before")(_url_list)
 
     @field_validator("placement", mode="before")
     @classmethod
@@ -132,7 +217,8 @@ class IngestSettings(Section):
     download_timeout_s: float = Field(default=60.0, gt=0)
     chunk_tokens: int = Field(default=200, ge=32, description="Word-piece budget per chunk.")
     chunk_overlap_tokens: int = Field(default=40, ge=0)
-    default_collection: str = "default"
+    default_collection: str = Field(
+        default="default", description="Collection that ingest, search and questions use when none is named.")
     progress_interval_s: float = Field(
         default=30.0, gt=0, description="Off a terminal, `chapterverse ingest` writes where it is to stderr this "
         "often (seconds).")
@@ -162,6 +248,8 @@ class IngestSettings(Section):
         "<base>/<file name>#page=N. Unset: documents ingested from files get no link (documents "
         "ingested from a URL always link to it).",
     )
+
+    _collection = field_validator("default_collection")(_collection_name)
 
     @property
     def max_file_bytes(self) -> int:
@@ -350,7 +438,9 @@ class SlackSettings(Section):
     digest_every_s: float = Field(
         default=7 * 86400.0, gt=0, description="How often the digest is posted (seconds; a week by default).")
 
-    _blank = field_validator("bot_token", "app_token", "client_secret", mode="before")(_blank_is_unset)
+    _blank = field_validator("bot_token", "app_token", "client_secret", "workspace_collection",
+                             mode="before")(_blank_is_unset)
+    _collection = field_validator("workspace_collection")(_collection_name)
 
 
 class JobSettings(Section):
@@ -488,7 +578,8 @@ class _Preset(_Source):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="CHAPTERVERSE_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="CHAPTERVERSE_", extra="ignore", frozen=True, allow_inf_nan=False,
+                                      hide_input_in_errors=True)
 
     home: Path = Field(default_factory=default_home, description="State directory (embedded Postgres).")
     preset: str = Field(default=DEFAULT_PRESET, description="Named preset (or a JSON file) the sections start "

