@@ -35,6 +35,7 @@ from bot.oauth import app_auth, multi_workspace, serve_install_pages
 from bot.queue import JobQueue
 from bot.runner import JobRunner
 from bot.slack import Leave, RedactTokens
+from bot.startup import settle
 from bot.store import Store
 from bot.workers import WorkerPool
 from retrieval.answer.answerers import unconfigured
@@ -208,17 +209,16 @@ def run(settings: Settings) -> None:
         raise ConfigError(f"CHAPTERVERSE_ANSWERER={settings.answer.answerer} needs {missing}")
     me = check_slack(settings, bot_token)
     if me.get("team_id"):
-        from bot.scope import workspace_collection  # noqa: PLC0415
-
-        log.info("Slack accepted the bot token: workspace %s (%s), bot user %s; questions search the collection "
-                 "%r", me.get("team") or "?", me["team_id"], me.get("user") or me.get("user_id") or "?",
-                 workspace_collection(settings, str(me["team_id"])))
+        log.info("Slack accepted the bot token: workspace %s (%s), bot user %s", me.get("team") or "?",
+                 me["team_id"], me.get("user") or me.get("user_id") or "?")
     if settings.db.pool_size is None:  # one pool for searches and bot state, sized to the workers
         settings = settings.but(db={"pool_size": 2 * settings.slack.workers + 6})
     stop = stop_on_signals()
 
     store = Store(settings)
     prepare_database(store)
+    # the collection questions search and Slack ingests fill, and the start line naming the index
+    settings = settle(settings, store, str(me.get("team_id") or ""))
     if me.get("team_id") and me.get("url"):
         try:
             store.remember_workspace(str(me["team_id"]), str(me.get("team") or ""), str(me["url"]))

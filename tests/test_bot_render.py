@@ -132,8 +132,9 @@ def test_escape_and_helpers() -> None:
 
 
 def test_scopes() -> None:
-    ws = Settings(slack={"collection_scope": "workspace"})
+    ws = Settings(slack={"collection_scope": "workspace", "multi_workspace": True})  # one collection per workspace
     assert scope_for(ws, "T1", "C1").read == ("slack-T1",) and scope_for(ws, "T1", "C1").write == "slack-T1"
+    assert scope_for(Settings(), "T1", "C1").read == ("default",)  # one workspace: the CLI's default collection
     fixed = Settings(slack={"workspace_collection": "dev"})
     assert scope_for(fixed, "T1", "C1").read == ("dev",)
     ch = Settings(slack={"collection_scope": "channel", "workspace_collection": "dev"})
