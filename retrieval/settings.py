@@ -389,7 +389,9 @@ class SlackSettings(Section):
         description="'workspace': one collection per workspace; 'channel': each channel also has its own, "
         "which only that channel searches and which ingestion from that channel fills.")
     workspace_collection: str | None = Field(
-        default=None, description="Collection the workspace's questions search; unset = 'slack-<team id>'.")
+        default=None, description="Collection the workspace's questions search and Slack ingests fill; unset: the "
+        "default collection (CHAPTERVERSE_DEFAULT_COLLECTION) with one bot token, 'slack-<team id>' per workspace "
+        "with several (OAuth), and 'slack-<team id>' kept when a one-token bot's documents are already there.")
     ping_interval_s: float = Field(
         default=2.0, gt=0, description="Socket Mode ping interval; a dead socket is noticed after ~4 missed pongs.")
     workers: int = Field(default=4, ge=1, description="Questions answered at the same time.")
