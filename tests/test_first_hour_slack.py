@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from bot.scope import scope_for, workspace_collection
-from bot.startup import settle
+from bot.startup import settle, start_line
 from bot.store import Store
 from retrieval.settings import Settings
 from tests.conftest import run_cli, scratch_database
@@ -159,3 +159,24 @@ def test_several_workspaces_keep_their_documents_apart(fresh_db: str, embedder, 
     assert a.read == ("slack-T0A",) and a.write == "slack-T0A"
     assert b.read == ("slack-T0B",) and b.write == "slack-T0B"
     assert settled.slack.workspace_collection is None
+
+
+def _slack_section() -> str:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("## Connect Slack"):readme.index("## Choose a model provider")]
+    return " ".join(section.split())
+
+
+def test_readme_says_what_a_first_install_needs_from_admins_the_network_and_the_os_user() -> None:
+    """Issue 39, item 12: admin approval, outbound-only network, and where the bot's data lives for the
+    OS user it runs as; the start line it quotes is the one the bot writes."""
+    text = _slack_section()
+    assert "Request to Install" in text and "admin approves" in text
+    assert "no inbound port" in text and "outbound HTTPS and WebSocket" in text and "*.slack.com" in text
+    assert "The index belongs to an OS user" in text and "CHAPTERVERSE_HOME" in text and "DATABASE_URL" in text
+    assert "Run `ingest` and the bot as the same user" in text
+    assert "invisible in Slack" not in text  # the documents of the README's first block are answered
+    quoted = start_line("default", "the embedded Postgres in CHAPTERVERSE_HOME /home/ops/.local/share/chapterverse",
+                        "ops", 3, default_collection="default").text
+    assert f"`{quoted}`" in text, quoted
+    assert "which holds no documents" in start_line("default", "x", "ops", 0, default_collection="default").text
