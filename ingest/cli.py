@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import resource
 import sys
@@ -16,7 +17,7 @@ import typer
 
 from ingest import child
 from ingest.progress import ocr_words
-from ingest.sources import InputError, Source, expand, is_url, load, redact_urls
+from ingest.sources import InputError, Source, expand, is_url, load, readable, redact_urls
 from retrieval.clikit import JsonOpt, check_collection_names, emit, fail, load_settings, placed, ready, servers
 from retrieval.settings import Settings, SettingsError, preset_description, preset_names, preset_profile
 from retrieval.store.db import DatabaseError
@@ -99,7 +100,9 @@ def ingest(
     arg = ""
     try:
         for i, given in enumerate(givens):
-            arg = redact_urls(given)  # a URL's query string (a signed URL's signature) is never printed or stored
+            # a URL's query string (a signed URL's signature) is never printed or stored; a path's bytes
+            # that are not UTF-8 are shown as U+FFFD (they used to end the --json output in an error)
+            arg = readable(redact_urls(given))
             try:
                 with ProgressLog(arg, settings.ingest.progress_interval_s) if lines else nullcontext() as progress:
                     if i in ahead:
@@ -175,11 +178,15 @@ def docs(
 ) -> None:
     """List ingested documents."""
     from ingest.store import list_documents  # noqa: PLC0415
+    from retrieval.cli import check_collections  # noqa: PLC0415
     from retrieval.store import db  # noqa: PLC0415
 
     check_collection_names(collection)
+    found = servers(load_settings(), collection)
+    if collection is not None:  # a misspelt one is an error naming those there are, as in ask and search
+        check_collections(found[0], [collection])
     rows = []
-    for settings in servers(load_settings(), collection):
+    for settings in found:
         with db.connection(settings) as conn:
             rows += list_documents(conn, collection)
     rows.sort(key=lambda r: (r["collection"], r["name"]))
@@ -223,8 +230,35 @@ def remove(
     except DatabaseError as exc:
         fail(str(exc))
     if not removed:
-        fail(f"no document named {name!r}{f' in {collection!r}' if collection else ''}", code=1)
+        fail(f"no document named {name!r}{f' in {collection!r}' if collection else ''}; "
+             f"{closest_first(name, _document_names(collection))}", code=1)
     typer.echo(f"removed {name} from {', '.join(repr(c) for c in removed)}")
+
+
+def _document_names(collection: str | None) -> list[str]:
+    """The names of the documents in ``collection`` (every collection: None), each once."""
+    from ingest.store import list_documents  # noqa: PLC0415
+    from retrieval.store import db  # noqa: PLC0415
+
+    names: list[str] = []
+    try:
+        for settings in servers(load_settings(), collection):
+            with db.connection(settings) as conn:
+                names += [r["name"] for r in list_documents(conn, collection)]
+    except DatabaseError as exc:
+        fail(str(exc))
+    return list(dict.fromkeys(names))
+
+
+def closest_first(name: str, names: list[str], shown: int = 10) -> str:
+    """"documents: a.pdf, b.pdf (closest first)": ``names`` ordered by likeness to ``name`` (difflib's
+    ratio, then the name), at most ``shown`` of them; "no documents yet" when there are none."""
+    if not names:
+        return "no documents yet"
+    key = name.casefold()
+    ordered = sorted(names, key=lambda n: (-difflib.SequenceMatcher(None, key, n.casefold()).ratio(), n))
+    more = f" and {len(ordered) - shown} more (`chapterverse docs`)" if len(ordered) > shown else ""
+    return f"documents: {', '.join(ordered[:shown])}{more} (closest first)"
 
 
 collections_app = typer.Typer(help="Collections and the preset each records (its language and text search).",

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import socket
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
@@ -23,12 +25,27 @@ class InputError(ValueError):
     """Bad input: the message is one line that says what is wrong with which input."""
 
 
+HEADER_WINDOW = 1024  # PDF readers look for the %PDF- header within the first 1024 bytes (Acrobat's rule)
+
+
+def readable(text: str) -> str:
+    """``text`` as a name may be shown and stored: each byte of a file name that was not UTF-8 (kept
+    by Python as a lone surrogate, which neither the database nor a UTF-8 terminal takes) is U+FFFD,
+    and NUL, line breaks and the other control characters are gone."""
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text
+                   if unicodedata.category(c) != "Cc").strip()
+
+
 @dataclass(frozen=True)
 class Source:
     name: str  # file name as ingested (the document's name)
     origin: str  # the path or URL the user gave
     data: bytes
     url: str | None  # http(s) URL the document can be opened at, if any
+
+    def __post_init__(self) -> None:  # every way in (a path, a download, a Slack file) stores readable names
+        object.__setattr__(self, "name", readable(self.name) or "document.pdf")
+        object.__setattr__(self, "origin", readable(self.origin))
 
     @property
     def sha256(self) -> str:
@@ -59,13 +76,21 @@ def _check_bytes(name: str, data: bytes, limit: int) -> None:
     if len(data) > limit:
         raise InputError(f"{name}: {len(data) / 1e6:.1f} MB is over the {limit / 1e6:.0f} MB limit "
                          "(CHAPTERVERSE_MAX_FILE_MB)")
-    if not data.lstrip()[:5].startswith(b"%PDF-"):
-        raise InputError(f"{name}: not a PDF (no %PDF- header)")
+    if header_offset(data) is None:
+        raise InputError(f"{name}: not a PDF (no %PDF- header in its first {HEADER_WINDOW:,} bytes)")
 
 
-def read_path(arg: str, limit: int) -> Source:
-    p = Path(arg).expanduser()
-    if arg.endswith("/") and p.is_dir():
+def header_offset(data: bytes) -> int | None:
+    """Where the %PDF- header starts, when it does within ``HEADER_WINDOW`` bytes (what comes before it,
+    a mail gateway's or a web server's junk, PDF readers skip); None otherwise."""
+    at = data.find(b"%PDF-", 0, HEADER_WINDOW + 5)
+    return at if at >= 0 else None
+
+
+def read_path(given: str, limit: int) -> Source:
+    arg = readable(given)  # what messages name: a name with bytes that are not UTF-8 is still shown
+    p = Path(given).expanduser()
+    if given.endswith("/") and p.is_dir():
         raise InputError(f"{arg}: no PDF files in this directory")
     if not p.exists():
         raise InputError(f"{arg}: no such file")
@@ -86,7 +111,7 @@ def read_path(arg: str, limit: int) -> Source:
 def _name_from_response(url: str, headers: dict[str, str]) -> str:
     cd = headers.get("content-disposition", "")
     m = re.search(r"filename\*?=(?:UTF-8'')?\"?([^\";]+)\"?", cd, re.I)
-    name = Path(unquote(m.group(1))).name if m else (Path(unquote(urlsplit(url).path)).name or "document")
+    name = readable(Path(unquote(m.group(1))).name if m else Path(unquote(urlsplit(url).path)).name) or "document"
     if not name.lower().endswith(".pdf"):
         name += ".pdf"
     return name
@@ -157,6 +182,27 @@ class _PinnedBackend(httpcore.SyncBackend):
                 sock.shutdown(socket.SHUT_RDWR)
 
 
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be downloaded, for people ("port 99999 is out of range 1-65535"), or None
+    (pure: nothing is resolved or connected to)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # "Invalid IPv6 URL"
+        return str(exc)
+    if parts.scheme.lower() not in ("http", "https"):
+        return "only http and https"
+    if not parts.hostname:
+        return "no host"
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        given = parts.netloc.rsplit("@", 1)[-1].rsplit("]", 1)[-1].rpartition(":")[2]
+        return f"port {given} is out of range 1-65535" if given.isdigit() else f"port {given!r} is not a number"
+    return None
+
+
 def _origin(url: str) -> tuple[str, str, int | None]:
     parts = urlsplit(url)
     return parts.scheme, (parts.hostname or "").lower(), parts.port
@@ -175,12 +221,15 @@ def fetch_url(url: str, limit: int, timeout_s: float, headers: dict[str, str] | 
     keep downloads off private networks. Environment proxies are not used: the address connected
     to is the address checked.
     """
+    shown = readable(shown_url(url))  # what messages and the stored document carry: never the query string
+    if (problem := url_problem(url)) is not None:
+        raise InputError(f"{shown}: not a valid URL ({problem})")
     backend = _PinnedBackend(check_address)
     deadline = time.monotonic() + timeout_s
     timer = threading.Timer(timeout_s, backend.expire)
     timer.daemon = True
-    timer.start()
-    shown = shown_url(url)  # what messages and the stored document carry: never the query string
+    if math.isfinite(timeout_s):  # an infinite one (CHAPTERVERSE_DOWNLOAD_TIMEOUT_S=inf) means no deadline
+        timer.start()
     try:
         with httpcore.ConnectionPool(network_backend=backend, max_connections=2) as pool:
             data, name = _get(pool, url, dict(headers or {}), limit, deadline, timeout_s, check_url)
@@ -210,12 +259,11 @@ def _get(pool: httpcore.ConnectionPool, url: str, headers: dict[str, str], limit
         reason = check_url(url) if check_url else None
         if reason:
             raise InputError(redact_urls(reason))
-        shown = shown_url(url)
-        scheme = urlsplit(url).scheme.lower()
-        if scheme not in ("http", "https"):
-            raise InputError(f"{shown}: not a valid URL (only http and https)")
+        shown = readable(shown_url(url))
+        if (problem := url_problem(url)) is not None:  # a redirect's too
+            raise InputError(f"{shown}: not a valid URL ({problem})")
         left = max(0.001, deadline - time.monotonic())
-        per_step = min(timeout_s, left)
+        per_step = min(timeout_s, left) if math.isfinite(timeout_s) else None  # None: no timeout (sockets take no inf)
         ext = {"timeout": {"connect": per_step, "read": per_step, "write": per_step, "pool": per_step}}
         with pool.stream("GET", url, headers=list(headers.items()), extensions=ext) as resp:
             got = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in resp.headers}

@@ -3,10 +3,14 @@
 * A parse that takes minutes (a form-XObject fan-out bomb) is stopped with the command: Ctrl-C
   returns within a second or two and leaves no parser running; a command killed with SIGKILL takes
   its parser with it.
+* Unusual but legal names (a NUL in a download's file name, a local name that is not UTF-8) are
+  ingested under readable names; junk before the %PDF- header within its first 1,024 bytes is
+  skipped, as PDF readers do.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from ingest.child import orphaned
+from tests.conftest import run_cli
 from tests.pdfgen import FONT, _raw_pdf, _stream, text_pdf
 
 RUN = uuid.uuid4().hex[:8]
@@ -151,3 +156,75 @@ def test_a_child_knows_when_the_process_that_started_it_is_gone() -> None:
     # handed to a reaper before PR_SET_PDEATHSIG took hold: pid 1, or a desktop's ``systemd --user``
     assert orphaned("4242", 1) and orphaned("4242", 977) and not orphaned("4242", 4242)
     assert orphaned(None, 1) and not orphaned(None, 4242)  # started some other way: only init says so
+
+
+# --- unusual but legal names, junk before the header (item 4) ------------------------------------
+
+def test_odd_names_and_junk_before_the_header_are_ingested_with_readable_names(settings, tmp_path: Path) -> None:
+    from tests.test_bot_fetch import Site  # noqa: PLC0415  (a local HTTP server)
+
+    coll = f"round3-names-{RUN}"
+    odd = os.fsencode(tmp_path) + b"/bad\xff-" + RUN.encode() + b".pdf"  # a name that is not UTF-8
+    with open(odd, "wb") as f:  # (PyMuPDF cannot save under such a name itself)
+        f.write(text_pdf(tmp_path / "odd.pdf", ["The odd-name manual says the magneto drop is 125 rpm. " * 5]).read_bytes())
+    junk = tmp_path / f"junk-{RUN}.pdf"
+    good = text_pdf(tmp_path / "plain.pdf", ["The junk-prefixed manual says the flaps extend to 40 degrees. " * 5])
+    junk.write_bytes(os.urandom(600).replace(b"%", b"#") + good.read_bytes())  # mail-gateway junk first
+    served = text_pdf(tmp_path / "served.pdf", ["The downloaded manual says the tyre pressure is 2.5 bar. " * 5])
+    site = Site("127.0.0.1", 0, {"/get": (200, {"Content-Type": "application/pdf", "Content-Disposition":
+                                               f'attachment; filename="nul%00name-{RUN}.pdf"'}, served.read_bytes())})
+    res = subprocess.run([sys.executable, "-m", "retrieval.cli", "ingest", odd, junk, f"http://127.0.0.1:{site.port}/get",
+                          "--collection", coll, "--json"], capture_output=True, env=dict(os.environ), timeout=300)
+    out, err = res.stdout.decode(), res.stderr.decode()
+    assert res.returncode == 0, err
+    results = json.loads(out)["results"]
+    assert [r["status"] for r in results] == ["ingested"] * 3, results
+    assert [r["name"] for r in results] == [f"bad\ufffd-{RUN}.pdf", f"junk-{RUN}.pdf", f"nulname-{RUN}.pdf"]
+    assert results[0]["origin"].endswith(f"/bad\ufffd-{RUN}.pdf")
+    listed = run_cli("docs", "--collection", coll, "--json")
+    assert sorted(d["name"] for d in json.loads(listed.stdout)["documents"]) == \
+        sorted(r["name"] for r in results), listed.stderr
+
+
+def test_junk_past_the_first_kilobyte_is_not_a_pdf(settings, tmp_path: Path) -> None:
+    late = tmp_path / "late.pdf"
+    late.write_bytes(b"#" * 1100 + text_pdf(tmp_path / "x.pdf", ["Some text on a page. " * 5]).read_bytes())
+    res = run_cli("ingest", str(late), "--collection", f"round3-late-{RUN}")
+    assert res.returncode == 1
+    assert res.stderr.strip() == f"error: {late}: not a PDF (no %PDF- header in its first 1,024 bytes)", res.stderr
+
+
+# --- URLs (item 8) -------------------------------------------------------------------------------
+
+def test_a_url_with_a_port_out_of_range_is_bad_input_naming_the_port(settings) -> None:
+    res = run_cli("ingest", "http://127.0.0.1:99999/x.pdf", "--collection", f"round3-url-{RUN}")
+    assert res.returncode == 1
+    assert res.stderr.strip() == "error: http://127.0.0.1:99999/x.pdf: not a valid URL (port 99999 is out of range " \
+                                 "1-65535)", res.stderr
+
+
+def test_an_infinite_download_timeout_means_no_deadline(tmp_path: Path) -> None:
+    from ingest.sources import fetch_url  # noqa: PLC0415
+    from tests.test_bot_fetch import Site  # noqa: PLC0415
+
+    pdf = text_pdf(tmp_path / "t.pdf", ["A page downloaded without a deadline. " * 5]).read_bytes()
+    site = Site("127.0.0.1", 0, {"/t.pdf": (200, {"Content-Type": "application/pdf"}, pdf)})
+    src = fetch_url(f"http://127.0.0.1:{site.port}/t.pdf", 10**7, float("inf"))  # it raised OverflowError
+    assert src.data == pdf and src.name == "t.pdf"
+
+
+# --- docs and remove with a misspelt name (item 10) ------------------------------------------------
+
+def test_docs_and_remove_with_a_misspelt_name_name_what_there_is(settings, tmp_path: Path) -> None:
+    coll = f"round3-docs-{RUN}"
+    guide = text_pdf(tmp_path / f"gretl-guide-{RUN}.pdf", ["The gretl guide explains the ordinary least squares. " * 5])
+    other = text_pdf(tmp_path / f"pgfmanual-{RUN}.pdf", ["The pgf manual explains how to draw a path with TikZ. " * 5])
+    assert run_cli("ingest", str(other), str(guide), "--collection", coll, "-q").returncode == 0
+    listed = run_cli("docs", "--collection", f"{coll}x")
+    assert listed.returncode == 2 and listed.stdout == "", listed.stdout  # as ask and search
+    [line] = listed.stderr.splitlines()
+    assert line.startswith(f"error: no collection '{coll}x'; collections: ") and coll in line, line
+    missing = run_cli("remove", f"gretl-gide-{RUN}", "--collection", coll)
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == f"error: no document named 'gretl-gide-{RUN}' in '{coll}'; documents: " \
+                                     f"gretl-guide-{RUN}.pdf, pgfmanual-{RUN}.pdf (closest first)", missing.stderr
