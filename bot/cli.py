@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from retrieval.clikit import JsonOpt, bad_input, emit, fail, load_settings, ready
+from retrieval.clikit import JsonOpt, bad_input, emit, fail, load_settings, ready, say
 from retrieval.store.db import DatabaseError
 
 
@@ -55,7 +55,7 @@ def digest(
     if json_out:
         emit(result)
     else:
-        typer.echo(as_text(result))
+        say(as_text(result))
 
 
 def register(app: typer.Typer, eval_app: typer.Typer) -> None:

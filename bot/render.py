@@ -21,6 +21,7 @@ from retrieval.answer.answer_view import (
     shown_title,
 )
 from retrieval.models import Answer, Citation, NearestPassage
+from retrieval.text.printable import printable
 from retrieval.text.textnorm import readable
 
 if TYPE_CHECKING:
@@ -52,8 +53,9 @@ class Searched:
 
 # ---------------------------------------------------------------------------------------- text
 def escape(text: str) -> str:
-    """Escape the three characters Slack's mrkdwn treats as control characters."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Escape the three characters Slack's mrkdwn treats as control characters, and show the
+    control characters a document or a user's text may hold (``retrieval.text.printable``) as escapes."""
+    return printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def source_label(document: str, page: int, page_label: str | None,
@@ -116,7 +118,7 @@ def clip(mrkdwn: str, limit: int = SECTION_LIMIT) -> str:
 
 def fallback(text: str, limit: int = FALLBACK_CHARS) -> str:
     """``text`` on one line, cut to ``limit`` characters."""
-    flat = " ".join(text.split())
+    flat = " ".join(printable(text).split())
     return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
 
 

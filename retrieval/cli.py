@@ -34,13 +34,14 @@ from retrieval.clikit import (
     process_age_s,
     ready,
     report_timings,
+    say,
     servers,
     stage_ms,
     timed,
 )
 from retrieval.store.db import DatabaseError
 from retrieval.encode.embed import ModelError
-from retrieval.logs import quiet_libraries
+from retrieval.logs import log_handler, quiet_libraries
 from retrieval.settings import Settings
 from retrieval.text.question import text_problem
 
@@ -103,7 +104,7 @@ def _usage_error(exc: Any) -> typer.Exit:
     ctx = getattr(exc, "ctx", None)
     where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
     message = " ".join(str(exc.format_message()).split()).rstrip(".")
-    typer.echo(f"error: {message}{where}", err=True)
+    say(f"error: {message}{where}", err=True)
     return typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -135,8 +136,8 @@ eval_app = typer.Typer(help="Evaluations and benchmarks that write results/*.jso
 app.add_typer(eval_app, name="eval")
 
 def setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        handlers=[log_handler("%(levelname)s %(name)s: %(message)s", sys.stderr)])
     quiet_libraries()
 
 
@@ -274,15 +275,15 @@ def search(
     from retrieval.answer.answer_view import page_words, shown_title  # noqa: PLC0415
 
     if not res.results:
-        typer.echo("no passages found")
+        say("no passages found")
     titles = titles_of(settings, [p.document for p in res.results])
     for i, p in enumerate(res.results, 1):  # in the final order; the score shown is the one that ordered it
         first = " · named in the query, so searched first" if p.document in res.named_documents else ""
-        typer.echo(f"{i}. {shown_title(p.document, titles)} · {page_words(p.page, p.page_label)} · "
+        say(f"{i}. {shown_title(p.document, titles)} · {page_words(p.page, p.page_label)} · "
                    f"score {p.score:.3f}{first}")
         snippet = " ".join(p.text.split())
-        typer.echo(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}\n")
-    typer.echo(f"reranker: {res.reranker} · {res.timings_ms.get('total', 0):.0f} ms (per-stage ranks and scores: --json)")
+        say(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}\n")
+    say(f"reranker: {res.reranker} · {res.timings_ms.get('total', 0):.0f} ms (per-stage ranks and scores: --json)")
 
 
 @db_app.command("status")
@@ -316,10 +317,10 @@ def db_status(json_out: JsonOpt = False) -> None:
         for key, val in info.items():
             if key == "placed":
                 for p in val:
-                    typer.echo(f"placed: {p['server']}: " + (f"unavailable ({p['error']})" if "error" in p else
+                    say(f"placed: {p['server']}: " + (f"unavailable ({p['error']})" if "error" in p else
                                f"{p['documents']} documents, {p['chunks']} chunks, {p['embedding_model']}"))
             else:
-                typer.echo(f"{key}: {val}")
+                say(f"{key}: {val}")
 
 
 def placed_status(settings: Settings) -> dict[str, object]:
@@ -363,7 +364,7 @@ def db_reembed() -> None:
         with db.connection(settings) as conn:
             n += index.reembed(conn, emb.name, emb.dim, emb.embed_chunks)
     where = f" on {len(everywhere)} primaries" if len(everywhere) > 1 else ""
-    typer.echo(f"re-embedded {n} chunks{where} with {emb.name} ({emb.dim} dims) in {time.perf_counter() - t0:.1f} s")
+    say(f"re-embedded {n} chunks{where} with {emb.name} ({emb.dim} dims) in {time.perf_counter() - t0:.1f} s")
 
 
 @app.command(epilog=EXIT_STATUSES)
@@ -406,9 +407,9 @@ def ask(
         emit(result.model_dump())
     else:
         shown = [c.document for c in result.citations] + [n.document for n in result.nearest]
-        typer.echo(as_text(result, titles_of(settings, shown), collection))
+        say(as_text(result, titles_of(settings, shown), collection))
         if result.citations and not result.refusal:
-            typer.echo(CHECKED)  # what "verified" means: the words are on the page, not that they answer
+            say(CHECKED)  # what "verified" means: the words are on the page, not that they answer
 
 
 PLUGIN_GROUP = "chapterverse.commands"

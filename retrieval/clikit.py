@@ -17,6 +17,7 @@ import typer
 
 from retrieval.settings import Settings, get_settings
 from retrieval.store.db import DatabaseError
+from retrieval.text.printable import escaped_json, printable
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_CONFIG = 0, 1, 2
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
@@ -52,11 +53,17 @@ def report_timings() -> None:
 
 
 def emit(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, default=str, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.write(escaped_json(json.dumps(obj, default=str, ensure_ascii=False, indent=2)) + "\n")
+
+
+def say(message: str, err: bool = False) -> None:
+    """Print one message for people: every text in it that came from a document or a user (a title,
+    a file name, a label, a quote) reaches the terminal with its control characters shown, not obeyed."""
+    typer.echo(printable(message), err=err)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
+    say(f"error: {message}", err=True)
     raise typer.Exit(code)
 
 

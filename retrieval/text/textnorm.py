@@ -92,13 +92,24 @@ def normalize(text: str) -> str:
 
 
 _WS = re.compile(r"\s+")
+# Characters that take no room on the page but split a word for a search engine: zero-width space,
+# non-joiner and joiner, word joiner, byte-order mark, Mongolian vowel separator, and the soft hyphen
+# (shown only where a line breaks). "pass\u200bword" is the word "password" to a reader.
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200d\u2060\ufeff]")
 _LINE_HYPHEN = re.compile(r"(\w)-\s*\n\s*(\w)")
+
+
+def without_invisible(text: str) -> str:
+    """``text`` without the characters that are not seen but split words (``_INVISIBLE``): applied to
+    what is indexed (``search_text``) and to every query alike, so either side may hold them."""
+    return _INVISIBLE.sub("", text)
 
 
 def search_text(text: str) -> str:
     """Text as indexed for keyword and dense search: ligatures expanded, words broken across lines
-    rejoined, whitespace collapsed; case and punctuation kept (the embedder sees readable text)."""
-    text = unicodedata.normalize("NFKC", text)
+    rejoined, invisible characters inside words dropped (``without_invisible``), whitespace collapsed;
+    case and punctuation kept (the embedder sees readable text)."""
+    text = unicodedata.normalize("NFKC", without_invisible(text))
     text = _LINE_HYPHEN.sub(r"\1\2", text)
     return _WS.sub(" ", text).strip()
 
