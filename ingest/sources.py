@@ -188,7 +188,7 @@ def url_problem(url: str) -> str | None:
     try:
         parts = urlsplit(url)
     except ValueError as exc:  # "Invalid IPv6 URL"
-        return str(exc)
+        return str(exc)[:1].lower() + str(exc)[1:]
     if parts.scheme.lower() not in ("http", "https"):
         return "only http and https"
     if not parts.hostname:
@@ -222,8 +222,6 @@ def fetch_url(url: str, limit: int, timeout_s: float, headers: dict[str, str] | 
     to is the address checked.
     """
     shown = readable(shown_url(url))  # what messages and the stored document carry: never the query string
-    if (problem := url_problem(url)) is not None:
-        raise InputError(f"{shown}: not a valid URL ({problem})")
     backend = _PinnedBackend(check_address)
     deadline = time.monotonic() + timeout_s
     timer = threading.Timer(timeout_s, backend.expire)
@@ -260,7 +258,7 @@ def _get(pool: httpcore.ConnectionPool, url: str, headers: dict[str, str], limit
         if reason:
             raise InputError(redact_urls(reason))
         shown = readable(shown_url(url))
-        if (problem := url_problem(url)) is not None:  # a redirect's too
+        if (problem := url_problem(url)) is not None:  # the URL given, and each redirect's
             raise InputError(f"{shown}: not a valid URL ({problem})")
         left = max(0.001, deadline - time.monotonic())
         per_step = min(timeout_s, left) if math.isfinite(timeout_s) else None  # None: no timeout (sockets take no inf)
