@@ -53,8 +53,11 @@ def index_location(settings: Settings) -> str:
         parts = psycopg.conninfo.conninfo_to_dict(settings.db.url.get_secret_value())
     except psycopg.Error:
         return "DATABASE_URL (which cannot be read)"
-    host = parts.get("host") or parts.get("hostaddr") or "localhost"
-    return f"DATABASE_URL {host}:{parts.get('port') or 5432}/{parts.get('dbname') or parts.get('user') or 'postgres'}"
+    host, port = parts.get("host") or parts.get("hostaddr") or "localhost", parts.get("port") or 5432
+    name = parts.get("dbname") or parts.get("user") or "postgres"
+    if host.startswith("/"):
+        return f"DATABASE_URL database {name} on the Unix socket in {host} (port {port})"
+    return f"DATABASE_URL {host}:{port}/{name}"
 
 
 def keeps_per_workspace(settings: Settings, team_id: str, earlier_documents: int) -> bool:

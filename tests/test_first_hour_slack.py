@@ -108,7 +108,7 @@ def test_an_empty_collection_is_a_warning_saying_what_to_do(fresh_db: str, caplo
                            "DATABASE_URL "), said
     assert "(OS user " in said and "`chapterverse ingest FILE.pdf` run as this OS user" in said
     assert "share a PDF with the bot in Slack" in said and PASSWORD not in said
-    embedded = Settings(home=Path("/srv/cv-home"), slack={"bot_token": "xoxb-1", "app_token": "xapp-1"})
+    embedded = Settings(home=Path("/srv/cv-home"), db={"url": None}, slack={"bot_token": "xoxb-1", "app_token": "xapp-1"})
     from bot.startup import index_location  # noqa: PLC0415
 
     assert index_location(embedded) == "the embedded Postgres in CHAPTERVERSE_HOME /srv/cv-home"
