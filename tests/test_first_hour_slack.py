@@ -180,3 +180,24 @@ def test_readme_says_what_a_first_install_needs_from_admins_the_network_and_the_
                         "ops", 3, default_collection="default").text
     assert f"`{quoted}`" in text, quoted
     assert "which holds no documents" in start_line("default", "x", "ops", 0, default_collection="default").text
+
+
+def test_a_database_down_at_start_is_a_warning_and_the_bot_still_starts(caplog: pytest.LogCaptureFixture) -> None:
+    """The bot starts while its database is away (answers resume when it is back): the start line says the
+    documents could not be counted, and how to keep an older slack-<team id> collection meanwhile."""
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = Settings(db={"url": f"postgresql://postgres:{PASSWORD}@127.0.0.1:{port}/cv"},
+                        slack={"bot_token": "xoxb-1", "app_token": "xapp-1"})
+    with caplog.at_level(logging.INFO, logger="bot"):
+        settled = settle(settings, Store(settings), "T0FAKE")
+    assert workspace_collection(settled, "T0FAKE") == "default"
+    [record] = [r for r in caplog.records if "questions search" in r.getMessage()]
+    said = record.getMessage()
+    assert record.levelno == logging.WARNING and PASSWORD not in said
+    assert said.startswith(f"questions search the collection 'default' in the index of DATABASE_URL 127.0.0.1:{port}/cv")
+    assert "its documents could not be counted (" in said
+    assert "set CHAPTERVERSE_SLACK_WORKSPACE_COLLECTION=slack-T0FAKE" in said
