@@ -108,7 +108,8 @@ def test_an_empty_collection_is_a_warning_saying_what_to_do(fresh_db: str, caplo
                            "DATABASE_URL "), said
     assert "(OS user " in said and "`chapterverse ingest FILE.pdf` run as this OS user" in said
     assert "share a PDF with the bot in Slack" in said and PASSWORD not in said
-    embedded = Settings(home=Path("/srv/cv-home"), db={"url": None}, slack={"bot_token": "xoxb-1", "app_token": "xapp-1"})
+    embedded = Settings(home=Path("/srv/cv-home"), db={"url": None},
+                        slack={"bot_token": "xoxb-1", "app_token": "xapp-1"})
     from bot.startup import index_location  # noqa: PLC0415
 
     assert index_location(embedded) == "the embedded Postgres in CHAPTERVERSE_HOME /srv/cv-home"
@@ -198,6 +199,7 @@ def test_a_database_down_at_start_is_a_warning_and_the_bot_still_starts(caplog: 
     [record] = [r for r in caplog.records if "questions search" in r.getMessage()]
     said = record.getMessage()
     assert record.levelno == logging.WARNING and PASSWORD not in said
-    assert said.startswith(f"questions search the collection 'default' in the index of DATABASE_URL 127.0.0.1:{port}/cv")
+    assert said.startswith("questions search the collection 'default' in the index of DATABASE_URL "
+                           f"127.0.0.1:{port}/cv"), said
     assert "its documents could not be counted (" in said
     assert "set CHAPTERVERSE_SLACK_WORKSPACE_COLLECTION=slack-T0FAKE" in said
