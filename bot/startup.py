@@ -106,27 +106,27 @@ def count_documents(settings: Settings, store: Store, collection: str) -> int:
 
 def settle(settings: Settings, store: Store, team_id: str) -> Settings:
     """The settings the bot runs with: ``slack.workspace_collection`` pinned to ``slack-<team id>`` when a
-    one-workspace bot's documents are there (``keeps_per_workspace``); logs the start line."""
+    one-workspace bot's documents are there (``keeps_per_workspace``); logs the start line. A database
+    that cannot be reached leaves the settings as they are, and the line says so."""
     where, user = index_location(settings), os_user()
     if not shared_by_every_workspace(settings):
         log.info("each workspace's questions search its own collection %r in the index of %s (OS user %s)",
                  per_workspace_collection("<team id>"), where, user)
         return settings
+    earlier = per_workspace_collection(team_id) if team_id and not settings.slack.workspace_collection else None
     chosen = workspace_collection(settings, team_id)
     try:
-        earlier = (count_documents(settings, store, per_workspace_collection(team_id))
-                   if team_id and not settings.slack.workspace_collection else 0)
-        kept = keeps_per_workspace(settings, team_id, earlier)
-        if kept:
-            settings = settings.but(slack={"workspace_collection": per_workspace_collection(team_id)})
-        line = start_line(workspace_collection(settings, team_id), where, user,
-                          earlier if kept else count_documents(settings, store, chosen), kept=kept,
-                          default_collection=settings.ingest.default_collection,
-                          default_documents=count_documents(settings, store, chosen) if kept else 0)
+        if earlier and (keeps_per_workspace(settings, team_id, 0)  # placed on another primary: no count needed
+                        or keeps_per_workspace(settings, team_id, count_documents(settings, store, earlier))):
+            settings, chosen = settings.but(slack={"workspace_collection": earlier}), earlier
+        kept = chosen == earlier
+        default = settings.ingest.default_collection
+        line = start_line(chosen, where, user, count_documents(settings, store, chosen), kept=kept,
+                          default_collection=default,
+                          default_documents=count_documents(settings, store, default) if kept else 0)
     except DatabaseError as exc:
-        hint = (f" (if this workspace's documents are in {per_workspace_collection(team_id)!r}, set "
-                f"CHAPTERVERSE_SLACK_WORKSPACE_COLLECTION={per_workspace_collection(team_id)})"
-                if team_id and not settings.slack.workspace_collection else "")
+        hint = (f" (if this workspace's documents are in {earlier!r}, set CHAPTERVERSE_SLACK_WORKSPACE_COLLECTION="
+                f"{earlier})" if earlier and chosen != earlier else "")
         line = StartLine(logging.WARNING, f"questions search the collection {chosen!r} in the index of {where} "
                          f"(OS user {user}); its documents could not be counted ({first_line(exc)}){hint}")
     log.log(line.level, "%s", line.text)

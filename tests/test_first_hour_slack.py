@@ -203,3 +203,14 @@ def test_a_database_down_at_start_is_a_warning_and_the_bot_still_starts(caplog: 
                            f"127.0.0.1:{port}/cv"), said
     assert "its documents could not be counted (" in said
     assert "set CHAPTERVERSE_SLACK_WORKSPACE_COLLECTION=slack-T0FAKE" in said
+
+
+def test_a_workspace_collection_placed_on_another_primary_is_kept_without_counting() -> None:
+    from bot.startup import keeps_per_workspace  # noqa: PLC0415
+
+    one = {"bot_token": "xoxb-1", "app_token": "xapp-1"}
+    placed = Settings(db={"placement": {"slack-T0P": {"url": "postgresql://u@10.0.0.9/cv"}}}, slack=one)
+    assert keeps_per_workspace(placed, "T0P", 0) and not keeps_per_workspace(placed, "T0Q", 0)
+    assert keeps_per_workspace(Settings(slack=one), "T0P", 2) and not keeps_per_workspace(Settings(slack=one), "T0P", 0)
+    oauth = Settings(slack={"app_token": "xapp-1", "multi_workspace": True})
+    assert not keeps_per_workspace(oauth, "T0P", 5)  # each workspace has its own anyway
