@@ -139,6 +139,7 @@ def env(*names: str) -> dict[str, Any]:
 # Every model of the settings: a float must be finite ("inf" and "nan" are refused in one line naming the
 # setting, never a traceback later), and an error never repeats the value it refuses (it may be a secret).
 STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, hide_input_in_errors=True)
+FLOAT_MAX = 1e9  # no float setting needs more (31 years in seconds, a petabyte in MB); 1e300 s overflows a timer
 
 
 class Section(BaseModel):
@@ -147,6 +148,14 @@ class Section(BaseModel):
 
     model_config = STRICT
     ENV_PREFIX: ClassVar[str] = "CHAPTERVERSE_"
+
+    @field_validator("*")
+    @classmethod
+    def _bounded(cls, value: object) -> object:
+        """Every float setting at most ``FLOAT_MAX`` (each field states its own lower bound)."""
+        if isinstance(value, float) and value > FLOAT_MAX:
+            raise ValueError("at most 1e9 (a larger value overflows the timers and sizes it sets)")
+        return value
 
     @classmethod
     def env_names(cls, name: str, field: FieldInfo) -> list[str]:
