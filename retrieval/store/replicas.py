@@ -9,7 +9,8 @@
    how far behind it is: a standby that shows every one of them holds those collections as they are
    now. If it does not yet, it is asked again until it does, for at most ``db.read_wait_s``;
 3. a standby with more than ``db.max_lag_mb`` of the primary's WAL still to replay (not keeping up; a
-   bound in bytes, since the age of its last replayed commit says nothing while a long ingest streams), one that has not replayed the writes in time, one that
+   bound in bytes, since the age of its last replayed commit says nothing while a long ingest streams), one that has not replayed the writes in time, one whose
+   connection string libpq cannot use (named with its password masked, ``retrieval.store.masking``), one that
    cannot be reached, or one on which the read fails is skipped, with a warning in the log, and the read
    runs on the next or on the primary: a standby's trouble never reaches the user. A standby that failed
    is not tried again for ``RETRY_S``.
