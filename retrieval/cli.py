@@ -23,6 +23,7 @@ from typer.core import TyperGroup
 
 from retrieval.clikit import (
     EXIT_BAD_INPUT,
+    EXIT_OK,
     TIMINGS_ENV,
     JsonOpt,
     bad_input,
@@ -102,6 +103,8 @@ def _usage_error(exc: Any) -> typer.Exit:
     """A usage error as one line on stderr ("error: Invalid value for '--k': …; see `… search --help`"),
     not click's usage text and box; exit 1 (bad input)."""
     ctx = getattr(exc, "ctx", None)
+    if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group (`chapterverse db`): typer has printed
+        return typer.Exit(EXIT_OK)                  # its help, which is the whole answer; no error line
     where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
     message = " ".join(str(exc.format_message()).split()).rstrip(".")
     say(f"error: {message}{where}", err=True)
@@ -169,6 +172,10 @@ def check_collections(settings: Settings, wanted: list[str] | None) -> None:
     missing = [c for c in dict.fromkeys(wanted or ()) if c not in known]
     if missing:  # (known is not empty here)
         fail(f"no collection {', '.join(repr(c) for c in missing)}; collections: {', '.join(known)}")
+
+
+DocumentOpt = Annotated[list[str] | None, typer.Option(
+    help="Only these documents: a file name (with or without .pdf) or a title, as `chapterverse docs` shows.")]
 
 
 def resolve_documents(settings: Settings, wanted: list[str] | None, collections: list[str] | None) -> list[str] | None:
@@ -245,8 +252,7 @@ def search(
     query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
     k: Annotated[int, typer.Option("--k", min=1, max=100, help="How many passages.")] = 5,
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
-    document: Annotated[list[str] | None, typer.Option(
-        help="Only these documents: a file name (with or without .pdf) or a title, as `chapterverse docs` shows.")] = None,
+    document: DocumentOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Find the passages that best match QUERY."""
@@ -277,13 +283,23 @@ def search(
     if not res.results:
         say("no passages found")
     titles = titles_of(settings, [p.document for p in res.results])
-    for i, p in enumerate(res.results, 1):  # in the final order; the score shown is the one that ordered it
+    for i, p in enumerate(res.results, 1):  # in the final order, which the score alone does not make (footer)
         first = " · named in the query, so searched first" if p.document in res.named_documents else ""
         say(f"{i}. {shown_title(p.document, titles)} · {page_words(p.page, p.page_label)} · "
                    f"score {p.score:.3f}{first}")
         snippet = " ".join(p.text.split())
         say(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}\n")
-    say(f"reranker: {res.reranker} · {res.timings_ms.get('total', 0):.0f} ms (per-stage ranks and scores: --json)")
+    say(f"{search_order(res.reranker)} · {res.timings_ms.get('total', 0):.0f} ms (per-stage ranks and scores: --json)")
+
+
+def search_order(reranker: str | None) -> str:
+    """What orders ``search``'s list, which its scores alone do not: the reranker's rank is combined
+    with the keyword and dense legs' fused rank, a page's second passage yields to other pages, and
+    documents the query names come first."""
+    if not reranker or reranker == "none":
+        return "order: keyword and dense ranks fused (score: the fused score)"
+    return (f"order: the {reranker} reranker's rank combined with the keyword and dense ranks (score: the "
+            "reranker's); a page's second passage after other pages")
 
 
 @db_app.command("status")
@@ -371,6 +387,7 @@ def db_reembed() -> None:
 def ask(
     question: Annotated[str, typer.Argument(help="A question about the indexed documents.")],
     collection: Annotated[list[str] | None, typer.Option(help="Only these collections.")] = None,
+    document: DocumentOpt = None,
     answerer: Annotated[str | None, typer.Option(help="gemini, openai (an OpenAI-compatible server) or extractive (default: CHAPTERVERSE_ANSWERER, else gemini when GEMINI_API_KEY is set, else extractive).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -399,15 +416,16 @@ def ask(
         result = index_unavailable(question, exc)
     else:
         check_collections(settings, collection)
+        document = resolve_documents(settings, document, collection)
         require_model(settings)
         with timed("ask"):
-            result = run_ask(settings, question, collections=collection, answerer=answerer)
+            result = run_ask(settings, question, collections=collection, answerer=answerer, documents=document)
         stage_ms["ask.search"] = result.timings_ms.get("search", 0.0)
     if json_out:
         emit(result.model_dump())
     else:
         shown = [c.document for c in result.citations] + [n.document for n in result.nearest]
-        say(as_text(result, titles_of(settings, shown), collection))
+        say(as_text(result, titles_of(settings, shown), collection, document))
         if result.citations and not result.refusal:
             say(CHECKED)  # what "verified" means: the words are on the page, not that they answer
 

@@ -110,3 +110,43 @@ def test_zero_width_characters_and_soft_hyphens_do_not_hide_a_word(settings, emb
     assert any("pass\u200bword" in t for t in keyword_texts("password"))
     assert any("trim\u00adtab" in t for t in keyword_texts("trimtab"))
     assert any("pass\u200bword" in t for t in keyword_texts("pass\u200bword"))  # the query holds one too
+
+
+# --- item 10: the command line says what it did, and nothing it did not ------------------------------
+def test_bare_command_groups_print_their_help_and_no_error() -> None:
+    for args in ((), ("collections",), ("db",), ("eval",)):
+        r = run_cli(*args)
+        assert r.returncode == 0, (args, r.stderr)
+        assert "Usage" in r.stdout + r.stderr and "error" not in r.stderr, (args, r.stderr)
+
+
+def test_ask_takes_document_like_search(settings, tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:8]
+    coll = f"askdoc-{tag}"
+    zephyr, other = tmp_path / f"zephyr-{tag}.pdf", tmp_path / f"other-{tag}.pdf"
+    _pdf(zephyr, "Zephyr Glider Manual", "The maximum aerotow speed of the Zephyr glider is 81 knots. " * 3)
+    _pdf(other, "Kestrel Tug Manual", "The Kestrel tug engine oil is changed every 50 hours of operation. " * 3)
+    assert run_cli("ingest", str(zephyr), str(other), "--collection", coll).returncode == 0
+    q = "What is the maximum aerotow speed of the Zephyr glider?"
+    answered = run_cli("ask", q, "--collection", coll, "--document", f"zephyr-{tag}", "--json")
+    assert answered.returncode == 0, answered.stderr
+    cited = {c["document"] for c in json.loads(answered.stdout)["citations"]}
+    assert cited == {f"zephyr-{tag}.pdf"}, answered.stdout
+    elsewhere = run_cli("ask", q, "--collection", coll, "--document", "Kestrel Tug Manual")
+    assert elsewhere.returncode == 0 and "81 knots" not in elsewhere.stdout, elsewhere.stdout
+    assert f"Searched the document other-{tag}.pdf in the collection {coll}." in elsewhere.stdout, elsewhere.stdout
+    unknown = run_cli("ask", q, "--collection", coll, "--document", "zephyr-manul")
+    assert unknown.returncode != 0 and f"zephyr-{tag}" in unknown.stderr, unknown.stderr
+    listed = run_cli("search", "aerotow speed", "--collection", coll)
+    assert "order: " in listed.stdout and "reranker's rank combined with the keyword and dense ranks" in listed.stdout
+
+
+def test_a_refusal_after_a_named_document_says_both_steps() -> None:
+    from retrieval.answer.answer_view import as_text
+    from retrieval.models import Answer
+
+    refused = Answer(question="What does the gretl guide say about tea?", refusal=True, reason="Not found.",
+                     named_documents=["gretl-guide.pdf"])
+    text = as_text(refused, None, None)
+    assert "Searched gretl-guide.pdf first (the question names it by its title), then every collection." in text
+    assert "Searched every collection." not in text and text.count("Searched") == 1

@@ -67,19 +67,32 @@ def named_note(answer: Answer) -> str:
     return f"Searched {', '.join(answer.named_documents)} first: the question names it by its title."
 
 
+def searched_where(collections: Sequence[str] | None, documents: Sequence[str] | None = None) -> str:
+    """"every collection", "the collection manuals", "the documents a.pdf, b.pdf in the collection manuals"."""
+    where = f"the collection{'s' if len(collections) > 1 else ''} {', '.join(collections)}" if collections \
+        else "every collection"
+    if documents:
+        return f"the document{'s' if len(documents) > 1 else ''} {', '.join(documents)} in {where}"
+    return where
+
+
 def as_text(answer: Answer, titles: Mapping[str, str | None] | None = None,
-            searched: Sequence[str] | None = None) -> str:
-    """``titles``: document name → title; ``searched``: the collections searched (None: all)."""
+            searched: Sequence[str] | None = None, documents: Sequence[str] | None = None) -> str:
+    """``titles``: document name → title; ``searched``: the collections searched (None: all);
+    ``documents``: the only documents searched (``--document``), if any."""
     lines: list[str] = []
     if answer.standalone_question and answer.standalone_question != answer.question:
         lines.append(f"(understood as: {answer.standalone_question})\n")
-    if named := named_note(answer):
+    if not answer.refusal and (named := named_note(answer)):
         lines.append(f"({named})\n")
     if answer.refusal:
         lines.append(answer.reason or NO_SUPPORT)
-        where = f"the collection{'s' if len(searched) > 1 else ''} {', '.join(searched)}" if searched \
-            else "every collection"
-        lines.append(f"\nSearched {where}.")
+        where = searched_where(searched, documents)
+        if answer.named_documents:  # searched in two steps: the named document, then the rest
+            lines.append(f"\nSearched {', '.join(answer.named_documents)} first (the question names it by its "
+                         f"title), then {where}.")
+        else:
+            lines.append(f"\nSearched {where}.")
         if answer.nearest:
             lines.append("Nearest pages (not an answer; look for yourself):")
             for n in answer.nearest:

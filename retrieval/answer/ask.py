@@ -74,13 +74,14 @@ def set_aside_untrusted(settings: Settings, passages: Sequence[Passage], result:
 
 def ask(settings: Settings, question: str, *, history: Sequence[Turn] = (),
         collections: Sequence[str] | None = None, answerer: str | Answerer | None = None,
-        search_fn: Callable[..., SearchResult] | None = None) -> Answer:
-    """Answer ``question`` from the indexed documents, or refuse. Never raises.
+        search_fn: Callable[..., SearchResult] | None = None, documents: Sequence[str] | None = None) -> Answer:
+    """Answer ``question`` from the indexed documents (only ``documents``, by name, when given), or
+    refuse. Never raises.
 
     ``answerer``: a name (``choose_answerer``) or an answerer already built (calibration builds its own)."""
     result = Answer(question=question, refusal=True)
     try:  # on a standby or the primary (retrieval.store.replicas); the answer names it
-        return replicas.read(settings, collections, lambda s: _on(s, question, history, collections, answerer, search_fn))
+        return replicas.read(settings, collections, lambda s: _on(s, question, history, collections, answerer, search_fn, documents))
     except PlacementError as exc:
         return refusal(result, str(exc))
     except Exception as exc:  # noqa: BLE001  (the contract: a refusal, never an exception)
@@ -90,17 +91,20 @@ def ask(settings: Settings, question: str, *, history: Sequence[Turn] = (),
 
 
 def _on(settings: Settings, question: str, history: Sequence[Turn], collections: Sequence[str] | None,
-        wanted: str | Answerer | None, search_fn: Callable[..., SearchResult] | None) -> Answer:
+        wanted: str | Answerer | None, search_fn: Callable[..., SearchResult] | None,
+        documents: Sequence[str] | None = None) -> Answer:
     with ExitStack() as held:
         try:  # one connection for every step of the question (retrieval.store.pool)
             held.enter_context(pool.connection(settings))
         except DatabaseError:  # IndexUnavailable included
             pass  # each step meets the outage itself and the answer says so
-        return _ask(settings, question, history, collections, wanted, search_fn, Answer(question=question, refusal=True))
+        return _ask(settings, question, history, collections, wanted, search_fn, Answer(question=question, refusal=True),
+                    documents)
 
 
 def _ask(settings: Settings, question: str, history: Sequence[Turn], collections: Sequence[str] | None,
-         wanted: str | Answerer | None, search_fn: Callable[..., SearchResult] | None, result: Answer) -> Answer:
+         wanted: str | Answerer | None, search_fn: Callable[..., SearchResult] | None, result: Answer,
+         documents: Sequence[str] | None = None) -> Answer:
     clock = Clock()
     result.timings_ms = clock.ms
     if not question.strip():
@@ -137,10 +141,11 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
             if search_fn is None:
                 from retrieval.search.search import search as search_fn  # noqa: PLC0415
             wanted_k = answerer.passages_wanted
-            found = search_fn(settings, standalone, k=wanted_k, collections=collections)
+            found = search_fn(settings, standalone, k=wanted_k, collections=collections, documents=documents)
             flagged = sum(1 for p in found.results if p.untrusted)
             if flagged:  # text addressed to AI readers is set aside below: it must not take the answerer's places
-                found = search_fn(settings, standalone, k=wanted_k + flagged, collections=collections)
+                found = search_fn(settings, standalone, k=wanted_k + flagged, collections=collections,
+                                  documents=documents)
         result.reranker = found.reranker
         result.named_documents = list(found.named_documents)
         result.models["reranker"] = found.reranker
@@ -155,7 +160,7 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
 
         def counts(phrases: Sequence[str], words: Sequence[str]) -> PhraseStats:  # the extractive answerer's
             with clock.stage("statistics"), pool.connection(settings) as conn:
-                return statistics(conn, phrases, words, Scope.of(collections))
+                return statistics(conn, phrases, words, Scope.of(collections, documents))
 
         response = answerer.respond(Retrieved(standalone, trusted, pages, counts), clock, result)
     except DatabaseError as exc:
