@@ -18,7 +18,8 @@ import typer
 from ingest import child
 from ingest.progress import ocr_words
 from ingest.sources import InputError, Source, expand, is_url, load, readable, redact_urls
-from retrieval.clikit import JsonOpt, check_collection_names, emit, fail, load_settings, placed, ready, servers
+from retrieval.clikit import (JsonOpt, check_collection_names, check_collections, emit, fail, load_settings, placed,
+                              ready, servers)
 from retrieval.settings import Settings, SettingsError, preset_description, preset_names, preset_profile
 from retrieval.store.db import DatabaseError
 from retrieval.encode.embed import ModelError
@@ -178,7 +179,6 @@ def docs(
 ) -> None:
     """List ingested documents."""
     from ingest.store import list_documents  # noqa: PLC0415
-    from retrieval.cli import check_collections  # noqa: PLC0415
     from retrieval.store import db  # noqa: PLC0415
 
     check_collection_names(collection)

@@ -24,10 +24,12 @@ from typer.core import TyperGroup
 from retrieval.clikit import (
     EXIT_BAD_INPUT,
     EXIT_OK,
+    NOTHING_INGESTED,
     TIMINGS_ENV,
     JsonOpt,
     bad_input,
     check_collection_names,
+    check_collections,
     emit,
     fail,
     load_settings,
@@ -151,27 +153,6 @@ def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log pro
         age = process_age_s()
         stage_ms["startup"] = age * 1e3 if age is not None else 0.0  # interpreter + module imports
         atexit.register(report_timings)
-
-
-NOTHING_INGESTED = "nothing is ingested yet; add PDFs first: chapterverse ingest FILE.pdf (then ask again)"
-
-
-def check_collections(settings: Settings, wanted: list[str] | None) -> None:
-    """Exit 2 when nothing is ingested at all (a fresh home: said at once, before the model loads),
-    or when a named collection holds no documents: "no collection 'nosuch'; collections: dev, mine"."""
-    from retrieval.store import db  # noqa: PLC0415
-
-    try:
-        with db.connection(settings) as conn:
-            known = [r["collection"] for r in conn.execute(
-                "SELECT DISTINCT collection FROM documents ORDER BY collection").fetchall()]
-    except DatabaseError as exc:
-        fail(str(exc))
-    if not known:
-        fail(NOTHING_INGESTED)
-    missing = [c for c in dict.fromkeys(wanted or ()) if c not in known]
-    if missing:  # (known is not empty here)
-        fail(f"no collection {', '.join(repr(c) for c in missing)}; collections: {', '.join(known)}")
 
 
 DocumentOpt = Annotated[list[str] | None, typer.Option(

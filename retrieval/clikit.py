@@ -83,6 +83,27 @@ def check_collection_names(names: str | list[str] | None) -> None:
             bad_input(f"collection names cannot start or end with spaces: {name!r}")
 
 
+NOTHING_INGESTED = "nothing is ingested yet; add PDFs first: chapterverse ingest FILE.pdf (then ask again)"
+
+
+def check_collections(settings: Settings, wanted: list[str] | None) -> None:
+    """Exit 2 when nothing is ingested at all (a fresh home: said at once, before the model loads),
+    or when a named collection holds no documents: "no collection 'nosuch'; collections: dev, mine"."""
+    from retrieval.store import db  # noqa: PLC0415
+
+    try:
+        with db.connection(settings) as conn:
+            known = [r["collection"] for r in conn.execute(
+                "SELECT DISTINCT collection FROM documents ORDER BY collection").fetchall()]
+    except DatabaseError as exc:
+        fail(str(exc))
+    if not known:
+        fail(NOTHING_INGESTED)
+    missing = [c for c in dict.fromkeys(wanted or ()) if c not in known]
+    if missing:  # (known is not empty here)
+        fail(f"no collection {', '.join(repr(c) for c in missing)}; collections: {', '.join(known)}")
+
+
 def configuration_error(exc: Exception) -> str:
     """A settings error as one line: the environment variable, the value and what is wrong with it
     ("CHAPTERVERSE_SLACK_WORKERS='abc': Input should be a valid integer…"), not pydantic's block."""
