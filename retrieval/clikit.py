@@ -15,7 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from retrieval.settings import Settings, get_settings
+from retrieval.settings import Settings, collection_name_problem, get_settings
 from retrieval.store.db import DatabaseError
 from retrieval.text.printable import escaped_json, printable
 
@@ -75,12 +75,8 @@ def check_collection_names(names: str | list[str] | None) -> None:
     """Exit 1 (bad input) for a ``--collection`` that cannot be one: empty (it used to mean the
     default, silently) or holding a line break or another control character (it broke ``docs``)."""
     for name in [names] if isinstance(names, str) else names or []:
-        if not name.strip():
-            bad_input("the collection name is empty; name one, or leave --collection out for the default")
-        if any(ord(c) < 32 or ord(c) == 127 for c in name):
-            bad_input(f"collection names cannot hold line breaks or other control characters: {name!r}")
-        if name != name.strip():
-            bad_input(f"collection names cannot start or end with spaces: {name!r}")
+        if problem := collection_name_problem(name):  # the rule CHAPTERVERSE_DEFAULT_COLLECTION follows too
+            bad_input(problem if name.strip() else f"{problem}; name one, or leave --collection out for the default")
 
 
 NOTHING_INGESTED = "nothing is ingested yet; add PDFs first: chapterverse ingest FILE.pdf (then ask again)"
