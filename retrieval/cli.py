@@ -259,14 +259,14 @@ def search(
         out = res.model_dump()
         emit(out | {"results": [p | {"rank": i} for i, p in enumerate(out["results"], 1)]})
         return
-    from retrieval.answer.answer_view import page_words, shown_title  # noqa: PLC0415
+    from retrieval.answer.answer_view import pages_words, shown_title  # noqa: PLC0415
 
     if not res.results:
         say("no passages found")
     titles = titles_of(settings, [p.document for p in res.results])
     for i, p in enumerate(res.results, 1):  # in the final order, which the score alone does not make (footer)
         first = " · named in the query, so searched first" if p.document in res.named_documents else ""
-        say(f"{i}. {shown_title(p.document, titles)} · {page_words(p.page, p.page_label)} · "
+        say(f"{i}. {shown_title(p.document, titles)} · {pages_words(p.page, p.page_end, p.page_label)} · "
                    f"score {p.score:.3f}{first}")
         snippet = " ".join(p.text.split())
         say(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}\n")
@@ -343,6 +343,15 @@ def _contents(conn) -> tuple[tuple[str, int] | None, dict[str, int]]:  # noqa: A
     counts = conn.execute("SELECT (SELECT count(*) FROM documents) AS documents, "
                           "(SELECT count(*) FROM chunks) AS chunks").fetchone()
     return index.recorded_model(conn), counts
+
+
+@db_app.command("stop")
+def db_stop() -> None:
+    """Stop the warm process that answers ask and search quickly (and the embedded server it holds);
+    the next command starts from nothing. It also stops by itself after CHAPTERVERSE_DB_WARM_S idle seconds."""
+    from retrieval.warm import stop_warm  # noqa: PLC0415
+
+    say("stopped the warm process" if stop_warm() else "no warm process was running for this environment")
 
 
 @db_app.command("reembed")

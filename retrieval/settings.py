@@ -211,6 +211,11 @@ class DbSettings(Section):
         "collection go only to its servers; the others, and the bot's own state, stay on DATABASE_URL "
         "(retrieval.store.placement).")
 
+    warm_s: int = Field(
+        default=600, ge=0, description="Seconds the command line's warm process (the embedded server and the loaded "
+        "models, retrieval.warm) waits for the next `ask` or `search` before it stops; 0: each command starts and "
+        "stops its own. Read from the environment only; `chapterverse db stop` stops it now.")
+
     _blank = field_validator("url", mode="before")(_blank_is_unset)
     _url = field_validator("url")(_connection_string)
     _read_urls = field_validator("read_urls", mode="before")(_url_list)

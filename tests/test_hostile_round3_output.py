@@ -138,6 +138,7 @@ def test_ask_takes_document_like_search(settings, tmp_path: Path) -> None:
     unknown = run_cli("ask", q, "--collection", coll, "--document", "zephyr-manul")
     assert unknown.returncode != 0 and f"zephyr-{tag}" in unknown.stderr, unknown.stderr
     listed = run_cli("search", "aerotow speed", "--collection", coll)
+    assert "pp. 1–2 · score" in listed.stdout, listed.stdout  # a passage that runs onto page 2 says so
     assert "order: " in listed.stdout and "reranker's rank combined with the keyword and dense ranks" in listed.stdout
 
 

@@ -64,12 +64,15 @@ def parse_timings(stderr: str) -> dict[str, float] | None:
     return split
 
 
-def run_once(code: Path, args: list[str], env: dict[str, str]) -> dict:
+SCRIPT = Path(sys.executable).with_name("chapterverse")  # the console command (retrieval.warm:main)
+
+
+def run_once(code: Path, args: list[str], env: dict[str, str], script: bool = False) -> dict:
     cpu0 = _cpu_children()
     t0 = time.perf_counter()
+    command = [str(SCRIPT), *args] if script else [sys.executable, "-m", "retrieval.cli", *args]
     try:
-        proc = subprocess.run([sys.executable, "-m", "retrieval.cli", *args], cwd=code, env=env,
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(command, cwd=code, env=env, capture_output=True, text=True, timeout=600)
     except subprocess.TimeoutExpired:
         return {"wall_s": time.perf_counter() - t0, "cpu_s": _cpu_children() - cpu0, "exit": "timeout",
                 "split_ms": None}
@@ -89,6 +92,19 @@ def small_pdf(path: Path) -> Path:
     doc.save(path)
     doc.close()
     return path
+
+
+def wait_warm(env: dict[str, str], timeout_s: float = 300) -> None:
+    """Until the warm process for ``env`` answers (started by the untimed first call)."""
+    from retrieval import warm  # noqa: PLC0415
+
+    path = warm.socket_path(warm.socket_dir(), env)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if warm._exchange(path, {"ping": True}, timeout_s=2) is not None:
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"no warm process answered on {path}")
 
 
 def summarize(runs: list[dict]) -> dict:
@@ -114,12 +130,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--question", default=DEFAULT_QUESTION)
     ap.add_argument("--code", type=Path, default=ROOT, help="source tree whose retrieval.cli is run")
     ap.add_argument("--only", action="append", help="measure only these commands (repeatable)")
+    ap.add_argument("--warm", action="store_true", help="run the console command (`chapterverse`, retrieval.warm) "
+                    "after one untimed call has started its warm process; no stage split (timings run cold)")
     opts = ap.parse_args(argv)
 
     pdf = small_pdf(Path("/tmp") / "cv-bench-unchanged.pdf")
     junk = Path("/tmp") / f"cv-bench-not-a-pdf-{os.getpid()}.pdf"
     junk.write_text("this is not a PDF\n")
     env = {**os.environ, "CHAPTERVERSE_TIMINGS": "1", "PYTHONPATH": str(opts.code.resolve())}
+    if opts.warm:
+        env.pop("CHAPTERVERSE_TIMINGS")
     table = {**commands("cli-bench", opts.question, pdf, junk),  # ingest/rejections: own collection
              **{k: v for k, v in commands(opts.collection, opts.question, pdf, junk).items() if k in ("search", "ask")}}
     selected = {k: v for k, v in table.items() if not opts.only or k in opts.only}
@@ -128,7 +148,10 @@ def main(argv: list[str] | None = None) -> None:
         if "ingest unchanged" in selected:  # make it unchanged first (untimed; loads the model once)
             run_once(opts.code.resolve(), selected["ingest unchanged"], env)
         for name, args in selected.items():
-            runs = [run_once(opts.code.resolve(), args, env) for _ in range(opts.runs)]
+            if opts.warm:
+                run_once(opts.code.resolve(), args, env, script=True)
+                wait_warm(env)
+            runs = [run_once(opts.code.resolve(), args, env, script=opts.warm) for _ in range(opts.runs)]
             results[name] = summarize(runs)
             s = results[name]
             print(f"{name}: wall p50 {s['wall_s']['p50']} s, cpu p50 {s['cpu_s']['p50']} s, exit {s['exit_codes']}"
@@ -143,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
         "command": "python -m chapterverse_lab.cli_bench " + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "code": str(opts.code.resolve()),
-        "configuration": {"runs": opts.runs, "collection": opts.collection, "question": opts.question,
+        "configuration": {"warm": opts.warm, "runs": opts.runs, "collection": opts.collection, "question": opts.question,
                           "database": "external (DATABASE_URL)" if os.environ.get("DATABASE_URL") else
                           f"embedded at {os.environ.get('CHAPTERVERSE_HOME', '(default home)')}",
                           "cpus": os.cpu_count(), "load_average_1_5_15_at_end": [round(x, 1) for x in load]},

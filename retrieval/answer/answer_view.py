@@ -53,6 +53,15 @@ def page_words(page: int, label: str | None) -> str:
     return f"p. {page}"
 
 
+def pages_words(page: int, page_end: int, label: str | None) -> str:
+    """``page_words`` for a passage that may run onto later pages: "pp. 2–3", "p. 111ff. (PDF pp. 112–113)"."""
+    if page_end <= page:
+        return page_words(page, label)
+    if label and label != str(page):
+        return f"p. {one_line(label)}ff. (PDF pp. {page}–{page_end})"
+    return f"pp. {page}–{page_end}"
+
+
 def _quote_block(i: int, c: Citation, titles: Mapping[str, str | None] | None = None) -> str:
     quote = readable(c.quote)
     link = f"\n   {c.url}" if c.url else ""
