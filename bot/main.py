@@ -40,7 +40,7 @@ from bot.store import Store
 from bot.workers import WorkerPool
 from retrieval.answer.answerers import unconfigured
 from retrieval.store.db import DatabaseError, first_line
-from retrieval.logs import quiet_libraries
+from retrieval.logs import log_handler, quiet_libraries
 from retrieval.settings import Settings
 from retrieval.text.urls import shown_url
 
@@ -66,8 +66,7 @@ def stop_on_signals() -> threading.Event:
 
 
 def setup_logging(verbose: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler = log_handler("%(asctime)s %(levelname)s %(name)s: %(message)s", sys.stderr)  # controls shown, not obeyed
     handler.addFilter(RedactTokens())
     root = logging.getLogger()
     root.handlers[:] = [handler]

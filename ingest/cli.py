@@ -18,7 +18,7 @@ import typer
 from ingest import child
 from ingest.progress import ocr_words
 from ingest.sources import InputError, Source, expand, is_url, load, readable, redact_urls
-from retrieval.clikit import (JsonOpt, check_collection_names, check_collections, emit, fail, load_settings, placed,
+from retrieval.clikit import (JsonOpt, check_collection_names, check_collections, emit, fail, load_settings, placed, say,
                               ready, servers)
 from retrieval.settings import Settings, SettingsError, preset_description, preset_names, preset_profile
 from retrieval.store.db import DatabaseError
@@ -120,30 +120,30 @@ def ingest(
                 results.append(res.as_dict())
                 if not json_out:
                     if res.status == "unchanged":
-                        typer.echo(f"{res.name}: unchanged ({res.message}); nothing to do")
+                        say(f"{res.name}: unchanged ({res.message}); nothing to do")
                     else:
                         rate = res.pages / res.seconds if res.seconds else 0.0
-                        typer.echo(f"{res.name}: {res.status} into {coll!r}: {res.pages} pages"
+                        say(f"{res.name}: {res.status} into {coll!r}: {res.pages} pages"
                                    f"{ocr_words(res.ocr_pages, res.ocr_confidence)}, {res.chunks} chunks "
                                    f"in {res.seconds:.1f} s ({rate:.1f} pages/s)"
                                    + (f"; {res.message}" if res.message else ""))
                         if res.warning:
-                            typer.echo(f"warning: {res.name}: {res.warning}", err=True)
+                            say(f"warning: {res.name}: {res.warning}", err=True)
             except (InputError, DatabaseError) as exc:  # an InputError's message names the input
                 results.append({"origin": arg, "status": "failed", "message": str(exc)})
-                typer.echo(f"error: {exc}" if isinstance(exc, InputError) else f"error: {arg}: {exc}", err=True)
+                say(f"error: {exc}" if isinstance(exc, InputError) else f"error: {arg}: {exc}", err=True)
             except ModelError as exc:  # no document can be embedded: stop here
                 fail(str(exc))
             except Exception as exc:  # noqa: BLE001  (one input's surprise must not stop the batch)
                 logging.getLogger(__name__).debug("ingest of %s failed", arg, exc_info=True)
                 message = f"{arg}: unexpected error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 results.append({"origin": arg, "status": "failed", "message": message})
-                typer.echo(f"error: {message}", err=True)
+                say(f"error: {message}", err=True)
     except KeyboardInterrupt:
         # Ctrl-C: the document being ingested is written in one transaction, so nothing of it is stored
         done = sum(1 for r in results if r.get("status") in ("ingested", "replaced", "reindexed", "unchanged"))
         kept = f"; the {done} finished before it are stored" if done else ""
-        typer.echo(f"error: interrupted: {arg} was not stored (nothing of it was written){kept}", err=True)
+        say(f"error: interrupted: {arg} was not stored (nothing of it was written){kept}", err=True)
         raise typer.Exit(130) from None
     finally:
         child.stop_all()  # a PDF still being read ahead (interrupted, or a model that failed): its parser goes now
@@ -194,11 +194,11 @@ def docs(
         emit({"documents": rows})
         return
     if not rows:
-        typer.echo("no documents yet; add some with: chapterverse ingest FILE.pdf")
+        say("no documents yet; add some with: chapterverse ingest FILE.pdf")
         return
     for r in rows:
         language = f", {r['text_search']} text search" if r["text_search"] != "english" else ""
-        typer.echo(f"{r['name']}  [{r['collection']}]  {r['pages']} pages, {r['chunks']} chunks{language}, "
+        say(f"{r['name']}  [{r['collection']}]  {r['pages']} pages, {r['chunks']} chunks{language}, "
                    f"ingested {r['ingested_at']:%Y-%m-%d %H:%M}")
 
 
@@ -232,7 +232,7 @@ def remove(
     if not removed:
         fail(f"no document named {name!r}{f' in {collection!r}' if collection else ''}; "
              f"{closest_first(name, _document_names(collection))}", code=1)
-    typer.echo(f"removed {name} from {', '.join(repr(c) for c in removed)}")
+    say(f"removed {name} from {', '.join(repr(c) for c in removed)}")
 
 
 def _document_names(collection: str | None) -> list[str]:
@@ -283,9 +283,9 @@ def collections_list(json_out: JsonOpt = False) -> None:
         emit({"collections": rows})
         return
     if not rows:
-        typer.echo("no collections yet; add a document with: chapterverse ingest FILE.pdf --collection NAME")
+        say("no collections yet; add a document with: chapterverse ingest FILE.pdf --collection NAME")
     for r in rows:
-        typer.echo(f"{r['collection']}  preset {r['preset']}, {r['documents']} document{'s' * (r['documents'] != 1)}")
+        say(f"{r['collection']}  preset {r['preset']}, {r['documents']} document{'s' * (r['documents'] != 1)}")
 
 
 @collections_app.command("presets")
@@ -302,7 +302,7 @@ def collections_presets(json_out: JsonOpt = False) -> None:
         emit({"presets": rows})
         return
     for r in rows:
-        typer.echo(f"{r['preset']}: " + (f"error: {r['error']}" if "error" in r else
+        say(f"{r['preset']}: " + (f"error: {r['error']}" if "error" in r else
                                          f"{r['text_search']} text search. {r['description']}"))
 
 
@@ -324,7 +324,7 @@ def collections_set_preset(
             set_preset(conn, collection, preset)
     except (SettingsError, LookupError, DatabaseError) as exc:
         fail(str(exc), code=1 if isinstance(exc, LookupError) else 2)
-    typer.echo(f"{collection!r} now records preset {preset!r}")
+    say(f"{collection!r} now records preset {preset!r}")
 
 
 def register(app: typer.Typer, eval_app: typer.Typer) -> None:

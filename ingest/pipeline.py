@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -152,7 +153,15 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     # were read (ingest.ahead), and the second time meets the same sentences
     count = cache(embedder.count_tokens)
     made_ahead: dict[int, Segment] = {}
+    if embedder.passage_export_pending():  # said first: the pages' bar would otherwise stall at the first embedding
+        if not quiet and sys.stderr.isatty():  # off a terminal the progress lines say it
+            tqdm.write(f"{src.name}: preparing the embedding model for this machine (the first ingest only; "
+                       "about 20 s on 2 cores)", file=sys.stderr)
+        if progress:
+            progress.begin("preparing the embedding model (the first ingest only)")
+        embedder.passage_encoder()
     profile = ingest_profile(settings, collection)  # the collection's preset: injection rules, abbreviations
+    ahead: EmbedAhead | None = None
     if parsed is None:
         injection = profile.injection
         ahead = EmbedAhead(embedder, count, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens,
@@ -163,14 +172,22 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
         except BaseException:
             ahead.stop(abort=True)
             raise
-        made_ahead = ahead.stop()
-    pages, title = parsed.pages, parsed.title
-    if on_progress:
-        on_progress(f"{src.name}: {len(pages)} pages extracted")
-    if progress:
-        progress.begin("splitting into passages")
-    chunks = chunk_pages(pages, count, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens,
-                         profile.abbreviations)
+    # between the last page and the embedding bar: the passages of the last pages are embedded and the
+    # document is split; a line says so rather than no bar at all
+    between = tqdm(desc=f"{src.name}: embedding", bar_format="{desc}: finishing the last pages' passages, then "
+                   "splitting the document", disable=None if not quiet else True, leave=False)
+    try:
+        if ahead is not None:
+            made_ahead = ahead.stop()
+        pages, title = parsed.pages, parsed.title
+        if on_progress:
+            on_progress(f"{src.name}: {len(pages)} pages extracted")
+        if progress:
+            progress.begin("splitting into passages")
+        chunks = chunk_pages(pages, count, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap_tokens,
+                             profile.abbreviations)
+    finally:
+        between.close()
     if not chunks:  # nothing a search could find: refused rather than stored as an empty document
         raise InputError(nothing_searchable(src.origin, len(pages), settings.ocr.mode))
     if len(chunks) > settings.ingest.max_document_chunks:
@@ -190,8 +207,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
             todo.append(idx)
     kept = len(fresh)
     to_embed = sum(map(len, todo))
-    bar = tqdm(total=to_embed, desc=f"{src.name}: embedding", unit="chunk",
-               disable=None if not quiet else True, leave=False)
+    bar = tqdm(total=len(chunks), initial=len(chunks) - to_embed, desc=f"{src.name}: embedding", unit="chunk",
+               disable=None if not quiet else True, leave=False)  # counted over every passage, as the result says
     if progress:  # counted over every passage: those embedded while reading (or kept) are done already
         progress.begin("embedding passages", len(chunks), done=len(chunks) - to_embed)
     counted = bar.update if progress is None else lambda n: (bar.update(n), progress.advance(n))

@@ -227,6 +227,17 @@ class Embedder:
                 self._passages_tried = True
         return self._passages
 
+    def passage_export_pending(self) -> bool:
+        """Whether the first passage to embed will make this machine's one-time ONNX export (tens of
+        seconds; ``passage_encoder``), without loading anything: for a progress message."""
+        if self._passages_tried or self._passage_cache is None or qe.model_key(self._path) is None:
+            return False
+        try:
+            pe.checked_export(self._passage_cache, self._path)
+        except qe.QueryEncoderError as exc:
+            return "no ONNX passage encoder for this model" not in str(exc)
+        return False
+
     def _export_passages(self, why: qe.QueryEncoderError) -> pe.PassageEncoder | None:
         if "no ONNX passage encoder for this model" in str(why) or qe.model_key(self._path) is None:
             log.info("passages embedded with torch: %s", why)
