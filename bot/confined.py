@@ -29,6 +29,7 @@ from pydantic import BaseModel, SecretStr
 from bot.queue import Job, JobLost, claim_of, record_done
 from ingest import child
 from ingest.child import answer_on
+from retrieval.lifetime import die_with_parent
 from ingest.pipeline import IngestResult
 from ingest.progress import ProgressLog
 from ingest.sources import InputError, Source
@@ -192,24 +193,11 @@ class _Forwarding(ProgressLog):
         self._changed()
 
 
-def _die_with_parent(parent: int) -> None:
-    """SIGKILL this process when the job runner that started it goes (Linux ``PR_SET_PDEATHSIG``): a
-    bot killed mid-job leaves no orphan to write the document its successor will write again."""
-    try:
-        import ctypes  # noqa: PLC0415
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # it went before the call above
-        os._exit(1)
-
-
 def main() -> None:
     """``python -m bot.confined FD PARENT-PID``: the request on stdin, JSON lines on descriptor FD
     (``ingest.child``)."""
     send = answer_on(int(sys.argv[1]))
-    _die_with_parent(int(sys.argv[2]))
+    die_with_parent(sys.argv[2])  # the job runner that started it (retrieval.lifetime)
     request = json.loads(sys.stdin.buffer.readline())
     settings = Settings.model_validate(request["settings"])
     _limit(settings)

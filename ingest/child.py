@@ -32,7 +32,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-PARENT_VARIABLE = "INGEST_CHILD_PARENT_PID"  # the process a child must die with (``_die_with_parent``)
+from retrieval.lifetime import die_with_parent, parent_env
+
 _running: set[subprocess.Popen] = set()  # every child ``spawn`` started that has not been waited for
 _running_lock = threading.Lock()
 
@@ -77,7 +78,7 @@ def spawn(module: str, *args: str, stdin: Sequence[bytes], wait_s: float) -> Ite
             process = subprocess.Popen([sys.executable, "-m", module, str(write_end), *args], stdin=subprocess.PIPE,
                                        stdout=errors, stderr=errors, close_fds=True, pass_fds=(write_end,),
                                        process_group=0,  # its own: Ctrl-C is the parent's to handle
-                                       env={**os.environ, "MALLOC_ARENA_MAX": "2", PARENT_VARIABLE: str(os.getpid())})
+                                       env={**os.environ, "MALLOC_ARENA_MAX": "2", **parent_env()})
         except BaseException:
             os.close(read_end)
             raise
@@ -128,31 +129,11 @@ def _feed(process: subprocess.Popen, chunks: Sequence[bytes]) -> None:
         process.stdin.close()
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to kill this process when its parent dies (``PR_SET_PDEATHSIG``), so a parser or an
-    ingest job never outlives the command or bot that started it, even one killed with SIGKILL
-    (a long OCR would otherwise burn on); exit at once when the parent is gone already (it died
-    before the request took hold: this process was handed to a reaper, which need not be pid 1)."""
-    if sys.platform.startswith("linux"):
-        with suppress(OSError, AttributeError):
-            import ctypes  # noqa: PLC0415
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
-    if orphaned(os.environ.get(PARENT_VARIABLE), os.getppid()):
-        os._exit(1)
-
-
-def orphaned(parent: str | None, ppid: int) -> bool:
-    """Whether a child whose parent was ``parent`` (``PARENT_VARIABLE``, None when it was started some
-    other way) lost it: its parent now is another process (``ppid``), or, without one, the init process."""
-    return ppid != int(parent) if parent and parent.isdigit() else ppid == 1
-
-
 def answer_on(fd: int) -> Callable[[list[Any]], None]:
-    """In the child, first thing: it dies with its parent (``_die_with_parent``); stdout becomes
+    """In the child, first thing: it dies with its parent (``retrieval.lifetime``); stdout becomes
     stderr, where nothing can break the protocol; returns ``send(msg)``, which writes one JSON line on
     descriptor ``fd`` (from any thread)."""
-    _die_with_parent()
+    die_with_parent()
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     out = os.fdopen(fd, "w", encoding="utf-8")

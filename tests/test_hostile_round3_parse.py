@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.child import orphaned
+from retrieval.lifetime import orphaned
 from tests.conftest import run_cli
 from tests.pdfgen import FONT, _raw_pdf, _stream, text_pdf
 

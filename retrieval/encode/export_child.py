@@ -9,6 +9,7 @@ one after the other, and the asking process only loads the result.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Literal
 
 from retrieval.encode import passage_encoder as pe
 from retrieval.encode import query_encoder as qe
+from retrieval.lifetime import die_with_parent, parent_env
 from retrieval.store.db import first_line
 
 Kind = Literal["queries", "passages"]
@@ -28,7 +30,8 @@ def run(kind: Kind, model_path: str, cache_root: Path) -> None:
     no such export is not a failure (its meta says ``unsupported``)."""
     cmd = [sys.executable, "-m", "retrieval.encode.export_child", kind, model_path, str(cache_root)]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False,
+                              env={**os.environ, **parent_env()})  # it dies with this process (kill -9 too)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise qe.QueryEncoderError(f"the {kind} export process did not finish: {first_line(exc)}") from exc
     if done.returncode != 0:
@@ -48,6 +51,7 @@ def _load(model_path: str, eager: bool):
 
 
 def main() -> None:
+    die_with_parent()
     kind, model_path, cache_root = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     if kind not in ("queries", "passages"):
         sys.exit(f"unknown export {kind!r} (queries or passages)")
