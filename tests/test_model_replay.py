@@ -169,6 +169,38 @@ def test_the_faa_dev_set_on_recorded_replies(settings, dev_corpus, tmp_path) -> 
     assert rows["openai"] == rows["gemini"]
 
 
+def test_a_reply_written_under_other_instructions_is_served_and_counted() -> None:
+    from chapterverse_lab import replay as rp
+    from retrieval.answer.answerers.model.prompt import PASSAGES, QUESTION
+
+    prompt = (f"{PASSAGES}\n" + json.dumps([{"id": "P1", "document": "m.pdf", "page": 3, "text": "Fuel is 24 gallons."}])
+              + f"\n\n{QUESTION}\nHow much fuel is usable?\n")
+    req = rp.request_key(prompt)
+    schema = rp.SCHEMAS["answer"].model_json_schema()
+    reply = {"answerable": True, "answer": "24 gallons", "citations": []}
+    replayer = rp.Replayer({req.key: {"key": req.key, "reply": reply, "instructions": rp.instructions_hash("old", schema)}})
+    assert replayer.reply("new instructions", prompt)[1] is not None  # found by what was asked and shown ...
+    assert replayer.stale == [req] and not replayer.unstamped  # ... and counted as written under other ones
+    assert replayer.reply("old", prompt)[1] is not None and replayer.stale == [req]  # the same: not counted
+    del replayer.replies[req.key]["instructions"]
+    replayer.reply("old", prompt)
+    assert replayer.unstamped == [req]
+
+
+
+def test_an_imported_reply_keeps_the_instructions_it_was_written_under(tmp_path: Path) -> None:
+    from chapterverse_lab import replay as rp
+
+    pending, into = tmp_path / "pending", tmp_path / "replies" / "x.jsonl"
+    pending.mkdir()
+    schema = rp.SCHEMAS["answer"].model_json_schema()
+    (pending / "k1.request.json").write_text(json.dumps({"key": "k1", "kind": "answer", "question": "q?",
+                                                         "system": "be exact", "prompt": "...", "schema": schema}))
+    (pending / "k1.reply.json").write_text(json.dumps({"answerable": False, "answer": "", "citations": []}))
+    assert rp.import_replies(pending, into, "stand-in model") == (1, [])
+    assert rp.load_replies(into.parent)["k1"]["instructions"] == rp.instructions_hash("be exact", schema)
+
+
 def test_a_request_with_no_recording_is_reported_not_answered(settings, dev_corpus, tmp_path) -> None:
     qfile, out, pending = tmp_path / "q.json", tmp_path / "out.json", tmp_path / "pending"
     qfile.write_text(json.dumps([{"id": "x", "question": "Which runway lighting colour marks a displaced threshold?",
@@ -177,9 +209,10 @@ def test_a_request_with_no_recording_is_reported_not_answered(settings, dev_corp
     empty.mkdir()
     res = run_cli("eval", "answers", str(qfile), "--collection", dev_corpus, "--answerer", "openai", "--replay",
                   str(empty), "--pending", str(pending), "--out", str(out))
-    assert res.returncode == 0, res.stderr
-    s = json.loads(out.read_text())["summary"]
-    assert s["unrecorded_requests"] == 1 and "had no recorded reply" in res.stderr
+    # never scored: the extractive fallback's answer would count as the model's (issue 38, item 6)
+    assert res.returncode == 1 and not out.exists(), res.stderr
+    assert "1 model request(s) had no recorded reply, so this run is not scored" in res.stderr
+    assert "answer for 'Which runway lighting colour marks a displaced threshold?'" in res.stderr
     (request,) = pending.glob("*.request.json")
     assert json.loads(request.read_text())["kind"] == "answer" and (pending / request.name.replace(".json", ".txt")).exists()
     listed = run_cli("eval", "pending", str(pending))

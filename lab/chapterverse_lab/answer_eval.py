@@ -304,8 +304,13 @@ def evaluate(settings: Settings, questions_path: Path, *, answerer: str | None, 
     with rp.serving(replayer) as url, mock.patch.dict(os.environ, {"GOOGLE_GEMINI_BASE_URL": url}):
         out = _evaluate(replay_settings(settings, url), questions_path, answerer, collections, command,
                         calibrate_threshold, replayer)
-    out["config"]["model_replies"] = {"folder": str(replay), "source": source or "recorded replies",
-                                      "served": len(replayer.served), "unrecorded": len(replayer.misses)}
+    out["config"]["model_replies"] = {
+        "folder": str(replay), "source": source or "recorded replies", "served": len(replayer.served),
+        "unrecorded": len(replayer.misses),
+        "unrecorded_requests": [{"kind": m.kind, "key": m.key, "question": m.question} for m in replayer.misses],
+        # replies found by their key but written under other system instructions or schema than this run's
+        "under_other_instructions": len(replayer.stale), "under_other_instructions_keys": [m.key for m in replayer.stale],
+        "recorded_without_instructions": len(replayer.unstamped)}
     return out
 
 

@@ -139,6 +139,14 @@ def eval_answers(
                           calibrate_threshold=calibrate, replay=replay, pending=pending, source=source)
     except (ValueError, OSError) as exc:
         fail(str(exc))
+    replies = result["config"].get("model_replies", {})
+    if replies.get("unrecorded"):  # answered by a fallback, not by a recorded reply: never scored
+        named = "; ".join(f"{m['kind']} for {m['question']!r} (key {m['key']})" for m in replies["unrecorded_requests"][:5])
+        more = len(replies["unrecorded_requests"]) - 5
+        fail(f"{replies['unrecorded']} model request(s) had no recorded reply, so this run is not scored and {out} "
+             f"was not written: {named}{f' and {more} more' if more > 0 else ''}"
+             + (f"; the requests are in {pending} (chapterverse eval pending)" if pending else
+                "; run again with --pending DIR to write them out"), code=1)
     save_result(out, result)
     s = result["summary"]
     typer.echo(f"right evidence first {s['answered_correctly']}/{s['answerable']}  "
@@ -154,9 +162,10 @@ def eval_answers(
                    f"answer-context recall {s['answer_context_recall']}  answers withheld {s['answers_withheld']}  "
                    f"quotes dropped: verification {s['quotes_dropped_by_verification']}, support check "
                    f"{s['quotes_dropped_by_support_check']}  unrecorded requests {s['unrecorded_requests']}")
-        if s["unrecorded_requests"]:
-            typer.echo(f"warning: {s['unrecorded_requests']} request(s) had no recorded reply"
-                       + (f"; written to {pending}" if pending else ""), err=True)
+        if replies.get("under_other_instructions") or replies.get("recorded_without_instructions"):
+            typer.echo(f"warning: {replies['under_other_instructions']} reply(ies) were written under other system "
+                       f"instructions or schema than this run's, and {replies['recorded_without_instructions']} were "
+                       f"recorded before that was kept ({out}: config.model_replies)", err=True)
     typer.echo(f"wrote {out}")
 
 

@@ -15,7 +15,8 @@ These are read back from the prompt's labelled sections (``sections``). A change
 model is shown (another passage, a wider slice) changes the key, as it must.
 
 **Files.** Recordings are JSON lines (``*.jsonl`` in a folder): ``{"key", "kind", "question",
-"reply", "source"}`` where ``reply`` is the JSON object the model returned and ``source`` says who
+"reply", "source", "instructions"}`` (``instructions``: a hash of the system text and schema the reply was
+written under; recordings made before it was kept have none, and a replay counts both) where ``reply`` is the JSON object the model returned and ``source`` says who
 wrote it ("stand-in model" for replies written from the request text by a language model standing in
 for the provider; see ``docs/model-path.md``). ``import_replies`` checks each reply written for a
 pending request against the answerer's schema and appends it.
@@ -89,6 +90,12 @@ def request_key(prompt: str) -> Request:
     return Request("answer", _hash(["answer", question, shown]), question)
 
 
+def instructions_hash(system: str, schema: dict[str, Any]) -> str:
+    """What a reply was written under: the system instructions and the response schema (not part of the
+    key, so a replay under changed instructions finds the old reply, and is reported: ``Replayer.stale``)."""
+    return _hash([system, schema])
+
+
 def load_replies(folder: Path) -> dict[str, dict[str, Any]]:
     """Every recording in ``folder``'s ``*.jsonl`` files, by key (a later line wins)."""
     out: dict[str, dict[str, Any]] = {}
@@ -111,6 +118,8 @@ class Replayer:
     pending: Path | None = None
     misses: list[Request] = field(default_factory=list)
     served: list[Request] = field(default_factory=list)
+    stale: list[Request] = field(default_factory=list)  # served a reply written under other instructions
+    unstamped: list[Request] = field(default_factory=list)  # served a reply recorded before instructions were kept
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def reply(self, system: str, prompt: str) -> tuple[Request, str | None]:
@@ -119,6 +128,10 @@ class Replayer:
         rec = self.replies.get(req.key)
         with self._lock:
             (self.served if rec else self.misses).append(req)
+            if rec is not None and "instructions" not in rec:
+                self.unstamped.append(req)
+            elif rec is not None and rec["instructions"] != instructions_hash(system, SCHEMAS[req.kind].model_json_schema()):
+                self.stale.append(req)
         if rec is not None:
             return req, json.dumps(rec["reply"], ensure_ascii=False)
         if self.pending is not None:
@@ -262,7 +275,9 @@ def import_replies(pending: Path, into: Path, source: str) -> tuple[int, list[st
             continue
         if key not in known:
             lines.append(json.dumps({"key": key, "kind": req["kind"], "question": req["question"],
-                                     "reply": reply.model_dump(), "source": source}, ensure_ascii=False))
+                                     "reply": reply.model_dump(), "source": source,
+                                     "instructions": instructions_hash(req["system"], req["schema"])},
+                                    ensure_ascii=False))
             imported += 1
         for done in (path, req_path, pending / f"{key}.request.txt"):
             done.unlink(missing_ok=True)
