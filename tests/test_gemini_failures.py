@@ -224,8 +224,6 @@ def _with(rec: fg.Recorded, **change: Any) -> fg.Reply:
 
 @pytest.mark.parametrize("change", [
     {"quote": "an indicated airspeed of more than 900 knots"},  # not in the text
-    {"page": 3},  # a page that was not retrieved
-    {"page": 9999},  # a fabricated page number
     {"document": "made-up-handbook.pdf"},
 ])
 def test_unverifiable_quotes_are_repaired_once_then_refused(gsettings, fake, change) -> None:
@@ -236,6 +234,15 @@ def test_unverifiable_quotes_are_repaired_once_then_refused(gsettings, fake, cha
     assert "checked mechanically" in fake.requests[1].prompt
     assert a.dropped_citations == 2 and a.proposed_citations == 2
     assert "900" not in a.answer and a.nearest
+
+
+@pytest.mark.parametrize("page", [3, 9999])  # a page that was not retrieved; a fabricated page number
+def test_a_true_quote_under_a_wrong_page_number_is_cited_where_its_words_are(gsettings, fake, page) -> None:
+    fake.script(lambda rec: _with(rec, page=page))
+    a = run(gsettings)
+    assert not a.refusal and not a.repaired and len(fake.requests) == 1  # no second call for a page slip
+    assert a.citations and all(c.page != page and "250 knots" in c.quote for c in a.citations)
+    assert "900" not in a.answer  # the answer text no quote states is still withheld
 
 
 def test_repair_pass_can_succeed(gsettings, fake) -> None:

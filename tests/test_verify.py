@@ -186,15 +186,42 @@ def test_verified_citation_carries_source_words_label_and_url() -> None:
         ("cfr.pdf", 17, "17", "u#page=17")
 
 
-def test_quote_from_other_page_fails_even_if_true_elsewhere() -> None:
+def test_a_quote_cited_on_the_wrong_shown_page_is_cited_where_its_words_are() -> None:
     shown = [doc_page(), doc_page("Nothing relevant is written on this page at all.", page=18)]
     v = verify_claim(Claim("cfr.pdf", 18, "operate an aircraft below 10,000 feet MSL"), shown)
-    assert not v.ok and "page 17" in v.reason
+    assert v.ok and (v.citation.page, v.citation.page_label, v.citation.url) == (17, "17", "u#page=17")
+    unshown = verify_claim(Claim("cfr.pdf", 18, "operate an aircraft below 10,000 feet MSL"),
+                           [doc_page("Nothing relevant is written here.", 18)])
+    assert not unshown.ok and "word for word" in unshown.reason  # only pages the answerer was shown count
+
+
+BROKEN = ("The pilot in command is required to have con-\ntrol of the aircraft at all times, and a com-\npact "
+          "binary or text file is kept aboard.")
+
+
+@pytest.mark.parametrize(("quote", "shown"), [
+    ("The pilot in command is required to have con-", "The pilot in command is required to have con-\ntrol"),
+    ("is required to have con", "is required to have con-\ntrol"),
+    ("pact binary or text file is kept aboard", "com-\npact binary or text file is kept aboard"),
+])
+def test_a_quote_cut_inside_a_word_broken_across_lines_is_widened_to_the_word(quote: str, shown: str) -> None:
+    m = locate(quote, BROKEN)
+    assert m is not None and m.text == shown
+
+
+@pytest.mark.parametrize("quote", [
+    "pilot in command is required to have co",  # cut where the page does not break the word
+    "ilot in command is required",  # a fragment that starts inside an unbroken word
+])
+def test_a_word_cut_anywhere_else_is_not_widened(quote: str) -> None:
+    assert locate(quote, BROKEN) is None
 
 
 def test_page_not_retrieved_fails() -> None:
-    v = verify_claim(Claim("cfr.pdf", 99, "operate an aircraft below 10,000 feet MSL"), [doc_page()])
+    v = verify_claim(Claim("cfr.pdf", 99, "the limit is 900 knots below 10,000 feet"), [doc_page()])
     assert not v.ok and "not among the passages" in v.reason
+    slip = verify_claim(Claim("cfr.pdf", 99, "operate an aircraft below 10,000 feet MSL"), [doc_page()])
+    assert slip.ok and slip.citation.page == 17  # a page-number slip: cited on the shown page holding the words
 
 
 def test_document_not_retrieved_fails() -> None:
@@ -247,7 +274,8 @@ def test_two_page_passage_maps_text_to_each_page() -> None:
     ok = verify_claim(Claim("d.pdf", 4, "at night 45 minutes are required"), shown)
     assert ok.ok
     wrong_page = verify_claim(Claim("d.pdf", 3, "at night 45 minutes are required"), shown)
-    assert not wrong_page.ok
+    assert wrong_page.ok and (wrong_page.citation.page, wrong_page.citation.page_label) == (4, "iv")  # where the words are
+    assert wrong_page.citation.url == "https://files.example/docs/d.pdf#page=4"
     footer = verify_claim(Claim("d.pdf", 4, "Header line Second part says"), shown)
     assert not footer.ok  # the running header was not shown with this passage
 

@@ -9,6 +9,11 @@ quoted "50 knots" does not verify against "250 knots" and "40 degrees" not again
 Quotes too short to carry meaning are rejected; their length is counted in words as a reader
 counts them (``reader_words``: "10,000", "x11()" and "%in%" are one word each). The citation shown to users carries the source's
 own words: the normalised match is mapped back to the raw page text.
+
+Two near-quotes are snapped to the page's own words rather than sent back for repair: a quote that
+starts or ends inside a word the page broke across two lines with a hyphen ("… to have con-" for
+"con-/trol") is widened to the whole word (letters only, never a number), and a quote whose words are
+on another page of the same document that the answerer was shown is cited on that page.
 """
 
 from __future__ import annotations
@@ -128,6 +133,48 @@ def without_cell_joiners(text: str) -> str:
                    for line in text.splitlines(keepends=True))
 
 
+_LINE_BREAK_HYPHEN = re.compile(r"[^\W\d_]-[ \t]*\n[ \t]*$")  # "con-\n": a word the page broke at a line end
+
+
+def _broken_before(plain: str, at: int) -> bool:
+    """The raw text just before ``at`` ends a line with a word broken by a hyphen ("com-\n")."""
+    return bool(_LINE_BREAK_HYPHEN.search(plain[max(0, at - 40):at]))
+
+
+def _broken_after(plain: str, at: int) -> bool:
+    """The raw text from ``at`` goes on with the hyphen of a word the page broke at a line end ("-\ntrol")."""
+    return bool(re.match(r"-[ \t]*\n", plain[at:at + 40])) and at > 0 and plain[at - 1].isalpha()
+
+
+def _snapped_cut_word(quote: str, plain: str, hay: str, index: list[int]) -> tuple[int, int] | None:
+    """A quote that starts or ends inside a word the page broke across two lines ("… to have con-",
+    "pact binary or text …" for "con-/trol", "com-/pact"): its normalised span in ``hay`` widened to the
+    whole word, when that is the only difference. Letters only: a number is never widened."""
+    needle = normalize(quote)
+    cut_end = len(needle) > 1 and needle.endswith("-") and needle[-2].isalpha()
+    if cut_end:
+        needle = needle[:-1]
+    pos = hay.find(needle)
+    while pos >= 0:
+        start, end = pos, pos + len(needle)
+        if start > 0 and hay[start].isalpha() and hay[start - 1].isalpha():
+            if not _broken_before(plain, index[start]):
+                start = -1
+            else:
+                while start > 0 and hay[start - 1].isalpha():
+                    start -= 1
+        if start >= 0 and end < len(hay) and hay[end].isalpha() and hay[end - 1].isalpha():
+            if not _broken_after(plain, index[end - 1] + 1):
+                start = -1
+            else:
+                while end < len(hay) and hay[end].isalpha():
+                    end += 1
+        if start >= 0 and (start, end) != (pos, pos + len(needle)) and _boundary_ok(hay, start, end):
+            return start, end
+        pos = hay.find(needle, pos + 1)
+    return None
+
+
 def locate(quote: str, source: str) -> Match | None:
     """Find ``quote`` in ``source`` after normalisation; return the source's own words, or None.
 
@@ -147,6 +194,10 @@ def locate(quote: str, source: str) -> Match | None:
                 raw_start, raw_end = index[pos], index[end - 1] + 1
                 return Match(raw_start, raw_end, " ".join(plain[raw_start:raw_end].split(_LAYOUT_GAP)))
             pos = hay.find(needle, pos + 1)
+    snapped = _snapped_cut_word(quote, plain, hay, index)
+    if snapped is not None:  # the page's own whole words, never the model's fragment
+        raw_start, raw_end = index[snapped[0]], index[snapped[1] - 1] + 1
+        return Match(raw_start, raw_end, " ".join(plain[raw_start:raw_end].split(_LAYOUT_GAP)))
     return None
 
 
@@ -164,19 +215,18 @@ def verify_claim(claim: Claim, shown: Sequence[PageText]) -> Verdict:
     if not same_doc:
         return Verdict(claim, None, f"document {claim.document!r} was not among the passages provided")
     same_page = [p for p in same_doc if p.page == claim.page]
-    for p in same_page:
+    # the cited page first; then the other pages of the document the answerer was shown (a passage that
+    # runs onto the next page, a page-number slip): the quote is cited where its words are, with that
+    # page's label and link
+    others = sorted((p for p in same_doc if p.page != claim.page), key=lambda p: p.page)
+    for p in [*same_page, *others]:
         m = locate(claim.quote, p.text)
         if m is not None:
             return Verdict(claim, Citation(document=p.document, page=p.page, page_label=p.page_label,
                                            quote=m.text.strip(), url=p.url, read_by=p.read_by,
                                            ocr_doubtful=doubtful_in(m.text, p.doubtful)))
-    elsewhere = sorted({p.page for p in same_doc if p.page != claim.page and locate(claim.quote, p.text)})
     if not same_page:
-        hint = f"; the quote does appear on page {elsewhere[0]}" if elsewhere else ""
-        return Verdict(claim, None, f"page {claim.page} of {claim.document!r} was not among the passages "
-                                    f"provided{hint}")
-    if elsewhere:
-        return Verdict(claim, None, f"the quote is not on page {claim.page}; it appears on page {elsewhere[0]}")
+        return Verdict(claim, None, f"page {claim.page} of {claim.document!r} was not among the passages provided")
     return Verdict(claim, None, f"the quote does not appear word for word on page {claim.page} of "
                                 f"{claim.document!r}")
 
