@@ -7,7 +7,9 @@
 - the support-check decision under prereg.txt: per question, on against off;
 - every answer whose text was withheld, with what it was withheld for;
 - what the answerer is shown, before (the extractive view the model used to get: 8 passages cut to
-  sentences) and after (12 passages, whole pages or widened slices), in characters of passage text.
+  sentences) and after (12 passages, whole pages or widened slices), in characters of passage text;
+- where each set's files were measured: the commit, whether the tree had other changes, and the dates
+  (the files' ``provenance``), which the docs name (``tests/test_doc_figures.py`` checks them).
 """
 
 from __future__ import annotations
@@ -63,7 +65,16 @@ def quantiles(values: list[int]) -> dict:
             "mean": round(sum(v) / len(v))}
 
 
-def main() -> None:
+def measured(s: str) -> dict:
+    """Where set ``s``'s three files were measured: their commits (short), whether any tree had other
+    changes, and their first and last dates."""
+    files = [json.loads((HERE / f"{s}_{v}.json").read_text()) for v in ("check_on", "check_off", "extractive")]
+    return {"commits": sorted({f["provenance"]["git_commit"][:7] for f in files}),
+            "uncommitted_changes": any(f["provenance"].get("git_dirty") for f in files),
+            "dates": [min(f["date"] for f in files), max(f["date"] for f in files)]}
+
+
+def summary() -> dict:
     out: dict = {"replies": "stand-in model (tests/replies, docs/stand-in.md)", "rule": "prereg.txt", "sets": {}}
     for s in SETS:
         out["sets"][s] = {v: measures(rows(f"{s}_{v}")) for v in ("check_on", "check_off", "extractive")}
@@ -90,6 +101,13 @@ def main() -> None:
         "before_extractive_view_k8": quantiles([r["shown_chars"] for s in SETS for r in rows(f"{s}_extractive")]),
         "after_model_view_k12": quantiles([r["shown_chars"] for s in SETS for r in rows(f"{s}_check_off")]),
     }
+    out["measured"] = {s: measured(s) for s in SETS}
+    return out
+
+
+def main() -> None:
+    out = summary()
+    pooled = out["unseen_9_to_12_pooled"]
     (HERE / "summary.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps({"pooled_unseen": {k: v["rates"] for k, v in pooled.items()},
                       "pooled_unseen_13_14": {k: v["rates"] for k, v in out["unseen_13_to_14_pooled"].items()},

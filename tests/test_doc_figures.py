@@ -1,0 +1,191 @@
+"""The model-path and shown-characters figures the docs state are read back from their result files
+(issue 38 item 6, "a harness that cannot flatter"): results/model_path/summary.json must be what
+results/model_path/summarise.py pools from the run files, and each figure README.md, docs/results.md and
+results/model_path/README.md state (pooled rates and counts, which targets are missed, what the model is
+shown, the commits the unseen runs were measured at) must equal summary.json's. A figure that drifts fails
+here, naming the file it should come from. (The generated tables are checked by ``eval report --check``.)"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL_PATH = ROOT / "results" / "model_path"
+SUMMARY_FILE = MODEL_PATH / "summary.json"
+SUMMARY = json.loads(SUMMARY_FILE.read_text())
+VARIANTS = ("extractive", "check_on", "check_off")  # the columns of the pooled tables, after the target
+NUMBER_WORDS = {"no": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+
+
+def _summarise() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("model_path_summarise", MODEL_PATH / "summarise.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _flat(path: Path) -> str:
+    return " ".join(path.read_text().split())
+
+
+def _found(pattern: str, path: Path) -> re.Match[str]:
+    match = re.search(pattern, _flat(path))
+    assert match, f"{path.relative_to(ROOT)} no longer states /{pattern}/: update this test with the sentence"
+    return match
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _pooled(sets: tuple[str, ...], variant: str, key: str) -> int:
+    return sum(SUMMARY["sets"][s][variant][key] for s in sets)
+
+
+def test_summary_json_is_what_the_run_files_pool_to() -> None:
+    assert _summarise().summary() == SUMMARY, f"{SUMMARY_FILE} is out of date: python results/model_path/summarise.py"
+
+
+def _table(path: Path, first_cell: str) -> list[list[str]]:
+    """The rows (cells stripped) of the table whose header's first cell starts with ``first_cell``."""
+    lines = path.read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(f"| {first_cell}")), None)
+    assert start is not None, f"{path.relative_to(ROOT)} has no table starting '| {first_cell}'"
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return [r for r in rows if not set("".join(r)) <= set("-: ")]
+
+
+# a row's label → (rate in "rates", count, denominator): counts as stated in "(n/d)" cells
+ROWS = {
+    "first quote states the answer": ("first_quote_states_the_answer", "first_quote_states_the_answer", "answerable"),
+    "near misses refused": ("near_misses_refused", "near_misses_refused", "unanswerable"),
+    "wrong-but-verified": ("wrong_but_verified_of_all", "wrong_but_verified", "questions"),
+    "unverified quotes shown": (None, "unverified_quotes_shown", None),
+    "model calls per question": ("model_calls_per_question", None, None),
+    "answer-context recall": ("answer_context_recall", "answer_context_recall", "answerable"),
+    "model's answer text shown": ("answer_text_shown_of_answered", "answer_text_shown", "answered"),
+}
+MODEL_ONLY = {"model_calls_per_question", "answer_text_shown_of_answered"}  # "–" for the extractive path
+
+
+def _met(target: str, value: float) -> bool:
+    bound = float(re.sub(r"[^\d.]", "", target))
+    return value >= bound if "≥" in target else value <= bound if "≤" in target else value == bound
+
+
+@pytest.mark.parametrize(("first_cell", "pooled", "missed"), [
+    ("unseen 9–12 pooled", "unseen_9_to_12_pooled", "on the first"),
+    ("unseen 13–14 pooled", "unseen_13_to_14_pooled", "on this second pair"),
+])
+def test_the_pooled_tables_of_the_model_path_readme_are_summary_json(first_cell: str, pooled: str, missed: str) -> None:
+    readme = MODEL_PATH / "README.md"
+    header, *rows = _table(readme, first_cell)
+    figures = SUMMARY[pooled]
+    default = figures["check_off"]
+    stated = re.search(r"\((\d+) answerable, (\d+) near misses\)", header[0])
+    assert stated and (int(stated[1]), int(stated[2])) == (default["answerable"], default["unanswerable"]), header[0]
+    not_met = 0
+    for label, target, *cells in rows:
+        rate_key, count_key, of_key = next(v for k, v in ROWS.items() if label.startswith(k))
+        if of_key == "questions":
+            assert f"of all {default['questions']}" in label, f"{readme}: {label!r}, summary.json: {default['questions']}"
+        for variant, cell in zip(VARIANTS, cells, strict=True):
+            m = figures[variant]
+            where = f"{readme.relative_to(ROOT)} {first_cell} / {label} / {variant}: {cell!r} against {SUMMARY_FILE.name}"
+            if variant == "extractive" and rate_key in MODEL_ONLY:
+                assert cell == "–", where
+                continue
+            value = m["rates"][rate_key] if rate_key else m[count_key]
+            assert cell.strip("*").split()[0].strip("*") == (f"{value:.3f}" if rate_key else str(value)), where
+            fraction = re.search(r"\((\d+)/(\d+)\)", cell)
+            if fraction:
+                count = m["answered"] - m["answer_text_withheld"] if count_key == "answer_text_shown" else m[count_key]
+                assert (int(fraction[1]), int(fraction[2])) == (count, m[of_key]), where
+            if variant == "check_off":
+                met = _met(target, value)
+                not_met += not met
+                assert ("not met" in cell) == (not met), f"{where}: the target {target} is {'' if met else 'not '}met"
+    said = _found(r"Every target is met on this second pair and (\w+) are missed on the first", readme)
+    expected = {"on the first": NUMBER_WORDS[said[1]], "on this second pair": 0}[missed]
+    assert not_met == expected, f"{readme}: {not_met} targets missed {missed}, the text says {expected}"
+
+
+def test_what_the_model_is_shown_is_summary_json_shown_chars() -> None:
+    shown = SUMMARY["shown_chars"]
+    before, after = shown["before_extractive_view_k8"], shown["after_model_view_k12"]
+    m = _found(r"p50 ([\d,]+) → ([\d,]+) characters \(p90 ([\d,]+) → ([\d,]+); max ([\d,]+) → ([\d,]+)\), "
+               r"about ([\d.]+)k → ([\d.]+)k tokens at ~4 characters per token", MODEL_PATH / "README.md")
+    assert [_int(x) for x in m.groups()[:6]] == [before["p50"], after["p50"], before["p90"], after["p90"],
+                                                 before["max"], after["max"]], f"against {SUMMARY_FILE}: {shown}"
+    assert [float(m[7]), float(m[8])] == [round(before["p50"] / 4000, 1), round(after["p50"] / 4000, 1)]
+
+
+def test_the_withheld_answer_text_counts_are_summary_json() -> None:
+    unseen = ("unseen9", "unseen10", "unseen11", "unseen12")
+    withheld = [w for w in SUMMARY["answer_text_withheld"] if w["set"] in unseen]
+    m = _found(r"(\d+) of (\d+) answered on unseen 9–12; (\d+) of them had a right first quote", MODEL_PATH / "README.md")
+    assert (int(m[1]), int(m[2]), int(m[3])) == (
+        len(withheld), SUMMARY["unseen_9_to_12_pooled"]["check_off"]["answered"],
+        sum(w["outcome"] == "right_evidence_first" for w in withheld)), f"against {SUMMARY_FILE} answer_text_withheld"
+
+
+def test_the_readme_opening_figures_are_the_unseen_11_and_12_files() -> None:
+    sets = ("unseen11", "unseen12")
+    m = _found(r"on unseen sets 11 and 12 the first quote stated the answer for (\d+) of (\d+) answerable questions, "
+               r"and (\d+) of (\d+) questions got a verified but wrong answer; with a model \(([^)]*)\) "
+               r"(\d+) of (\d+) and (\d+) of (\d+)", ROOT / "README.md")
+    expected = [_pooled(sets, "extractive", "first_quote_states_the_answer"), _pooled(sets, "extractive", "answerable"),
+                _pooled(sets, "extractive", "wrong_but_verified"), _pooled(sets, "extractive", "questions"),
+                _pooled(sets, "check_off", "first_quote_states_the_answer"), _pooled(sets, "check_off", "answerable"),
+                _pooled(sets, "check_off", "wrong_but_verified"), _pooled(sets, "check_off", "questions")]
+    assert [int(x) for i, x in enumerate(m.groups()) if i != 4] == expected, f"README.md against {SUMMARY_FILE}"
+    assert "stand-in" in m[5] and "not reproducible at HEAD" in m[5]
+
+
+def test_the_results_page_names_where_the_unseen_model_path_figures_were_measured() -> None:
+    measured = SUMMARY["measured"]
+    m = _found(r"recorded on (\d+) Dec and measured at older commits, each with uncommitted changes: "
+               r"unseen 9–12 at `(\w+)`, unseen 13–14 at `(\w+)` \(the dev sets at `(\w+)` and `(\w+)`",
+               ROOT / "docs" / "results.md")
+    groups = [("unseen9", "unseen10", "unseen11", "unseen12"), ("unseen13", "unseen14"), ("faa_dev",), ("manuals_dev",)]
+    for named, sets in zip(m.groups()[1:], groups, strict=True):
+        assert {c for s in sets for c in measured[s]["commits"]} == {named}, f"docs/results.md names {named} for {sets}"
+        assert all(measured[s]["uncommitted_changes"] for s in sets)
+    unseen_dates = {d[8:10] for s in measured if s.startswith("unseen") for d in measured[s]["dates"]}
+    assert unseen_dates == {m[1].zfill(2)}
+
+
+def test_no_unseen_recording_carries_the_instructions_it_was_written_under() -> None:
+    """docs/results.md says a replay at HEAD counts every unseen recording as recorded without instructions."""
+    assert "none of those recordings carries the hash of the instructions" in _flat(ROOT / "docs" / "results.md")
+    recorded = [json.loads(line) for path in sorted((ROOT / "tests" / "replies").glob("unseen*.jsonl"))
+                for line in path.read_text().splitlines() if line.strip()]
+    assert len(recorded) > 200 and not any("instructions" in r for r in recorded)
+
+
+def test_the_results_page_extractive_figures_are_the_answer_files() -> None:
+    results = ROOT / "results"
+    files = {f.name: json.loads(f.read_text())["summary"] for f in sorted(results.glob("answer_eval*.json"))}
+    non_dev = [s for name, s in files.items() if name not in ("answer_eval.json", "answer_eval_manuals_dev.json")]
+    m = _found(r"On the (\d+) non-dev answer sets, with the default: (\d+)/(\d+) right evidence first, (\d+)/(\d+) "
+               r"wrong-but-verified", ROOT / "docs" / "results.md")
+    assert [int(x) for x in m.groups()] == [len(non_dev), sum(s["answered_correctly"] for s in non_dev),
+                                            sum(s["answerable"] for s in non_dev),
+                                            sum(s["wrong_but_verified"] for s in non_dev),
+                                            sum(s["questions"] for s in non_dev)], "against results/answer_eval*.json"
+    newest = [files["answer_eval_manuals_unseen11.json"], files["answer_eval_manuals_unseen12.json"]]
+    m = _found(r"On the two newest unseen sets \(11 and 12\): (\d+)/(\d+) right, (\d+)/(\d+) near misses refused, "
+               r"(\d+)/(\d+) wrong", ROOT / "docs" / "results.md")
+    assert [int(x) for x in m.groups()] == [sum(s[k] for s in newest) for k in (
+        "answered_correctly", "answerable", "unanswerable_refused", "unanswerable", "wrong_but_verified", "questions")]
