@@ -122,12 +122,20 @@ def outcome(q: dict[str, Any], a: Answer) -> str:
     return "right_evidence_first" if carries_evidence(a.citations[0], q) else "wrong_but_verified"
 
 
+def first_page_shown(a: Answer) -> tuple[str, int] | None:
+    """The first page a reader is pointed at: the first quote's when answered, else the first nearest page."""
+    if not a.refusal and a.citations:
+        return a.citations[0].document, a.citations[0].page
+    return (a.nearest[0].document, a.nearest[0].page) if a.nearest else None
+
+
 def judge(q: dict[str, Any], a: Answer, page_texts: PageTexts) -> dict[str, Any]:
     gold_pages = set(q.get("pages") or [])
     shown_gold = bool(q["answerable"]) and any(s.document == q.get("document") and s.page in gold_pages
                                                 for s in a.shown_pages)
     on_gold = [c for c in a.citations if c.document == q.get("document") and c.page in gold_pages]
     result = outcome(q, a)
+    first = first_page_shown(a)
     return {"id": q.get("id"), "question": q["question"], "answerable": q["answerable"],
             **({"history": q["history"], "standalone_question": a.standalone_question} if q.get("history") else {}),
             "gold_document": q.get("document"), "gold_pages": sorted(gold_pages), "answer_span": q.get("answer_span"),
@@ -141,6 +149,9 @@ def judge(q: dict[str, Any], a: Answer, page_texts: PageTexts) -> dict[str, Any]
             "evidence_score": a.evidence_score, "reader_agreement": a.reader_agreement, "proposed_citations": a.proposed_citations,
             "dropped_citations": a.dropped_citations, "repaired": a.repaired, "answerer": a.answerer,
             "best_sentence_page": a.best_evidence.page if a.best_evidence else None,
+            "nearest_pages": [[n.document, n.page] for n in a.nearest],
+            "first_page_holds_answer": (first is not None and first[0] == q.get("document") and first[1] in gold_pages)
+            if q["answerable"] else None,
             "reranker": a.reranker, "sentence_scorer": a.models.get("sentence_scorer", ""), "warnings": a.warnings,
             "model_calls": a.model_calls, "unsupported_dropped": a.unsupported_dropped, "withheld": a.withheld, "withheld_text": a.withheld_text,
             "answer_context_has_gold_page": shown_gold if q["answerable"] else None,
@@ -199,6 +210,8 @@ def model_path_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     answered = [r for r in rows if not r["refused"]]
     out: dict[str, Any] = {
         "any_quote_on_gold_page_rate": _rate(sum(1 for r in ans if r["any_quote_on_gold_page"]), len(ans)),
+        # a page holding the answer is the first page shown: the first quote's, or a refusal's first nearest page
+        "answer_page_first_rate": _rate(sum(1 for r in ans if r.get("first_page_holds_answer")), len(ans)),
         "answer_context_recall": _rate(sum(1 for r in ans if r.get("answer_context_has_gold_page")), len(ans)),
         "shown_chars": _quantiles([r.get("shown_chars", 0) for r in rows]),
     }

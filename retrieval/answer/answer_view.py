@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
 from retrieval.answer.refusals import NO_SUPPORT
-from retrieval.models import Answer, Citation
+from retrieval.models import Answer, Citation, NearestPassage
 from retrieval.text.printable import one_line
 from retrieval.text.textnorm import normalize, readable
 
@@ -85,6 +85,13 @@ def searched_where(collections: Sequence[str] | None, documents: Sequence[str] |
     return where
 
 
+def closest_line(n: NearestPassage, titles: Mapping[str, str | None] | None = None) -> str:
+    """The page a refusal leads with: where the sentence that came closest to answering is, in its words."""
+    link = f"  {n.url}" if n.url else ""
+    return (f"Not answered here; the nearest page is {shown_title(n.document, titles)}, "
+            f"{page_words(n.page, n.page_label)}: “{n.snippet}”{link}")
+
+
 def as_text(answer: Answer, titles: Mapping[str, str | None] | None = None,
             searched: Sequence[str] | None = None, documents: Sequence[str] | None = None) -> str:
     """``titles``: document name → title; ``searched``: the collections searched (None: all);
@@ -96,15 +103,20 @@ def as_text(answer: Answer, titles: Mapping[str, str | None] | None = None,
         lines.append(f"({named})\n")
     if answer.refusal:
         lines.append(answer.reason or NO_SUPPORT)
+        others = answer.nearest
+        if others and others[0].closest:
+            lines.append(f"\n{closest_line(others[0], titles)}")
+            others = others[1:]
         where = searched_where(searched, documents)
         if answer.named_documents:  # searched in two steps: the named document, then the rest
             lines.append(f"\nSearched {', '.join(answer.named_documents)} first (the question names it by its "
                          f"title), then {where}.")
         else:
             lines.append(f"\nSearched {where}.")
-        if answer.nearest:
-            lines.append("Nearest pages (not an answer; look for yourself):")
-            for n in answer.nearest:
+        if others:
+            lines.append(f"{'Other nearest' if others is not answer.nearest else 'Nearest'} pages "
+                         "(not an answer; look for yourself):")
+            for n in others:
                 link = f"  {n.url}" if n.url else ""
                 lines.append(f"  - {shown_title(n.document, titles)}, {page_words(n.page, n.page_label)}{link}")
         if answer.question.strip():

@@ -12,10 +12,18 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from retrieval.answer.answerers import AnswererError, Draft, Request, Response, Retrieved
-from retrieval.answer.verify import Verdict, Verification, verify_claims
+from retrieval.answer.verify import PageText, Verdict, Verification, verify_claims
 from retrieval.models import Answer, Citation, NearestPassage, ShownPage
 
 log = logging.getLogger(__name__)
+
+
+def best_passage(document: str, page: int, sentence: str, shown: Sequence[PageText]) -> NearestPassage:
+    """The answerer's best sentence as a passage to point at: its page's label and link from the shown
+    slice it came from, the sentence (the page's own words) as the snippet."""
+    at = next((p for p in shown if p.document == document and p.page == page), None)
+    return NearestPassage(document=document, page=page, page_label=at.page_label if at else None,
+                          url=at.url if at else None, snippet=" ".join(sentence.split())[:240])
 
 
 class Clock:
@@ -91,8 +99,7 @@ class Drafting:
         result.evidence_score = draft.evidence_score
         result.reader_agreement = draft.agreement
         if draft.best is not None:
-            result.best_evidence = NearestPassage(document=draft.best.document, page=draft.best.page,
-                                                  snippet=" ".join(draft.best.quote.split())[:240])
+            result.best_evidence = best_passage(draft.best.document, draft.best.page, draft.best.quote, request.shown)
         first = Response(draft, self._verified(draft, request, clock, result), request.shown)
         if draft.refusal:
             return first

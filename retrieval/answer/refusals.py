@@ -33,8 +33,19 @@ def refusal(answer: Answer, reason: str, shown: Sequence[PageText] = ()) -> Answ
     answer.answer = ""
     answer.citations = []
     answer.reason = reason
-    answer.nearest = nearest_of(shown)
+    answer.nearest = led_by(nearest_of(shown), answer.best_evidence)
     return answer
+
+
+def led_by(nearest: Sequence[NearestPassage], best: NearestPassage | None) -> list[NearestPassage]:
+    """The nearest passages led by the page of the answerer's best sentence when it has one (the
+    sentence that came closest to answering, not close enough), with that sentence as its snippet:
+    the page a reader should open first. Otherwise as shown (retrieval order)."""
+    if best is None:
+        return list(nearest)
+    same = next((n for n in nearest if (n.document, n.page) == (best.document, best.page)), None)
+    first = (same or best).model_copy(update={"snippet": best.snippet, "closest": True})
+    return [first, *(n for n in nearest if n is not same)][:NEAREST]
 
 
 def index_unavailable(question: str, exc: BaseException) -> Answer:

@@ -55,6 +55,7 @@ def trimmed(text: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]
 SENTENCE_BREAK = re.compile(r"(?<=[.;?!])[\"')\]]?\s+(?=[\"'(\[§A-Z0-9])")
 _BREAK_BEFORE_LOWER = re.compile(r"(?<=[.?!])[\"')\]]?\s+(?=[a-z])")  # "… two major differences. refresh reformats …"
 _LAST_WORD = re.compile(r"(\S+)[\"')\]]?\s*\Z")
+_DOTTED = re.compile(r"(?:[^\W\d_]\.){2,}")  # "u.s.", "a.m.", "e.g.": letters each followed by a stop
 
 
 def sentence_breaks(text: str, start: int = 0, end: int | None = None, *, lowercase_starts: bool = False,
@@ -63,14 +64,15 @@ def sentence_breaks(text: str, start: int = 0, end: int | None = None, *, lowerc
     digit, a bracket or a quote, except after one of ``abbreviations`` before a digit ("see set
     palette (p. 181)", "Fig. 3", "No. 5"); with ``lowercase_starts`` also after ".", "?" or "!"
     before a lower-case word (software manuals open sentences with command names), unless the word
-    before the stop is one of ``abbreviations`` ("e.g. the", "cf. set") or a single letter ("x. y")."""
+    before the stop is one of ``abbreviations`` ("e.g. the", "cf. set"), a single letter ("x. y") or
+    letters each followed by a stop ("26 U.S. gallons", "10 a.m. local")."""
     end = len(text) if end is None else end
     breaks = [(m.start(), m.end()) for m in SENTENCE_BREAK.finditer(text, start, end)
               if not (text[m.end()].isdigit() and _word_before(text, start, m.start()) in abbreviations)]
     if lowercase_starts:
         breaks += [(m.start(), m.end()) for m in _BREAK_BEFORE_LOWER.finditer(text, start, end)
                    if (word := _word_before(text, start, m.start())) not in abbreviations
-                   and len(word.rstrip(".?!")) > 1]
+                   and len(word.rstrip(".?!")) > 1 and not _DOTTED.fullmatch(word)]
     return sorted(breaks)
 
 

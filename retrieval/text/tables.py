@@ -145,3 +145,30 @@ def is_table_row(text: str) -> bool:
     its own, complete without sentence punctuation, so a quote of it does not run on into the next."""
     last = text.rstrip().rsplit("\n", 1)[-1]
     return CELL_SEP in last and all(cell.strip() for cell in last.split(CELL_SEP))
+
+
+def column_headers(text: str, row_start: int) -> tuple[str, ...]:
+    """The header cells of the table whose row starts at ``row_start`` in ``text``: the first of the
+    rows with as many cells that run up to it (blank lines between rows allowed); () when the row is
+    the first one ``text`` shows of its table, or is no row."""
+    row = text[row_start:].split("\n", 1)[0]
+    if not is_table_row(row):
+        return ()
+    width = row.count(CELL_SEP)
+    header: str | None = None
+    for line in reversed(text[:row_start].splitlines()):
+        if not line.strip():
+            continue
+        if not is_table_row(line) or line.count(CELL_SEP) != width:
+            break
+        header = line
+    return tuple(cell.strip() for cell in header.split(CELL_SEP)) if header is not None else ()
+
+
+def under_headers(row: str, headers: Sequence[str]) -> str:
+    """A row's cells each followed by its column's header ("149 KIAS" for "149" under "KIAS"), so
+    what a value measures is read with it; the row as it is without headers or with other cells."""
+    cells = row.strip().split(CELL_SEP)
+    if not headers or len(cells) != len(headers):
+        return row
+    return CELL_SEP.join(f"{cell.strip()} {head}" for cell, head in zip(cells, headers, strict=True))

@@ -44,6 +44,14 @@ def content_terms(text: str, profile: Profile = DEFAULT_PROFILE) -> list[str]:
             if t not in profile.stopwords and len(t) > 1 or t.isdigit()]
 
 
+def joined_pairs(text: str) -> set[str]:
+    """Each two neighbouring words written as one ("never exceed" → "neverexceed"), stemmed: a question
+    that writes a compound with a hyphen ("never-exceed", normalised to one word) asks about what a
+    table row or a sentence writes as two words."""
+    tokens = TOKEN.findall(normalize(text))
+    return {stem(a + b) for a, b in zip(tokens, tokens[1:]) if a.isalpha() and b.isalpha()}
+
+
 def coverage(weights: dict[str, float], text_terms: set[str]) -> float:
     """Weighted share of the question's content terms (stem → weight) that occur in the text."""
     total = sum(weights.values())

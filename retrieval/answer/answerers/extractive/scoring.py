@@ -15,10 +15,11 @@ import numpy as np
 
 from retrieval.answer.answerers.extractive.evidence import expected_answer, satisfies, specific_terms
 from retrieval.answer.answerers.extractive.keyterms import KeyTerm, on_topic, passage_terms
-from retrieval.answer.answerers.lexical import content_terms, coverage, terms_with_words
+from retrieval.answer.answerers.lexical import content_terms, coverage, joined_pairs, terms_with_words
 from retrieval.answer.answerers.followup import followup_terms
 from retrieval.answer.verify import PageText
 from retrieval.profile import DEFAULT_PROFILE, Profile
+from retrieval.text.tables import column_headers, under_headers
 from retrieval.text.textnorm import normalize
 from retrieval.answer.answerers.extractive.quotable import Candidate, candidates
 
@@ -125,7 +126,8 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     # question's term weights restricted to those terms
     texts = [" ".join(c.text.split()) for c in cands]
     heads = [" ".join(headings.get(shown[c.slice_index].passage_id, "").split()) for c in cands]
-    terms = [set(content_terms(t, profile)) | set(content_terms(h, profile)) for t, h in zip(texts, heads, strict=True)]
+    terms = [set(content_terms(t, profile)) | joined_pairs(t) | set(content_terms(h, profile))
+             for t, h in zip(texts, heads, strict=True)]
     weights = shown_weights(term_weights(question, doc_freq, profile), terms)
     expected = expected_answer(question, profile)
     topical = topical_passages(shown, headings, terms_required, profile) if terms_required else set()
@@ -137,7 +139,7 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     for i, c in enumerate(cands):
         pid = shown[c.slice_index].passage_id
         lex = coverage(weights, terms[i])
-        rows.append(Scored(c, 0.0, lex, passage_rank(pid), satisfies(expected, c.text, profile),
+        rows.append(Scored(c, 0.0, lex, passage_rank(pid), satisfies(expected, with_units(c, shown), profile),
                            not terms_required or pid in topical,
                            lex >= MIN_COVERAGE and all(_has_phrase(norms[i], d) for d in names)
                            and (not focus or bool(focus & terms[i]))))
@@ -146,6 +148,13 @@ def score_candidates(question: str, shown: Sequence[PageText], embed: Embed,
     vecs = embed([question, *(under_heading(s, shown, headings) for s in keep)])  # one call: latency
     out = [replace(s, cos=float(cos)) for s, cos in zip(keep, vecs[1:] @ vecs[0], strict=True)]
     return sorted(out, key=lambda s: s.evidence, reverse=True)
+
+
+def with_units(c: Candidate, shown: Sequence[PageText]) -> str:
+    """A candidate as read for the kind of quantity it states: a table row with each value followed by
+    its column's header ("149 KIAS" for "149" under "KIAS"), other text as it is."""
+    page = shown[c.slice_index].text
+    return under_headers(c.text, column_headers(page, c.start)) if c.start < len(page) else c.text
 
 
 def under_heading(s: Scored, shown: Sequence[PageText], headings: Mapping[str, str]) -> str:
