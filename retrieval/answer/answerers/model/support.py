@@ -16,7 +16,19 @@ Anything missing is reported; ``retrieval.answer.ask`` then shows the verified q
 The same statement in other spacing or spelling is not a false alarm (measured on a stand-in model's
 recorded replies, ``results/model_path/``): "27 °C" / "27°C", an abbreviation a quote spells out or
 the reverse, the "No" opening the answer to a yes/no question, and negations restating a question
-about what is prohibited (each where ``unsupported`` checks it).
+about what is prohibited (each where ``unsupported`` checks it). Nor, since issue 38, are these:
+
+- the numbers that count the text's own list ("1) … 2) …", "(1) … (2) …", "1. … 2. …" at line or
+  sentence starts; only a run 1, 2, 3, … of at least two): they number items, they state nothing;
+- a name a quote writes with the same letters in other case, split or joined ("RelTol", "reltol",
+  "rel_tol", "Rel Tol"), in the singular or plural ("Tasks" / "Task"), or whose CamelCase or
+  snake_case parts begin a quote's consecutive words ("RelTol" / "relative tolerance", either way);
+- a negation a quote states without "not": "unless", "except", "nothing", ..., or another form of a
+  long negation word ("prohibit" / "prohibited"); and "not only", "whether or not", "No. 5" are no
+  negations. "only" backs no "not" ("required only at night" / "not required at night").
+
+What stays an alarm: a number or unit no quote states, a name whose letters no quote has, a "not"
+in a text whose quotes neither negate nor exclude anything.
 """
 
 from __future__ import annotations
@@ -103,6 +115,122 @@ def _abbreviated(text: str, quotes: str) -> set[str]:
     return out
 
 
+# an item's number in a list the text makes: "(1)" or "1)" after a space or at the start, "1." at the
+# start of the text, of a line or of a sentence
+_MARKER = re.compile(r"(?<![\w.,])\((\d{1,2})\)|(?<![\w.,()])(\d{1,2})\)(?=\s|$)"
+                     r"|(?:\A|(?<=\n)|(?<=[:;.!?] ))[ \t]*(\d{1,2})\.(?=\s)")
+
+
+def list_markers(text: str) -> list[tuple[int, int]]:
+    """The spans of the numbers that count the items of a list in ``text``: markers (``_MARKER``)
+    that run 1, 2, 3, … in the text's order, at least two in a run ("1) a, 2) b" but not a lone
+    "(3)"; "(at most 3)" is a number unless it continues a run of 1 and 2). A new run may start at 1."""
+    runs: list[list[tuple[int, int]]] = [[]]
+    for m in _MARKER.finditer(text):
+        group = next(g for g in (1, 2, 3) if m.group(g) is not None)
+        value = int(m.group(group))
+        if value == len(runs[-1]) + 1:
+            runs[-1].append(m.span(group))
+        elif value == 1:
+            runs.append([m.span(group)])
+    return [span for run in runs if len(run) >= 2 for span in run]
+
+
+def without_list_markers(text: str) -> str:
+    """``text`` with its list's item numbers (``list_markers``) blanked out."""
+    out = text
+    for start, end in reversed(list_markers(text)):
+        out = out[:start] + " " * (end - start) + out[end:]
+    return out
+
+
+_ALNUM = re.compile(r"[^\W_]+")
+MAX_RUN = 4  # words of a name written apart ("rel tol") that may make one written together ("reltol")
+MIN_JOINED = 4  # letters a name written together must have to be matched across a split
+
+
+def _runs(norm: str) -> list[tuple[str, tuple[str, ...]]]:
+    """Each word of normalised ``norm`` alone, and each run of up to ``MAX_RUN`` consecutive words
+    written together, with the words it joins: "rel tol" → "reltol", "rel_tol" → "reltol". Words join
+    where letters meet letters across a space, or across one "-", "_", "." or "/"; a run that joins
+    is at least ``MIN_JOINED`` characters long, so two stray letters do not make a name."""
+    words = list(_ALNUM.finditer(norm))
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for i, first in enumerate(words):
+        joined, parts = first.group(0), [first.group(0)]
+        out.append((joined, tuple(parts)))
+        for j in range(i + 1, min(len(words), i + MAX_RUN)):
+            left, right = words[j - 1].group(0), words[j].group(0)
+            gap = norm[words[j - 1].end():words[j].start()]
+            if not (gap in ("-", "_", ".", "/") or (gap.isspace() and left[-1].isalpha() and right[0].isalpha())):
+                break
+            joined += right
+            parts.append(right)
+            if len(joined) >= MIN_JOINED:
+                out.append((joined, tuple(parts)))
+    return out
+
+
+def _forms(word: str) -> set[str]:
+    """``word`` and, for a word of letters, its plural or singular by a final "s"/"es" ("tasks" → "task")."""
+    if not word.isalpha() or len(word) < MIN_JOINED:
+        return {word}
+    forms = {word, word + "s"}
+    if word.endswith("s"):
+        forms.add(word[:-1])
+    if word.endswith("es"):
+        forms.add(word[:-2])
+    return forms
+
+
+def _same_letters(text: str, quotes: str) -> set[str]:
+    """The words of ``text`` that a quote writes with the same letters, whatever the case, the
+    splitting or the joining ("Rel Tol" / "reltol", "RelTol" / "rel_tol", "Tasks" / "Task")."""
+    quoted = {joined for joined, _ in _runs(normalize(quotes))}
+    return {w for joined, words in _runs(normalize(text)) if _forms(joined) & quoted for w in words}
+
+
+# the parts of a name: "RelTol" → Rel, Tol; "XMLHttp" → XML, Http; "rel_tol" → rel, tol
+_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_IDENT = re.compile(r"[A-Za-z0-9]+(?:[_.\-][A-Za-z0-9]+)*")
+MIN_PART = 2  # letters each part of a name must have to be read as the start of a word
+
+
+def _parts(ident: str) -> list[str]:
+    """The CamelCase or snake_case parts of ``ident``, lower-cased, when it has two or more, each of
+    letters only and at least ``MIN_PART`` long; else none."""
+    parts = [p.lower() for p in _PART.findall(ident)]
+    if len(parts) < 2 or any(not p.isalpha() or len(p) < MIN_PART for p in parts):
+        return []
+    return parts
+
+
+def _begins(parts: Sequence[str], words: Sequence[str]) -> list[str]:
+    """The first run of consecutive ``words`` that ``parts`` begin in order, one part a word; empty if none."""
+    n = len(parts)
+    for i in range(len(words) - n + 1):
+        if all(w.startswith(p) for p, w in zip(parts, words[i:i + n])):
+            return list(words[i:i + n])
+    return []
+
+
+def _part_spelled(text: str, quotes: str) -> set[str]:
+    """Names the text and a quote write one as a CamelCase or snake_case name, the other as the words
+    its parts begin ("RelTol" or "rel_tol" / "relative tolerance", in either direction); the text's
+    side of each, lower-cased, as ``specific_terms`` gives it."""
+    out: set[str] = set()
+    quote_words = _ALNUM.findall(normalize(quotes))
+    for ident in _IDENT.findall(text):
+        if (parts := _parts(ident)) and _begins(parts, quote_words):
+            out.add(ident.lower())
+            out.update(re.split(r"[_.]", ident.lower()))
+    text_words = _ALNUM.findall(normalize(text))
+    for ident in _IDENT.findall(quotes):
+        if parts := _parts(ident):
+            out.update(_begins(parts, text_words))
+    return out
+
+
 def yes_no(question: str) -> bool:
     """The question asks for a yes or a no ("Is a transponder required ...?")."""
     first = _WORD.findall(normalize(question)[:40])
@@ -126,9 +254,34 @@ def stated_units(text: str, profile: Profile = DEFAULT_PROFILE) -> list[str]:
     return list(out)
 
 
+# what reads as a negation and is none: "not only … but", "whether or not", "no matter", "No. 5"
+_NO_NEGATION = re.compile(r"\bnot only\b|\bwhether or not\b|\bor not(?=\s*(?:[.,;:?!)]|$))|\bno matter\b"
+                          r"|\bno\.\s*(?=\d)")
+# words that negate without a negation word: "unless" (if not), "except" (but not), "nothing" (not
+# anything), ...; a quote holding one states what a text may say with "not". "only" is not among them:
+# "required only at night" must not back "not required at night".
+EXCLUDING = frozenset({"unless", "except", "excepting", "excluding", "neither", "nothing", "nobody", "nowhere"})
+STEM = 7  # letters a word must share with a long negation to be one of its forms ("prohibition", "prohibit")
+
+
 def negates(text: str, profile: Profile = DEFAULT_PROFILE) -> bool:
-    words = _WORD.findall(normalize(text).replace("’", "'"))
+    """``text`` says "not" in one of its forms (the profile's negations, any "n't"), idioms aside."""
+    words = _WORD.findall(_NO_NEGATION.sub(" ", normalize(text).replace("’", "'")))
     return any(w in profile.negations or w.endswith("n't") for w in words)
+
+
+def _negation_form(word: str, profile: Profile) -> bool:
+    return any(len(n) >= STEM and word[:max(STEM, len(n) - 3)] == n[:max(STEM, len(n) - 3)]
+               for n in profile.negations)
+
+
+def negates_or_excludes(quote: str, profile: Profile = DEFAULT_PROFILE) -> bool:
+    """``quote`` negates (``negates``), excludes (``EXCLUDING``: "unless", "except", "nothing", ...) or
+    uses another form of a long negation ("prohibit", "prohibition" beside "prohibited"): it may back
+    a text that negates."""
+    if negates(quote, profile):
+        return True
+    return any(w in EXCLUDING or _negation_form(w, profile) for w in _WORD.findall(normalize(quote)))
 
 
 def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PROFILE, *,
@@ -137,6 +290,7 @@ def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PRO
     when everything is backed): "number 900", "unit “hours”", "a negation", "name “Cessna”".
     ``question``: what was asked, so the "No" answering a yes/no question is not taken for a claim."""
     joined = "\n".join(normalize(q) for q in quotes)
+    text = without_list_markers(text)
     problems = [f"number {n}" for n in unquoted_numbers(text, quotes)]
     undotted = joined.replace(".", "")  # "m.p.h." is "mph"
     problems += [f"unit “{u}”" for u in stated_units(text, profile)
@@ -146,9 +300,12 @@ def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PRO
     # a question about what is prohibited or not done ("Where is aerobatic flight prohibited?") is
     # answered in negations that restate it; a yes/no question's own negation backs nothing
     restated = bool(question) and not asks_yes_no and negates(question, profile)
-    if negates(claim, profile) and not restated and not any(negates(q, profile) for q in quotes):
+    if negates(claim, profile) and not restated and not any(negates_or_excludes(q, profile) for q in quotes):
         problems.append("a negation")
-    spelled = _abbreviated(text, joined)
+    raw_quotes = "\n".join(quotes)
+    spelled = _abbreviated(text, joined) | _part_spelled(text, raw_quotes)
+    same = _same_letters(text, raw_quotes)
     problems += [f"name “{t}”" for t in specific_terms(text, profile)
-                 if t not in spelled and not _has_words(normalize(t), joined)]
+                 if t not in spelled and not _has_words(normalize(t), joined)
+                 and not (set(_ALNUM.findall(normalize(t))) <= same)]
     return problems

@@ -1,0 +1,165 @@
+"""Issue 38, item 5: the answer-text check keeps its true alarms and drops its false ones.
+
+A model's own answer text is shown only when its verified quotes back every number, unit, negation
+and name in it (``retrieval.answer.answerers.model.support.unsupported``). What a quote states in
+other form is no alarm: a list's item numbers ("1) … 2) …"), a name in other case, split, joined,
+singular or plural, or spelt out by the words its CamelCase parts begin ("RelTol" / "relative
+tolerance"), a negation a quote makes with "unless", "except", "nothing" or another form of the word.
+What no quote states still withholds the text: a changed number, an added unit, a name whose letters
+no quote has, a "not" no quote carries.
+
+The last tests go through the real model answerer: the real ``openai`` client against
+``tests/fake_openai.py`` on 127.0.0.1, the dev collection in a real Postgres.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from pydantic import SecretStr
+
+from retrieval.answer.answerers.model import openai_compat, structured
+from retrieval.answer.answerers.model.support import list_markers, unsupported
+from retrieval.answer.ask import ask
+from tests import fake_openai as fo
+from tests.fake_gemini import Reply
+from tests.test_gemini_failures import QUESTION, quote_from
+
+RTOL = "The relative tolerance of the integrator defaults to 1e-8 and the absolute tolerance to 1e-10."
+
+
+# --- false alarms: shown now -----------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "quote"), [
+    ("Two steps: 1) run configure, 2) run make.", "first run configure and then run make"),
+    ("(1) Run configure. (2) Run make. (3) Run make install.", "run configure, run make and run make install"),
+    ("Steps:\n1. Run configure.\n2. Run make.", "first run configure and then run make"),
+    ("1) During the day, 30 minutes; 2) at night, 45 minutes.",
+     "(1) During the day, to fly after that for at least 30 minutes; or (2) At night, for at least 45 minutes."),
+    ("Twice: 1) A then 2) B. Then again: 1) C and 2) D.", "do A, then B; then C, then D"),
+])
+def test_a_lists_item_numbers_are_not_numbers_it_states(text: str, quote: str) -> None:
+    assert unsupported(text, [quote]) == []
+
+
+@pytest.mark.parametrize(("text", "quote"), [
+    ("Set RelTol to 1e-8.", RTOL),  # CamelCase parts begin the quote's words
+    ("Set Rel_Tol to 1e-8.", RTOL),  # snake_case parts, too
+    ("Set RelTol to 1e-8.", "reltol: the relative tolerance, by default 1e-8"),  # another case
+    ("Set RelTol to 1e-8.", "rel_tol gives the relative tolerance (default 1e-8)"),  # split by "_"
+    ("Set Rel Tol to 1e-8.", "reltol gives the relative tolerance (default 1e-8)"),  # the text splits it
+    ("Use BASH_XTRACEFD to send the trace to another file.", "If set, BASH_XTRACEFD names the file descriptor"),
+    ("Set the Relative Tolerance to 1e-8.", "the option RelTol, 1e-8 by default"),  # the other way round
+    ("Only Tasks A and B are required.", "Task A and Task B are required"),  # plural / singular
+    ("The FlowableDerived class is used.", "a flowable-derived class is used"),
+])
+def test_a_name_written_another_way_is_the_same_name(text: str, quote: str) -> None:
+    assert unsupported(text, [quote]) == []
+
+
+@pytest.mark.parametrize(("text", "quote"), [
+    ("It is not allowed once the authorization is withdrawn.",
+     "operation is allowed unless the Administrator withdraws the authorization"),
+    ("It does not apply to gliders.", "this section applies to all aircraft except gliders"),
+    ("It is not allowed at night.", "the prohibition applies at night"),  # another form of "prohibited"
+    ("Nothing is printed when it is not set.", "when unset, nothing is printed"),
+    ("It is not only fast but also safe.", "it is fast and it is safe"),  # "not only": no negation
+    ("It works whether or not the file exists.", "it works when the file exists and when it is missing"),
+    ("See Form No. 8710.", "send Form 8710 to the registry"),  # "No." of a number
+])
+def test_a_negation_a_quote_makes_in_other_words_is_backed(text: str, quote: str) -> None:
+    assert unsupported(text, [quote]) == []
+
+
+# --- true alarms: still withheld -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "quote", "problems"), [
+    ("Set RelTol to 1e-9.", RTOL, ["number 9", "name “1e-9”"]),  # a changed number
+    ("1) configure, 2) make, 3) wait 15 minutes.", "first run configure and then run make", ["number 15", "unit “minutes”"]),
+    ("It is 250 knots. 2. Not more.", "more than 250 knots", ["number 2", "a negation"]),  # "2." is no list item
+    ("At most 3 (3) passes.", "run make then make install", ["number 3"]),  # a lone "(3)" counts nothing
+    ("1) 900 knots, 2) 250 knots.", "more than 250 knots", ["number 900"]),  # a number inside a list item
+])
+def test_a_number_no_quote_states_still_withholds(text: str, quote: str, problems: list[str]) -> None:
+    assert unsupported(text, [quote]) == problems
+
+
+@pytest.mark.parametrize(("text", "quote", "problems"), [
+    ("It takes 45 hours.", "fly after that for at least 45 minutes", ["unit “hours”"]),
+    ("Set AbsTol to 1e-8.", RTOL.replace("absolute", "total"), ["name “abstol”"]),  # parts begin no quote words
+    ("Set RelTol to 1e-8.", "the tolerance of the integrator defaults to 1e-8", ["name “reltol”"]),
+    ("A Cessna needs 45 minutes.", "fly after that for at least 45 minutes", ["name “cessna”"]),
+    ("Use BASH_XTRACEFD to trace.", "If set, BASH_ENV names a startup file", ["name “xtracefd”"]),
+    ("Only Tasking A and B is required.", "Task A and Task B are required", ["name “tasking”"]),  # no form of "task"
+])
+def test_a_unit_or_name_no_quote_states_still_withholds(text: str, quote: str, problems: list[str]) -> None:
+    assert unsupported(text, [quote]) == problems
+
+
+@pytest.mark.parametrize(("text", "quote"), [
+    ("A plain reset does not delete variables.", "reset returns the graph settings to their defaults"),
+    ("It is not required at night.", "it is required only at night"),  # "only" backs no "not"
+    ("It is not only required but not allowed.", "it is required"),  # a "not" beside the idiom
+    ("It is required or not allowed.", "it is required or allowed"),
+])
+def test_a_negation_no_quote_carries_still_withholds(text: str, quote: str) -> None:
+    assert unsupported(text, [quote]) == ["a negation"]
+
+
+def test_list_markers_count_from_one() -> None:
+    text = "Do 1) this, 2) that; it takes 3 hours (at most 3)."
+    assert [text[a:b] for a, b in list_markers(text)] == ["1", "2"]
+    assert list_markers("Only (2) applies.") == []
+
+
+# --- through the real model answerer ---------------------------------------------------------------
+
+NEEDLE = "indicated airspeed of more than 250 knots (288 m.p.h.)"
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[fo.FakeOpenAI]:
+    with fo.running() as server:
+        yield server
+    openai_compat.close_clients()
+
+
+@pytest.fixture()
+def osettings(settings, dev_corpus, fake, monkeypatch):
+    monkeypatch.setattr(structured, "BACKOFF_BASE_S", 0.2)
+    return settings.but(answer={"answerer": "openai", "gemini_api_key": None, "openai_base_url": fake.base_url,
+                                "openai_api_key": SecretStr(fake.api_key), "openai_model": "local-test-model",
+                                "openai_timeout_s": 2.0, "openai_retry_budget_s": 6.0})
+
+
+def answered_with(osettings, fake: fo.FakeOpenAI, text: str):
+    fake.script(lambda rec: Reply(200, fo.answer_body(text, [quote_from(rec, NEEDLE, before=60)])))
+    a = ask(osettings, QUESTION, collections=["dev"])
+    assert not a.refusal and a.answerer == "openai" and len(fake.requests) == 1, (a.reason, a.warnings)
+    assert a.citations and NEEDLE in " ".join(a.citations[0].quote.split())
+    return a
+
+
+@pytest.mark.parametrize("text", [
+    "The IndAirspeed limit below 10,000 feet MSL is 250 knots (288 mph).",  # CamelCase of "indicated airspeed"
+    "The IndicatedAirspeed limit below 10,000 feet MSL is 250 knots (288 mph).",  # the same letters joined
+    "Two figures: 1) 250 knots, 2) 288 mph.",  # a list's item numbers
+])
+def test_the_user_sees_the_models_text_when_its_quote_says_it_in_other_form(osettings, fake, text) -> None:
+    a = answered_with(osettings, fake, text)
+    assert a.answer == text and not a.withheld and not a.withheld_text
+    assert not any("withheld" in w for w in a.warnings), a.warnings
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("The IndAirspeed limit below 10,000 feet MSL is 900 knots.", "number 900"),  # an invented number
+    ("The TrueAirspeed limit below 10,000 feet MSL is 250 knots.", "name “trueairspeed”"),  # a name no quote has
+    ("1) 250 knots, 2) 288 mph, 3) 15 knots in gusts.", "number 15"),
+])
+def test_the_user_sees_the_quote_alone_when_the_text_states_what_no_quote_does(osettings, fake, text,
+                                                                             problem) -> None:
+    a = answered_with(osettings, fake, text)
+    assert a.withheld_text == text and problem in a.withheld
+    assert a.answer == " ".join(a.citations[0].quote.split())  # the verified quote alone
+    assert any("withheld" in w and problem in w for w in a.warnings), a.warnings
