@@ -7,8 +7,11 @@ timing) each ask every question ``rounds`` times with the extractive answerer; r
 second (all clients together), the median latency, CPU seconds per question of the clients and of all
 the Postgres processes (psutil, the servers' own processes only, so other work on the machine is not
 counted), and the reads each server served. Read-your-writes: the routing's own cost per question
-(``timings_ms["replica.route"]``: one statement on the primary, one on the standby), and the wait of a
-question asked at once after a small document is ingested, and after it is removed, ``writes`` times.
+(``timings_ms["replica.route"]``: one statement on the primary, one on the standby), and, for a question
+asked at once after a small document is ingested and after it is removed (``writes`` times each): how
+many a standby answered, how many of those it answered only after waiting for the write
+(``timings_ms["replica.behind"]``), and the wait of those a standby answered. A question answered by the
+primary is counted as a fallback, never in the waits.
 """
 
 from __future__ import annotations
@@ -102,21 +105,28 @@ def _read_your_writes(primary: Settings, through: Settings, writes: int, root: P
     from retrieval.encode.embed import get_embedder  # noqa: PLC0415
 
     embedder = get_embedder(primary.search.embedding_model)
-    after: dict[str, list[float]] = {"ingest": [], "removal": []}
-    on_standby = Counter()
+    waits: dict[str, list[float]] = {"ingest": [], "removal": []}  # of the questions a standby answered
+    waited, fallbacks = Counter(), Counter()
+
+    def asked(write: str, n: int) -> None:
+        a = ask(through, f"What is the hangar door code for rotation {n}?", collections=[COLLECTION], answerer="extractive")
+        if not a.server.startswith("replica"):
+            fallbacks[write] += 1
+            return
+        waits[write].append(a.timings_ms.get("replica.wait", 0.0))
+        waited[write] += "replica.behind" in a.timings_ms
+
     for n in range(writes):
         pdf = _small_pdf(root / f"notice-{n}.pdf", n)
         ingest_source(primary, embedder, read_path(str(pdf), 10_000_000), COLLECTION, quiet=True)
-        a = ask(through, f"What is the hangar door code for rotation {n}?", collections=[COLLECTION], answerer="extractive")
-        after["ingest"].append(a.timings_ms.get("replica.wait", 0.0))
-        on_standby["ingest"] += a.server.startswith("replica")
+        asked("ingest", n)
         with db.connection(primary) as conn:
             remove_document(conn, pdf.name, COLLECTION)
-        a = ask(through, f"What is the hangar door code for rotation {n}?", collections=[COLLECTION], answerer="extractive")
-        after["removal"].append(a.timings_ms.get("replica.wait", 0.0))
-        on_standby["removal"] += a.server.startswith("replica")
-    return {k: {"median_wait_ms": round(statistics.median(v), 2), "max_wait_ms": round(max(v), 2),
-                "answered_by_a_standby": f"{on_standby[k]}/{writes}"} for k, v in after.items()}
+        asked("removal", n)
+    return {k: {"answered_by_a_standby": f"{len(v)}/{writes}", "standby_waited_for_the_write": f"{waited[k]}/{len(v)}",
+                "fell_back_to_the_primary": f"{fallbacks[k]}/{writes}",
+                "median_wait_ms": round(statistics.median(v), 2) if v else None,
+                "max_wait_ms": round(max(v), 2) if v else None} for k, v in waits.items()}
 
 
 def bench(base: Settings, corpus: Path, questions_file: Path, clients: int = 2, rounds: int = 2, writes: int = 10,

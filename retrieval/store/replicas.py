@@ -16,7 +16,9 @@
    is not tried again for ``RETRY_S``.
 
 The result says which server answered (``server``) and, with standbys, what choosing it cost
-(``timings_ms["replica.route"]``, of which ``["replica.wait"]`` waiting for writes to be replayed).
+(``timings_ms["replica.route"]``, of which ``["replica.wait"]`` checking and waiting for writes to be replayed;
+``["replica.behind"]``, only when the standby's first look did not yet show the collections' last writes: the time
+from that look until one did, so a read that had to wait for a write says so).
 Reads nested in a read (a question's search) run on the server already chosen.
 """
 
@@ -122,20 +124,24 @@ def fence(conn: psycopg.Connection, collections: Sequence[str] | None) -> Fence:
     return Fence(row["primary_lsn"], tuple(row["collections"]), tuple(row["written"]))
 
 
-def caught_up(conn: psycopg.Connection, need: Fence, cfg: DbSettings) -> tuple[Verdict, str]:
+def caught_up(conn: psycopg.Connection, need: Fence, cfg: DbSettings) -> tuple[Verdict, str, float | None]:
     """Whether the standby on ``conn`` may serve the read (waiting up to ``cfg.read_wait_s`` for it to
-    replay the writes), and if not why."""
+    replay the writes), if not why, and how long it was behind (ms from a first look that did not show
+    the writes to the look that did; None when the first look showed them)."""
     deadline, pause = time.monotonic() + cfg.read_wait_s, POLL_S[0]
     params = {"collections": list(need.collections), "written": list(need.written), "primary_lsn": need.primary_lsn}
+    first_miss: float | None = None
     while True:
         row = conn.execute(PROBE_SQL, params).fetchone()
         if row["lag_mb"] > cfg.max_lag_mb:
-            return "lagging", f"it lags {row['lag_mb']:.1f} MB of WAL (more than CHAPTERVERSE_DB_MAX_LAG_MB={cfg.max_lag_mb:g})"
+            return ("lagging", f"it lags {row['lag_mb']:.1f} MB of WAL (more than CHAPTERVERSE_DB_MAX_LAG_MB="
+                    f"{cfg.max_lag_mb:g})", None)
         if row["missing"] == 0:
-            return "ok", ""
+            return "ok", "", None if first_miss is None else (time.perf_counter() - first_miss) * 1e3
+        first_miss = time.perf_counter() if first_miss is None else first_miss
         if time.monotonic() + pause > deadline:
             return "behind", (f"it had not replayed the last write of {row['missing']} of the collections read "
-                           f"within CHAPTERVERSE_DB_READ_WAIT_S={cfg.read_wait_s:g} s")
+                              f"within CHAPTERVERSE_DB_READ_WAIT_S={cfg.read_wait_s:g} s"), None
         time.sleep(pause)
         pause = min(pause * 2, POLL_S[1])
 
@@ -185,9 +191,11 @@ def read(settings: Settings, collections: Sequence[str] | None, run: Callable[[S
             try:
                 with pool.connection(on_standby, timeout=CHECKOUT_S) as conn:
                     t1 = time.perf_counter()
-                    verdict, why = caught_up(conn, need, settings.db)
+                    verdict, why, behind_ms = caught_up(conn, need, settings.db)
                     timings = {"replica.route": (time.perf_counter() - t0) * 1e3,
                                "replica.wait": (time.perf_counter() - t1) * 1e3}
+                    if behind_ms is not None:
+                        timings["replica.behind"] = behind_ms
                     if verdict != "ok":
                         if verdict == "lagging":
                             _skip(url, label, why)
