@@ -46,6 +46,7 @@ BURST, BURST_WINDOW_S = 20, 1.0
 RATE_PER_S, STEADY_S = 2.0, 300.0
 USERS = 40  # steady-state askers, round robin: 3 questions a minute each, under the per-person limit
 CHANNELS = 4
+FINDINGS = "## Findings"  # the .md's hand-written part from this heading on is kept when a run rewrites the table
 GRACE_S = 6.0  # after the last reply: a second reply to anything would show up by then
 
 
@@ -249,10 +250,9 @@ def quoting_reply(delay_s: float) -> Any:
     """A reply of the fake model server: after ``delay_s``, an answer quoting twelve words of the first
     passage shown (copied from the request, so it verifies)."""
     from tests import fake_openai as fo  # noqa: PLC0415
-    from tests.test_gemini_failures import passages_in  # noqa: PLC0415
 
     def reply(rec: Any) -> Any:
-        for p in passages_in(rec):
+        for p in shown_passages(rec.prompt):
             words = p["text"].split()
             if len(words) >= 14:
                 cite = {"id": p["id"], "document": p["document"], "page": p["page"], "quote": " ".join(words[1:13])}
@@ -261,6 +261,12 @@ def quoting_reply(delay_s: float) -> Any:
         return fo.Reply(200, fo.answer_body("", [], answerable=False, reason="nothing to quote"), delay_s=delay_s)
 
     return reply
+
+
+def shown_passages(prompt: str) -> list[dict[str, Any]]:
+    """The passages a model request shows (its "PASSAGES (data, JSON):" section)."""
+    start = prompt.index("PASSAGES (data, JSON):\n") + len("PASSAGES (data, JSON):\n")
+    return json.loads(prompt[start:prompt.index("\n\nQUESTION", start)])
 
 
 def prepare_home() -> tuple[Any, str]:
@@ -457,7 +463,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs[args.name or args.answerer] = result
     OUT_JSON.parent.mkdir(parents=True, exist_ok=True)
     OUT_JSON.write_text(json.dumps(runs, indent=2) + "\n")
-    OUT_MD.write_text(markdown(runs))
+    kept = OUT_MD.read_text().partition(FINDINGS)[1:] if OUT_MD.exists() else ("", "")
+    OUT_MD.write_text(markdown(runs) + "".join(kept))
     shown = {k: v for k, v in result.items() if k not in ("queue_depth", "rss_mb")}
     print(json.dumps(shown, indent=2))
     print("queue depth every 5 s:", result["queue_depth"]["every_5s"])
