@@ -140,6 +140,21 @@ def summary(values: Sequence[float]) -> dict[str, float | int]:
             "p95": round(percentile(list(values), 95), 3), "max": round(max(values), 3)}
 
 
+STAGES = ("search.total", "answer", "repair", "verify", "load_pages")
+
+
+def stage_summary(timings: Sequence[dict[str, float]], waits_s: Sequence[float]) -> dict[str, Any]:
+    """Where a mention's time went: the pipeline's own stages (``timings_ms`` of each recorded turn,
+    ms) and the rest of mention-to-answer (``waits_s``: queueing for a worker, Slack calls), each p50/p95."""
+    out: dict[str, Any] = {}
+    for stage in STAGES:
+        values = [t[stage] / 1000 for t in timings if stage in t]
+        if values:
+            out[stage + "_s"] = summary(values)
+    out["outside_pipeline_s"] = summary(list(waits_s))
+    return out
+
+
 def kind_of(text: str) -> str:
     from bot.answer import DB_DOWN  # noqa: PLC0415
     from bot.app import BUSY, RATE_LIMITED  # noqa: PLC0415
@@ -181,6 +196,13 @@ def test_depth_over_time_counts_what_waits() -> None:
     assert depth_over_time(sent, answered, 0.0, 3.0, 1.0) == [(0.0, 3), (1.0, 2), (2.0, 2)]
     # a reply at the same instant as the next mention: the reply counts first
     assert depth_over_time([0.0, 1.0], [1.0, 1.5], 0.0, 2.0, 1.0) == [(0.0, 1), (1.0, 1)]
+
+
+def test_stage_summary_splits_pipeline_and_waiting() -> None:
+    got = stage_summary([{"answer": 2000.0, "search.total": 100.0}, {"answer": 4000.0, "search.total": 300.0}],
+                        [0.5, 1.5])
+    assert got["answer_s"]["max"] == 4.0 and got["search.total_s"]["p50"] == 0.1
+    assert got["outside_pipeline_s"]["p95"] == 1.5 and "repair_s" not in got
 
 
 def test_window_mean_and_summary() -> None:
@@ -375,6 +397,7 @@ def run(answerer: str, steady_s: float, model_delay_s: float, extra_env: dict[st
             fake.stop()
         model_calls = len(model.requests) - model_calls_before
     load["end"] = open("/proc/loadavg").read().split()[:3]
+    stages = pipeline_stages(settings, sent, t.latency_s)
 
     calls, threads = snapshot(fake)
     t = tally(sent, deliveries(calls, threads))
@@ -417,10 +440,30 @@ def run(answerer: str, steady_s: float, model_delay_s: float, extra_env: dict[st
                    "last_minute_mean": _r(window_mean(rss, run_s - 60, run_s)),
                    "max": _r(max((v for _, v in rss), default=None)),
                    "every_10s": [round(v, 1) for _, v in rss[::10]]},
+        "where_the_time_went": stages,
         "bot_cpu_s": _r(cpu_used), "sending_s": round(run_s, 1),
         "lost_keys": t.lost[:10], "doubled_keys": t.doubled[:10],
         "bot_log_warnings": [line for line in log_tail.splitlines() if " WARNING " in line or " ERROR " in line][:20],
     }
+
+
+def pipeline_stages(settings: Any, sent: dict[tuple[str, str], float],
+                    latency_s: dict[tuple[str, str], float]) -> dict[str, Any]:
+    """The recorded turns of these mentions (bot_turns: their pipeline timings, and when each was
+    recorded, just after its reply went out): stage_summary of the pipeline vs the rest."""
+    import psycopg  # noqa: PLC0415
+    from psycopg.rows import dict_row  # noqa: PLC0415
+
+    with psycopg.connect(settings.db.url.get_secret_value(), row_factory=dict_row) as conn:
+        rows = conn.execute("SELECT channel, message_ts, result->'timings_ms' AS t FROM bot_turns "
+                            "WHERE channel LIKE 'C0LOAD%%' AND message_ts = ANY(%s)",
+                            ([ts for _, ts in sent],)).fetchall()
+    timed = {(r["channel"], r["message_ts"]): r["t"] or {} for r in rows if (r["channel"], r["message_ts"]) in sent}
+    waits = [latency_s[k] - sum(v for stage, v in t.items() if "." not in stage) / 1000
+             for k, t in timed.items() if k in latency_s]
+    return {"turns": len(timed), "what": "pipeline stages from each turn's timings_ms; outside_pipeline = "
+            "mention-to-answer minus the pipeline's top-level stages (waiting for a worker, claim, Slack calls)",
+            **stage_summary(list(timed.values()), waits)}
 
 
 def _r(v: float | None) -> float | None:
