@@ -92,6 +92,8 @@ def test_a_number_no_quote_states_still_withholds(text: str, quote: str, problem
     ("A Cessna needs 45 minutes.", "fly after that for at least 45 minutes", ["name “cessna”"]),
     ("Use BASH_XTRACEFD to trace.", "If set, BASH_ENV names a startup file", ["name “xtracefd”"]),
     ("Only Tasking A and B is required.", "Task A and Task B are required", ["name “tasking”"]),  # no form of "task"
+    ("Under the Sea-Rat rule it is 45 minutes.", "under the sea rating rule, 45 minutes",
+     ["name “sea-rat”"]),  # a hyphenated word's parts are no abbreviation
 ])
 def test_a_unit_or_name_no_quote_states_still_withholds(text: str, quote: str, problems: list[str]) -> None:
     assert unsupported(text, [quote]) == problems

@@ -196,11 +196,15 @@ _IDENT = re.compile(r"[A-Za-z0-9]+(?:[_.\-][A-Za-z0-9]+)*")
 MIN_PART = 2  # letters each part of a name must have to be read as the start of a word
 
 
+_CAMEL_OR_SNAKE = re.compile(r"[a-z][A-Z]|[A-Za-z0-9]_[A-Za-z]")  # "RelTol", "rel_tol"; not "single-engine"
+
+
 def _parts(ident: str) -> list[str]:
-    """The CamelCase or snake_case parts of ``ident``, lower-cased, when it has two or more, each of
-    letters only and at least ``MIN_PART`` long; else none."""
+    """The parts of a CamelCase or snake_case ``ident``, lower-cased, when it has two or more, each of
+    letters only and at least ``MIN_PART`` long; else none (a hyphenated word is no such name)."""
     parts = [p.lower() for p in _PART.findall(ident)]
-    if len(parts) < 2 or any(not p.isalpha() or len(p) < MIN_PART for p in parts):
+    if (len(parts) < 2 or not _CAMEL_OR_SNAKE.search(ident)
+            or any(not p.isalpha() or len(p) < MIN_PART for p in parts)):
         return []
     return parts
 
