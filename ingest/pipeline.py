@@ -6,7 +6,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 
@@ -21,7 +21,7 @@ from ingest.isolate import Limits, Parsed, parse
 from ingest.passages import Segment, Vectors, embed_segment, indexed_text, key_of, plan
 from ingest.ocr import OcrOptions, mean_confidence
 from ingest.pdf import Page, PageParts
-from ingest.progress import ProgressLog
+from ingest.progress import ProgressLog, StageClock
 from ingest.sources import InputError, Source
 from retrieval.store import db, index
 from retrieval.encode.embed import Embedder
@@ -55,6 +55,8 @@ class IngestResult:
     warning: str = ""  # what the reader should know about what was stored: a damaged PDF, repaired
     ocr_pages: int = 0  # pages whose words were read by OCR (ours, or a searchable scan's own text layer)
     ocr_confidence: float | None = None  # our OCR's mean confidence over them (characters weighing)
+    # wall and CPU seconds of each step ("start", "read", "split", "embed", "write"; ``StageClock``)
+    stages: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -138,6 +140,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     status, pages, chunks)``: run inside the document's transaction, last (``store.write_document``);
     raising there stores nothing."""
     t0 = time.perf_counter()
+    clock = StageClock()
     settings = placed(settings, [collection])  # the collection's own primary (retrieval.store.placement)
     db.ready(settings)
     with db.connection(settings) as conn:
@@ -161,6 +164,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
             progress.begin("preparing the embedding model (the first ingest only)")
         embedder.passage_encoder()
     profile = ingest_profile(settings, collection)  # the collection's preset: injection rules, abbreviations
+    clock.lap("start")
     ahead: EmbedAhead | None = None
     if parsed is None:
         injection = profile.injection
@@ -179,6 +183,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     try:
         if ahead is not None:
             made_ahead = ahead.stop()
+        clock.lap("read")  # with the embedding done while reading, finished here
         pages, title = parsed.pages, parsed.title
         if on_progress:
             on_progress(f"{src.name}: {len(pages)} pages extracted")
@@ -207,6 +212,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
             todo.append(idx)
     kept = len(fresh)
     to_embed = sum(map(len, todo))
+    clock.lap("split")
     bar = tqdm(total=len(chunks), initial=len(chunks) - to_embed, desc=f"{src.name}: embedding", unit="chunk",
                disable=None if not quiet else True, leave=False)  # counted over every passage, as the result says
     if progress:  # counted over every passage: those embedded while reading (or kept) are done already
@@ -222,6 +228,7 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     pairs = [fresh[i] if i in fresh else reuse[k] for i, k in enumerate(keys)]
     vectors = np.array([v for v, _ in pairs], dtype=np.float32).reshape(len(chunks), embedder.dim)
     sentence_vectors = [w for _, w in pairs]
+    clock.lap("embed")
     log.info("%s: %d of %d passages embedded while its pages were read (%d of %d segments guessed right)",
              src.name, kept, len(chunks), right, len(made_ahead))
     if on_progress:
@@ -236,12 +243,13 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
             sentence_vectors=sentence_vectors, actor=actor, preset=settings.preset,
             before_commit=None if before_commit is None else lambda c, old: before_commit(
                 c, _status(same, old), len(pages), len(chunks)))
+    clock.lap("write")
     status = _status(same, replaced)
     reused = len(chunks) - len(fresh)
     return IngestResult(src.name, src.origin, collection, status, len(pages), len(chunks),
                         time.perf_counter() - t0, reused=reused, ahead=kept,
                         message=f"{reused:,} of {len(chunks):,} passages unchanged, not embedded again" if reused else "",
-                        warning=parsed.damage_note(), **ocr_summary(pages))
+                        warning=parsed.damage_note(), stages=clock.stages, **ocr_summary(pages))
 
 
 def nothing_searchable(origin: str, pages: int, ocr_mode: str) -> str:

@@ -49,6 +49,23 @@ def ocr_words(pages: int, confidence: float | None) -> str:
     return f" ({pages:,} read by OCR" + (f", confidence {confidence:.2f})" if confidence is not None else ")")
 
 
+class StageClock:
+    """Wall and CPU seconds of an ingest's steps, for its result (``IngestResult.stages``): ``lap(step)``
+    ends a step begun where the last one ended. CPU seconds are this process's, all its threads
+    (the parser's child process is not counted)."""
+
+    def __init__(self) -> None:
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+        self.stages: dict[str, dict[str, float]] = {}
+
+    def lap(self, step: str) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        got = self.stages.setdefault(step, {"seconds": 0.0, "cpu_seconds": 0.0})
+        got["seconds"] = round(got["seconds"] + wall - self._wall, 3)
+        got["cpu_seconds"] = round(got["cpu_seconds"] + cpu - self._cpu, 3)
+        self._wall, self._cpu = wall, cpu
+
+
 class ProgressLog:
     """Where one input's ingest is; a background thread writes it to ``stream`` every ``interval_s``."""
 
