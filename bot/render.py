@@ -253,15 +253,12 @@ def render_refusal(answer: Answer, *, searched: Searched, tail: Sequence[Block] 
     named = named_note(answer)
     searched_note = _searched_text(searched) + (f" {escape(named)}" if named else "")
     blocks: list[Block] = [*sections(head), *untrusted_blocks(answer, searched.titles), context(searched_note)]
-    others = answer.nearest
-    if others and others[0].closest:  # the page holding the sentence that came closest leads
+    if answer.nearest:  # the page a reader should open first leads (retrieval.answer.refusals.led_by)
         blocks.append(section("*Not answered here; the nearest page is:*"))
-        blocks.append(nearest_block(others[0], searched.titles))
-        others = others[1:]
-    if others:
-        lead = "*Other nearest passages*" if others is not answer.nearest else "*Nearest passages*"
-        blocks.append(section(f"{lead} (not an answer; look for yourself):"))
-        blocks.extend(nearest_block(n, searched.titles) for n in others)
+        blocks.append(nearest_block(answer.nearest[0], searched.titles))
+    if answer.nearest[1:]:
+        blocks.append(section("*Other nearest passages* (not an answer; look for yourself):"))
+        blocks.extend(nearest_block(n, searched.titles) for n in answer.nearest[1:])
     blocks.append(context(escape(ASK_BETTER)))
     return paginate(blocks, f"No supported answer: {reason}", tail)
 

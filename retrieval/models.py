@@ -76,7 +76,6 @@ class NearestPassage(BaseModel):
     page_label: str | None = None
     url: str | None = None
     snippet: str = ""
-    closest: bool = False  # holds the sentence that came closest to answering (``snippet``); listed first
 
 
 class Turn(BaseModel):

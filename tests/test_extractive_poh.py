@@ -4,7 +4,7 @@ paragraph, a note addressed to AI assistants on page 2 and hidden text on page 3
 Its plain questions were refused: the never-exceed speed sits in a table row whose unit ("KIAS") is
 only in the column header, and "26 U.S. gallons, of which 24 U.S. gallons are usable" was cut after
 "U.S." into two sentences. Now the row is read with its column's header and a dotted abbreviation
-before a lower-case word ends no sentence. A refusal leads with the page whose sentence came closest.
+before a lower-case word ends no sentence. A refusal leads with its nearest page: the best sentence's when the answerer came close.
 The injection is never obeyed or quoted. The small pure pieces are tested first (fast), then the real
 PDF ingested into the test database and asked (the real pipeline).
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from retrieval.answer.answerers.lexical import joined_pairs
-from retrieval.answer.refusals import led_by
+from retrieval.answer.refusals import LEAD_MIN, led_by
 from retrieval.models import NearestPassage
 from retrieval.text.spans import split_sentences
 from retrieval.text.tables import column_headers, under_headers
@@ -51,13 +51,34 @@ def test_two_words_cover_the_compound_a_question_hyphenates() -> None:
     assert "neverexceed" not in joined_pairs("never to exceed")
 
 
-def test_a_refusal_leads_with_the_page_of_the_closest_sentence() -> None:
+def test_a_sentence_that_stops_before_its_command_is_quoted_with_the_command_line() -> None:
+    from retrieval.answer.answerers.extractive.quotable import Candidate, sentences, with_neighbours  # noqa: PLC0415
+    from retrieval.answer.verify import PageText  # noqa: PLC0415
+
+    text = ("To run a script without the prompt, start R in batch mode from a shell. A suitable command is then\n\n"
+            "Rscript Analysis.R\n\nwhich writes the output to the terminal.\n\nBatch Use\n\nMore text follows here.")
+    page = PageText("r.pdf", 3, text)
+    s, e = next((s, e) for s, e in sentences(text) if text[s:e].startswith("A suitable"))
+    quoted = with_neighbours(page, Candidate(0, s, e, text[s:e]), heading="Scripts").text
+    assert quoted.endswith("A suitable command is then\n\nRscript Analysis.R")
+    # the section heading is never taken as the end of a sentence
+    headed = "We describe it below. The options are then\n\nScripts\n\nSome text."
+    s, e = next((s, e) for s, e in sentences(headed) if "options" in headed[s:e])
+    assert "Scripts" not in with_neighbours(PageText("r.pdf", 3, headed), Candidate(0, s, e, headed[s:e]),
+                                            heading="Scripts").text
+
+
+def test_a_refusal_leads_with_the_best_sentences_page_when_the_answerer_came_close() -> None:
     near = [NearestPassage(document="a.pdf", page=p, snippet=f"page {p}") for p in (4, 9, 2)]
     best = NearestPassage(document="a.pdf", page=9, snippet="the closest sentence")
-    led = led_by(near, best)
-    assert [n.page for n in led] == [9, 4, 2] and led[0].closest and led[0].snippet == "the closest sentence"
-    assert [n.page for n in led_by(near, None)] == [4, 9, 2] and not any(n.closest for n in led_by(near, None))
-    elsewhere = led_by(near, NearestPassage(document="b.pdf", page=1, snippet="s"))
+    led = led_by(near, best, LEAD_MIN + 0.1)
+    assert [n.page for n in led] == [9, 4, 2] and led[0].snippet == "the closest sentence"
+    # a weak best sentence says little about where the answer is: retrieval order stays
+    assert [(n.page, n.snippet) for n in led_by(near, best, LEAD_MIN - 0.1)] == [(4, "page 4"), (9, "page 9"), (2, "page 2")]
+    assert [n.page for n in led_by(near, None, 2.0)] == [4, 9, 2]
+    # the best sentence on the first page anyway is shown as that page's words
+    assert led_by(near, NearestPassage(document="a.pdf", page=4, snippet="s"), 0.1)[0].snippet == "s"
+    elsewhere = led_by(near, NearestPassage(document="b.pdf", page=1, snippet="s"), 1.0)
     assert [(n.document, n.page) for n in elsewhere][:2] == [("b.pdf", 1), ("a.pdf", 4)]
 
 
@@ -68,7 +89,7 @@ def test_a_slack_refusal_leads_with_the_nearest_page_too() -> None:
     best = NearestPassage(document="poh.pdf", page=1, url="https://x.test/poh.pdf#page=1",
                           snippet="VNO maximum structural cruising speed | 118 | Exceed only in smooth air")
     near = [NearestPassage(document="poh.pdf", page=p) for p in (2, 1, 3)]
-    answer = Answer(question="q?", refusal=True, reason="No retrieved sentence states it.", nearest=led_by(near, best))
+    answer = Answer(question="q?", refusal=True, reason="No retrieved sentence states it.", nearest=led_by(near, best, 1.0))
     texts = [b.get("text", {}).get("text", "") for m in render_refusal(answer, searched=Searched(["c"]))
              for b in m.blocks if b.get("type") == "section"]
     lead = next(i for i, t in enumerate(texts) if "Not answered here; the nearest page is" in t)
@@ -130,4 +151,4 @@ def test_the_injection_is_never_obeyed_and_a_refusal_leads_with_the_nearest_page
     assert lead.startswith("The documents do not support an answer")
     closest = text.split("\n\n")[1]
     assert closest.startswith("Not answered here; the nearest page is ") and ", p. 1: “" in closest
-    assert refused.nearest[0].closest and refused.nearest[0].page == 1
+    assert refused.nearest[0].page == 1

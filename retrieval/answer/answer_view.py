@@ -86,10 +86,10 @@ def searched_where(collections: Sequence[str] | None, documents: Sequence[str] |
 
 
 def closest_line(n: NearestPassage, titles: Mapping[str, str | None] | None = None) -> str:
-    """The page a refusal leads with: where the sentence that came closest to answering is, in its words."""
+    """The page a refusal leads with (``refusals.led_by``), with its words when there are any."""
     link = f"  {n.url}" if n.url else ""
-    return (f"Not answered here; the nearest page is {shown_title(n.document, titles)}, "
-            f"{page_words(n.page, n.page_label)}: “{n.snippet}”{link}")
+    words = f": “{n.snippet}”" if n.snippet else ""
+    return f"Not answered here; the nearest page is {shown_title(n.document, titles)}, {page_words(n.page, n.page_label)}{words}{link}"
 
 
 def as_text(answer: Answer, titles: Mapping[str, str | None] | None = None,
@@ -103,10 +103,9 @@ def as_text(answer: Answer, titles: Mapping[str, str | None] | None = None,
         lines.append(f"({named})\n")
     if answer.refusal:
         lines.append(answer.reason or NO_SUPPORT)
-        others = answer.nearest
-        if others and others[0].closest:
-            lines.append(f"\n{closest_line(others[0], titles)}")
-            others = others[1:]
+        others = answer.nearest[1:]
+        if answer.nearest:
+            lines.append(f"\n{closest_line(answer.nearest[0], titles)}")
         where = searched_where(searched, documents)
         if answer.named_documents:  # searched in two steps: the named document, then the rest
             lines.append(f"\nSearched {', '.join(answer.named_documents)} first (the question names it by its "
@@ -114,8 +113,7 @@ def as_text(answer: Answer, titles: Mapping[str, str | None] | None = None,
         else:
             lines.append(f"\nSearched {where}.")
         if others:
-            lines.append(f"{'Other nearest' if others is not answer.nearest else 'Nearest'} pages "
-                         "(not an answer; look for yourself):")
+            lines.append("Other nearest pages (not an answer; look for yourself):")
             for n in others:
                 link = f"  {n.url}" if n.url else ""
                 lines.append(f"  - {shown_title(n.document, titles)}, {page_words(n.page, n.page_label)}{link}")

@@ -199,12 +199,12 @@ def _lead_in_continued(text: str, start: int, end: int, heading: str, budget: in
     and bottom borders:") ends once it goes on into what it introduces: the rest of its paragraph
     and the next one (an example line such as "set border 3", a list item), or only the first line of a
     table that follows. Unchanged when what follows is a heading or would pass ``budget`` words."""
-    if not introduces(text[start:end]):
-        return end
     pos = len(text) - len(text[end:].lstrip())  # where what it introduces starts
     if pos >= len(text):
         return end
     first_line = text[pos:].split("\n", 1)[0]
+    if not introduces(text[start:end]):
+        return _sentence_completed(text, start, end, pos, first_line, heading, budget)
     if is_table_row(first_line):
         stop = pos + len(first_line.rstrip())
     else:
@@ -213,6 +213,25 @@ def _lead_in_continued(text: str, start: int, end: int, heading: str, budget: in
         if any(not_prose(line) or is_title(line, heading) for line in text[pos:stop].splitlines() if line.strip()):
             return end
     return end if len(text[start:stop].split()) > budget else stop
+
+
+_STOPS_MID_SENTENCE = re.compile(r"[^\W\d_]\Z")  # ends on a letter: no stop, colon, dash or bracket
+
+
+def _sentence_completed(text: str, start: int, end: int, pos: int, line: str, heading: str, budget: int) -> int:
+    """Where a quote that stops mid-sentence ("A suitable command is then") ends once it takes the line
+    that completes it, set apart on its own ("Rscript Analysis.R", often in a face the page layout
+    reads as a heading): that one line when a blank line or the page's end follows it, it is not the
+    section heading or a contents entry, and the quote stays within ``budget`` words; else ``end``."""
+    quote = text[start:end].rstrip()
+    if not _STOPS_MID_SENTENCE.search(quote) or is_table_row(quote.rsplit("\n", 1)[-1]):
+        return end
+    after = pos + len(line)
+    alone = not text[after:].strip() or text[after:].startswith("\n") and not text[after + 1:].split("\n", 1)[0].strip()
+    if (not line.strip() or not alone or is_title(line, heading) or is_contents_entry(line)
+            or len(text[start:after].split()) > budget):
+        return end
+    return pos + len(line.rstrip())
 
 
 def introduces(quote: str) -> bool:
