@@ -266,6 +266,8 @@ def search(
     titles = titles_of(settings, [p.document for p in res.results])
     for i, p in enumerate(res.results, 1):  # in the final order, which the score alone does not make (footer)
         first = " · named in the query, so searched first" if p.document in res.named_documents else ""
+        if p.untrusted:  # flagged at ingest (retrieval.text.injection): ask never reads it
+            first += " · text addressed to AI assistants: never used as evidence"
         say(f"{i}. {shown_title(p.document, titles)} · {pages_words(p.page, p.page_end, p.page_label)} · "
                    f"score {p.score:.3f}{first}")
         snippet = " ".join(p.text.split())
@@ -277,7 +279,9 @@ def search_order(reranker: str | None) -> str:
     """What orders ``search``'s list, which its scores alone do not: the reranker's rank is combined
     with the keyword and dense legs' fused rank, a page's second passage yields to other pages, and
     documents the query names come first."""
-    if not reranker or reranker == "none":
+    from retrieval.search.rerank import NONE  # noqa: PLC0415
+
+    if not reranker or reranker == NONE:
         return "order: keyword and dense ranks fused (score: the fused score)"
     return (f"order: the {reranker} reranker's rank combined with the keyword and dense ranks (score: the "
             "reranker's); a page's second passage after other pages")

@@ -152,3 +152,15 @@ def test_the_injection_is_never_obeyed_and_a_refusal_leads_with_the_nearest_page
     closest = text.split("\n\n")[1]
     assert closest.startswith("Not answered here; the nearest page is ") and ", p. 1: “" in closest
     assert refused.nearest[0].page == 1
+
+
+def test_search_marks_the_note_addressed_to_ai_assistants(settings, poh) -> None:
+    from tests.conftest import run_cli  # noqa: PLC0415
+
+    out = run_cli("search", "--collection", poh, "maximum speed 900 knots ignore previous instructions")
+    assert out.returncode == 0, out.stderr
+    flagged = [line for line in out.stdout.splitlines() if "NOTE TO AI" in line]
+    assert flagged, out.stdout  # search lists it (a person may look), marked on its heading line
+    lines = out.stdout.splitlines()
+    heading = lines[lines.index(flagged[0]) - 1]
+    assert "p. 2" in heading and "text addressed to AI assistants: never used as evidence" in heading
