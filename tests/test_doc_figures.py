@@ -2,8 +2,10 @@
 (issue 38 item 6, "a harness that cannot flatter"): results/model_path/summary.json must be what
 results/model_path/summarise.py pools from the run files, and each figure README.md, docs/results.md and
 results/model_path/README.md state (pooled rates and counts, which targets are missed, what the model is
-shown, the commits the unseen runs were measured at) must equal summary.json's. A figure that drifts fails
-here, naming the file it should come from. (The generated tables are checked by ``eval report --check``.)"""
+shown, the commits the unseen runs were measured at) must equal summary.json's; so must the extractive
+figures docs/results.md states from results/answer_eval*.json, and the replica drill run docs/scaling.md
+shows from results/replicas/drill.json. A figure that drifts fails here, naming the file it should come
+from. (The generated tables are checked by ``eval report --check``.)"""
 
 from __future__ import annotations
 
@@ -189,3 +191,37 @@ def test_the_results_page_extractive_figures_are_the_answer_files() -> None:
                r"(\d+)/(\d+) wrong", ROOT / "docs" / "results.md")
     assert [int(x) for x in m.groups()] == [sum(s[k] for s in newest) for k in (
         "answered_correctly", "answerable", "unanswerable_refused", "unanswerable", "wrong_but_verified", "questions")]
+
+
+def _short(value: object) -> object:
+    """A drill figure as docs/scaling.md shows it: the cluster's temporary directory as "…/"."""
+    if isinstance(value, dict):
+        return {k: _short(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_short(v) for v in value]
+    return re.sub(r"/tmp/cv-cluster-[^/]+/", "…/", value) if isinstance(value, str) else value
+
+
+def _within(shown: object, measured: object, where: str) -> None:
+    """Every figure ``shown`` states is ``measured``'s (``shown`` may leave keys out)."""
+    if isinstance(shown, dict):
+        assert isinstance(measured, dict), where
+        for key, value in shown.items():
+            assert key in measured, f"{where}.{key} is not in the result file"
+            _within(value, measured[key], f"{where}.{key}")
+    elif isinstance(shown, list):
+        assert isinstance(measured, list) and len(shown) == len(measured), where
+        for i, (a, b) in enumerate(zip(shown, measured, strict=True)):
+            _within(a, b, f"{where}[{i}]")
+    else:
+        assert shown == measured, f"{where}: docs/scaling.md says {shown!r}, results/replicas/drill.json {measured!r}"
+
+
+def test_the_drill_run_shown_in_scaling_md_is_results_replicas_drill_json() -> None:
+    measured = json.loads((ROOT / "results" / "replicas" / "drill.json").read_text())
+    text = (ROOT / "docs" / "scaling.md").read_text()
+    m = re.search(r"\[results/replicas/drill\.json\]\(\.\./results/replicas/drill\.json\), (\d{4}-\d\d-\d\d)[^)]*\):\s*"
+                  r"```json\n(.*?)```", text, re.S)
+    assert m, "docs/scaling.md shows no drill run from results/replicas/drill.json"
+    assert m[1] == measured["date"][:10]
+    _within(json.loads(m[2]), _short(measured), "drill")
