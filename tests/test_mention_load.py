@@ -397,10 +397,10 @@ def run(answerer: str, steady_s: float, model_delay_s: float, extra_env: dict[st
             fake.stop()
         model_calls = len(model.requests) - model_calls_before
     load["end"] = open("/proc/loadavg").read().split()[:3]
-    stages = pipeline_stages(settings, sent, t.latency_s)
 
     calls, threads = snapshot(fake)
     t = tally(sent, deliveries(calls, threads))
+    stages = pipeline_stages(settings, sent, t.latency_s)
     burst_keys = sorted(sent, key=lambda k: sent[k])[:BURST]
     # sent_at and call times are wall-clock (time.time()); the sampler's are monotonic: align on t0
     wall0 = min(sent.values())
