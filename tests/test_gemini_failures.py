@@ -250,6 +250,9 @@ def test_repair_pass_can_succeed(gsettings, fake) -> None:
     a = run(gsettings)
     assert not a.refusal and a.repaired and a.dropped_citations == 1
     assert "900" not in " ".join(c.quote for c in a.citations)
+    repair = fake.requests[1].prompt  # the second call says where the quote parts from the page
+    assert "its words differ from the page here: after “" in repair
+    assert "the page reads “250 knots" in repair and "where the quote reads “900 knots below 10,000”" in repair
 
 
 BAD_QUOTE = "no person may operate an aircraft at 900 knots"

@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from retrieval.answer.misquote import misquote_reason
 from retrieval.models import Citation
 from retrieval.text.tables import CELL_SEP, is_table_row
 from retrieval.text.textnorm import normalize, normalize_with_map
@@ -227,8 +228,7 @@ def verify_claim(claim: Claim, shown: Sequence[PageText]) -> Verdict:
                                            ocr_doubtful=doubtful_in(m.text, p.doubtful)))
     if not same_page:
         return Verdict(claim, None, f"page {claim.page} of {claim.document!r} was not among the passages provided")
-    return Verdict(claim, None, f"the quote does not appear word for word on page {claim.page} of "
-                                f"{claim.document!r}")
+    return Verdict(claim, None, misquote_reason(claim.quote, same_page[0].text, claim.page, claim.document))
 
 
 def verify_claims(claims: Iterable[Claim], shown: Sequence[PageText]) -> Verification:
