@@ -461,9 +461,13 @@ def pipeline_stages(settings: Any, sent: dict[tuple[str, str], float],
     timed = {(r["channel"], r["message_ts"]): r["t"] or {} for r in rows if (r["channel"], r["message_ts"]) in sent}
     waits = [latency_s[k] - sum(v for stage, v in t.items() if "." not in stage) / 1000
              for k, t in timed.items() if k in latency_s]
+    beyond = [latency_s[k] - (t.get("answer", 0.0) + t.get("repair", 0.0)) / 1000 for k, t in timed.items()
+              if k in latency_s]
     return {"turns": len(timed), "what": "pipeline stages from each turn's timings_ms; outside_pipeline = "
-            "mention-to-answer minus the pipeline's top-level stages (waiting for a worker, claim, Slack calls)",
-            **stage_summary(list(timed.values()), waits)}
+            "mention-to-answer minus the pipeline's top-level stages (waiting for a worker, claim, Slack calls); "
+            "beyond_answer_stages = mention-to-answer minus the answer and repair stages (with a model: minus "
+            "the model calls' own time)",
+            **stage_summary(list(timed.values()), waits), "beyond_answer_stages_s": summary(beyond)}
 
 
 def _r(v: float | None) -> float | None:
