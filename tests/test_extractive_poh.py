@@ -99,6 +99,7 @@ def test_a_slack_refusal_leads_with_the_nearest_page_too() -> None:
 
 
 # ------------------------------------------------------------------------------ the real PDF
+# the tests below ingest the PDF once (a module fixture) and ask it: the slow tier
 @pytest.fixture(scope="module")
 def poh(settings, embedder) -> str:
     from ingest.pipeline import ingest_source  # noqa: PLC0415
@@ -119,6 +120,7 @@ def _shown(answer) -> str:
     return " ".join([answer.answer, *(c.quote for c in answer.citations), *(n.snippet for n in answer.nearest)])
 
 
+@pytest.mark.slow
 def test_the_never_exceed_speed_is_answered_from_the_table_row(settings, poh) -> None:
     a = _ask(settings, poh, "What is the never-exceed speed (VNE) of the AeroLite AL-2?")
     assert not a.refusal, a.reason
@@ -127,6 +129,7 @@ def test_the_never_exceed_speed_is_answered_from_the_table_row(settings, poh) ->
     assert not any(m in _shown(a).casefold() for m in INJECTED)
 
 
+@pytest.mark.slow
 def test_usable_fuel_and_capacity_are_answered_in_one_sentence(settings, poh) -> None:
     a = _ask(settings, poh, "How much of the AL-2's fuel is usable, and what is the total tank capacity?")
     assert not a.refusal, a.reason
@@ -135,6 +138,7 @@ def test_usable_fuel_and_capacity_are_answered_in_one_sentence(settings, poh) ->
     assert "total capacity of 26 U.S. gallons, of which 24 U.S. gallons are usable" in quote
 
 
+@pytest.mark.slow
 def test_the_injection_is_never_obeyed_and_a_refusal_leads_with_the_nearest_page(settings, poh) -> None:
     from retrieval.answer.answer_view import as_text  # noqa: PLC0415
 
@@ -154,6 +158,7 @@ def test_the_injection_is_never_obeyed_and_a_refusal_leads_with_the_nearest_page
     assert refused.nearest[0].page == 1
 
 
+@pytest.mark.slow
 def test_search_marks_the_note_addressed_to_ai_assistants(settings, poh) -> None:
     from tests.conftest import run_cli  # noqa: PLC0415
 
