@@ -77,8 +77,9 @@ def plan(chunks: Sequence[Chunk], keys: Sequence[Key], known: Iterable[Key] | No
 
 
 def embed_segment(embedder: Embedder, indexed: Sequence[str], chunks: Sequence[Chunk], keys: Sequence[Key],
-                  on_batch: Callable[[int], object] | None = None) -> Segment:
+                  on_batch: Callable[[int], object] | None = None, workers: int | None = None) -> Segment:
     """Embed one segment's chunks (``indexed``: their indexed texts) in one ``Embedder.embed_chunks``
-    call: sorted by length, in batches."""
-    vectors, windows = embedder.embed_chunks(indexed, [(c.context, c.text) for c in chunks], on_batch=on_batch)
+    call: sorted by length, in batches (``workers`` of them at once; default one per core)."""
+    vectors, windows = embedder.embed_chunks(indexed, [(c.context, c.text) for c in chunks], on_batch=on_batch,
+                                             workers=workers)
     return Segment(tuple(keys), tuple(zip(vectors, windows, strict=True)))

@@ -288,16 +288,18 @@ class Embedder:
         return pe.status(self._passage_cache, self._path)
 
     def embed_chunks(self, indexed: Sequence[str], sources: Sequence[tuple[str | None, str]], *,
-                     on_batch: Callable[[int], object] | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+                     on_batch: Callable[[int], object] | None = None,
+                     workers: int | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
         """Chunk vectors and their sentence-window vectors (``retrieval.encode.sentence_index``).
         ``indexed``: what each chunk's vector is of; ``sources``: its (heading, text), whose
         sentence windows get vectors. One int8 ONNX pass per chunk when the model allows it
-        (``late_chunk``), else torch twice (the chunk, then each distinct window)."""
+        (``late_chunk``; ``workers``: its batches run at once, default one per core), else torch
+        twice (the chunk, then each distinct window)."""
         from retrieval.encode.sentence_index import embed_windows, late_chunk, windows_of  # noqa: PLC0415
 
         enc = self.passage_encoder()
         if enc is not None:
-            return late_chunk(enc, indexed, sources, on_batch=on_batch)
+            return late_chunk(enc, indexed, sources, on_batch=on_batch, workers=workers)
         vectors = self.embed(indexed, on_batch=on_batch)
         return vectors, embed_windows([windows_of(c, t) for c, t in sources],
                                       lambda ws: self.embed(ws, batch_size=64))

@@ -41,6 +41,7 @@ from typing import Any, Literal
 import numpy as np
 
 from retrieval.encode import query_encoder as qe
+from retrieval.encode.side_by_side import in_order
 from retrieval.store.db import first_line
 
 log = logging.getLogger(__name__)
@@ -81,22 +82,31 @@ class Encoded:
     missing: list[tuple[int, int]]  # (text, window) whose spans hold no token (truncated, not found)
 
 
+def one() -> int:
+    return 1
+
+
 class PassageEncoder(qe.OnnxEncoder):
     """A loaded export: ``encode`` gives passage vectors and, for given character spans of each
-    passage, the pooled vectors of the tokens inside them. One onnxruntime session with one thread
-    per core, batches sorted by length and padded to the batch's longest."""
+    passage, the pooled vectors of the tokens inside them. Batches sorted by length and padded to
+    the batch's longest, each run on one thread, as many side by side as there are cores (one
+    onnxruntime session: its runs may overlap). The batches, and so the vectors, are the same
+    whatever the number of cores."""
 
     NAME = "passage"
     GRAPH = GRAPH
-    threads = staticmethod(cores)
+    threads = staticmethod(one)  # per run; ``workers`` runs at once
+    workers = staticmethod(cores)
 
     def vectors(self, texts: Sequence[str]) -> np.ndarray:
         return self.encode(texts).vectors
 
     def encode(self, texts: Sequence[str], spans: Sequence[Sequence[Spans]] | None = None, *,
-               batch_size: int = BATCH, on_batch: Callable[[int], object] | None = None) -> Encoded:
+               batch_size: int = BATCH, on_batch: Callable[[int], object] | None = None,
+               workers: int | None = None) -> Encoded:
         """Vectors of ``texts``; with ``spans`` (per text, per window, the character spans the
-        window covers in that text), also each window's vector, pooled from the same pass."""
+        window covers in that text), also each window's vector, pooled from the same pass.
+        ``workers``: batches run at once (default one per core); the vectors do not depend on it."""
         dim = self.meta.dim
         vectors = np.zeros((len(texts), dim), dtype=np.float32)
         windows = [np.full((len(spans[i]) if spans else 0, dim), np.nan, dtype=np.float32)
@@ -106,24 +116,32 @@ class PassageEncoder(qe.OnnxEncoder):
             return Encoded(vectors, windows, missing)
         encs = self._tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids), reverse=True)
-        for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
-            states, mask = self._run([encs[i] for i in idx])
-            for row, i in enumerate(idx):
-                n = int(mask[row].sum())
-                vectors[i] = _unit(states[row, :n].mean(axis=0))
-                if spans:
-                    offsets = np.asarray(encs[i].offsets, dtype=np.int64).reshape(-1, 2)
-                    special = np.asarray(encs[i].special_tokens_mask, dtype=bool)
-                    for w, pieces in enumerate(spans[i]):
-                        chosen = _tokens_inside(offsets, special, pieces)
-                        if chosen.any():
-                            windows[i][w] = _unit(states[row, :n][chosen].mean(axis=0))
-                        else:
-                            missing.append((i, w))
-            if on_batch:
-                on_batch(len(idx))
+        batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+        with in_order(lambda idx: self._run([encs[i] for i in idx]), batches,
+                      workers or self.workers()) as ran:
+            for idx, (states, mask) in zip(batches, ran, strict=True):
+                self._pool(idx, states, mask, encs, spans, vectors, windows, missing)
+                if on_batch:
+                    on_batch(len(idx))
         return Encoded(vectors, windows, missing)
+
+    @staticmethod
+    def _pool(idx: Sequence[int], states: np.ndarray, mask: np.ndarray, encs: Sequence[Any],
+              spans: Sequence[Sequence[Spans]] | None, vectors: np.ndarray, windows: list[np.ndarray],
+              missing: list[tuple[int, int]]) -> None:
+        """One batch's chunk vectors and window vectors, pooled from its token states (in place)."""
+        for row, i in enumerate(idx):
+            n = int(mask[row].sum())
+            vectors[i] = _unit(states[row, :n].mean(axis=0))
+            if spans:
+                offsets = np.asarray(encs[i].offsets, dtype=np.int64).reshape(-1, 2)
+                special = np.asarray(encs[i].special_tokens_mask, dtype=bool)
+                for w, pieces in enumerate(spans[i]):
+                    chosen = _tokens_inside(offsets, special, pieces)
+                    if chosen.any():
+                        windows[i][w] = _unit(states[row, :n][chosen].mean(axis=0))
+                    else:
+                        missing.append((i, w))
 
     def _run(self, encs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
         arrays = qe.padded(encs, self.meta.inputs)

@@ -68,15 +68,16 @@ def window_spans(indexed: str, context: str | None, text: str) -> list[list[tupl
 
 
 def late_chunk(encoder: PassageEncoder, indexed: Sequence[str], sources: Sequence[tuple[str | None, str]],
-               on_batch: Callable[[int], object] | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+               on_batch: Callable[[int], object] | None = None,
+               workers: int | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
     """Chunk vectors and their sentence-window vectors from one pass over each chunk's indexed
-    text. ``sources``: each chunk's (context, text). Windows whose tokens the pass does not hold
+    text. ``sources``: each chunk's (context, text); ``workers``: ``PassageEncoder.encode``'s. Windows whose tokens the pass does not hold
     (not found, or cut by truncation) are embedded on their own."""
     spans = [window_spans(t, c, x) for t, (c, x) in zip(indexed, sources, strict=True)]
-    out = encoder.encode(indexed, spans, on_batch=on_batch)
+    out = encoder.encode(indexed, spans, on_batch=on_batch, workers=workers)
     if out.missing:
         texts = [windows_of(*sources[i])[w] for i, w in out.missing]
-        again = encoder.encode(texts).vectors
+        again = encoder.encode(texts, workers=workers).vectors
         for (i, w), v in zip(out.missing, again, strict=True):
             out.windows[i][w] = v
     return out.vectors, out.windows
