@@ -214,6 +214,7 @@ def test_the_readme_shows_both_answer_paths_pooled_by_where_the_replies_came_fro
 
 # --- the question sets ---------------------------------------------------------------------------
 
+@pytest.mark.slow  # re-reads every question set's PDFs: ~30 s
 def test_every_question_set_checks_out_against_its_pdfs() -> None:
     """Gold pages exist, evidence and answer spans are on them, unanswerables' terms are absent."""
     res = subprocess.run([sys.executable, str(ROOT / "tests" / "corpus" / "check_questions.py")],

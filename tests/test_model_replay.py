@@ -122,6 +122,7 @@ def test_a_follow_up_is_rewritten_by_the_model(settings, dev_corpus, replay_at) 
     assert "20 minutes" in " ".join(a.citations[0].quote.split())
 
 
+@pytest.mark.slow  # ingests a tainted handbook: ~30 s
 def test_text_addressed_to_ai_assistants_is_never_sent_or_quoted(settings, replay_at, tmp_path) -> None:
     from tests.pdfgen import aircraft_manual_pdf  # noqa: PLC0415
 
