@@ -408,7 +408,11 @@ class SlackSettings(Section):
         "with several (OAuth), and 'slack-<team id>' kept when a one-token bot's documents are already there.")
     ping_interval_s: float = Field(
         default=2.0, gt=0, description="Socket Mode ping interval; a dead socket is noticed after ~4 missed pongs.")
-    workers: int = Field(default=4, ge=1, description="Questions answered at the same time.")
+    workers: int = Field(default=4, ge=1, description="Questions answered at the same time. With a model answerer a "
+                         "worker is held for the model's time: for R mentions a second and a model taking T seconds, "
+                         "set at least R × T × 1.5 workers and as many model slots (CHAPTERVERSE_MODEL_CONCURRENCY): "
+                         "at 2 a second and 2 s a call, 4 and 4 queued mentions for 12 s, 12 and 12 answered in "
+                         "p95 3.2 s (results/speed/mentions_load.md).")
     allow_private_urls: bool = Field(
         default=False, description="Let `/chapterverse ingest <url>` fetch URLs whose host is a private, loopback, "
         "link-local or otherwise non-public address (off: such URLs are refused).")
