@@ -172,7 +172,7 @@ def test_refusal_names_search_and_nearest_passages(fake: FakeSlack, bot: BotProc
     text = text_of(wait_reply(fake, ch, ts))
     assert "could not find a supported answer" in text
     assert "Searched 3 documents in `dev`" in text
-    assert "Nearest passages" in text
+    assert "Not answered here; the nearest page is" in text and "Other nearest passages" in text
     assert not quote_links(wait_reply(fake, ch, ts))
 
 
