@@ -14,12 +14,8 @@ The last tests go through the real model answerer: the real ``openai`` client ag
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from pydantic import SecretStr
 
-from retrieval.answer.answerers.model import openai_compat, structured
 from retrieval.answer.answerers.model.support import list_markers, unsupported
 from retrieval.answer.ask import ask
 from tests import fake_openai as fo
@@ -120,19 +116,8 @@ def test_list_markers_count_from_one() -> None:
 NEEDLE = "indicated airspeed of more than 250 knots (288 m.p.h.)"
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[fo.FakeOpenAI]:
-    with fo.running() as server:
-        yield server
-    openai_compat.close_clients()
-
-
-@pytest.fixture()
-def osettings(settings, dev_corpus, fake, monkeypatch):
-    monkeypatch.setattr(structured, "BACKOFF_BASE_S", 0.2)
-    return settings.but(answer={"answerer": "openai", "gemini_api_key": None, "openai_base_url": fake.base_url,
-                                "openai_api_key": SecretStr(fake.api_key), "openai_model": "local-test-model",
-                                "openai_timeout_s": 2.0, "openai_retry_budget_s": 6.0})
+# the fake OpenAI-compatible server and settings pointing the real client at it: test_openai_failures'
+from tests.test_openai_failures import fake, osettings  # noqa: E402,F401  (pytest fixtures)
 
 
 def answered_with(osettings, fake: fo.FakeOpenAI, text: str):
