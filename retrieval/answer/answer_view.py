@@ -85,7 +85,7 @@ def searched_where(collections: Sequence[str] | None, documents: Sequence[str] |
     return where
 
 
-def closest_line(n: NearestPassage, titles: Mapping[str, str | None] | None = None) -> str:
+def lead_line(n: NearestPassage, titles: Mapping[str, str | None] | None = None) -> str:
     """The page a refusal leads with (``refusals.led_by``), with its words when there are any."""
     link = f"  {n.url}" if n.url else ""
     words = f": “{n.snippet}”" if n.snippet else ""
@@ -105,7 +105,7 @@ def as_text(answer: Answer, titles: Mapping[str, str | None] | None = None,
         lines.append(answer.reason or NO_SUPPORT)
         others = answer.nearest[1:]
         if answer.nearest:
-            lines.append(f"\n{closest_line(answer.nearest[0], titles)}")
+            lines.append(f"\n{lead_line(answer.nearest[0], titles)}")
         where = searched_where(searched, documents)
         if answer.named_documents:  # searched in two steps: the named document, then the rest
             lines.append(f"\nSearched {', '.join(answer.named_documents)} first (the question names it by its "

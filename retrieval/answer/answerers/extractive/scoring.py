@@ -154,7 +154,7 @@ def with_units(c: Candidate, shown: Sequence[PageText]) -> str:
     """A candidate as read for the kind of quantity it states: a table row with each value followed by
     its column's header ("149 KIAS" for "149" under "KIAS"), other text as it is."""
     page = shown[c.slice_index].text
-    return under_headers(c.text, column_headers(page, c.start)) if c.start < len(page) else c.text
+    return under_headers(c.text, column_headers(page, c.start))
 
 
 def under_heading(s: Scored, shown: Sequence[PageText], headings: Mapping[str, str]) -> str:
