@@ -373,9 +373,9 @@ class AnswerSettings(Section):
         default=90.0, gt=0, description="Total time retries (429/5xx/timeouts, honouring Retry-After) may take.")
     model_context_chars: int = Field(
         default=40_000, ge=2_000, description="Most characters of passage text sent to a model per request "
-        "(about 4 per token): pages are added in the order they were retrieved until the next would pass it. "
-        "The default holds every page of the measured sets (at most 38,545 characters); lower it for a local "
-        "server with a small context window (e.g. 20000 for Ollama with num_ctx 8192).")
+        "(about 4 per token): the pages of the best 16 passages are added in the order they were retrieved "
+        "until the next would pass it (the default is about 10,000 tokens); lower it for a local server with a small context window (e.g. 20000 for Ollama with "
+        "num_ctx 8192).")
     model_concurrency: int = Field(
         default=4, ge=1, description="Model-provider requests (Gemini or another answerer service) in flight at "
         "once in one process, shared by all answer workers; a call that waits longer than its retry budget "

@@ -354,9 +354,9 @@ def test_passages_addressed_to_ai_readers_do_not_take_the_answerers_places(setti
 
     asked: list[int] = []
 
-    def with_decoys(s, q, k, collections, documents=None):
+    def with_decoys(s, q, k, collections, documents=None, depth=None):
         asked.append(k)
-        real = search(s, q, k=k, collections=collections, documents=documents)
+        real = search(s, q, k=k, collections=collections, documents=documents, depth=depth)
         decoys = [p.model_copy(update={"untrusted": True, "chunk_id": -1 - i}) for i, p in enumerate(real.results[:3])]
         return real.model_copy(update={"results": decoys + real.results[:k - len(decoys)]})
 

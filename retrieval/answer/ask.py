@@ -141,11 +141,12 @@ def _ask(settings: Settings, question: str, history: Sequence[Turn], collections
             if search_fn is None:
                 from retrieval.search.search import search as search_fn  # noqa: PLC0415
             wanted_k = answerer.passages_wanted
-            found = search_fn(settings, standalone, k=wanted_k, collections=collections, documents=documents)
+            found = search_fn(settings, standalone, k=wanted_k, collections=collections, documents=documents,
+                              depth=answerer.leg_depth)
             flagged = sum(1 for p in found.results if p.untrusted)
             if flagged:  # text addressed to AI readers is set aside below: it must not take the answerer's places
                 found = search_fn(settings, standalone, k=wanted_k + flagged, collections=collections,
-                                  documents=documents)
+                                  documents=documents, depth=answerer.leg_depth)
         result.reranker = found.reranker
         result.named_documents = list(found.named_documents)
         result.models["reranker"] = found.reranker

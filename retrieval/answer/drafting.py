@@ -51,6 +51,7 @@ class Drafting:
     name = ""
     model = ""
     passages_wanted = 0
+    leg_depth: int | None = None
     verbatim = False
     calls = 0  # model calls made
 

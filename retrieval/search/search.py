@@ -286,14 +286,21 @@ def named_in(settings: Settings, query: str, scope: Scope) -> list[str]:
     return named_documents(cues, shares)
 
 
-def default_config(settings: Settings) -> SearchConfig:
-    return SearchConfig(reranker=settings.search.reranker)
+def default_config(settings: Settings, depth: int | None = None) -> SearchConfig:
+    """The defaults plus the reranker named in ``settings``; ``depth``: candidates per leg when more than
+    the default's are wanted (then half as many again are fetched after fusion)."""
+    cfg = SearchConfig(reranker=settings.search.reranker)
+    if depth is not None and depth > cfg.depth:
+        cfg = cfg.model_copy(update={"depth": depth, "fetch_depth": max(cfg.fetch_depth, depth + depth // 2)})
+    return cfg
 
 
 def search(settings: Settings, query: str, k: int = 5, collections: Sequence[str] | None = None,
-           documents: Sequence[str] | None = None) -> SearchResult:
-    """The top ``k`` passages for ``query``, optionally only from some collections / documents."""
+           documents: Sequence[str] | None = None, depth: int | None = None) -> SearchResult:
+    """The top ``k`` passages for ``query``, optionally only from some collections / documents.
+    ``depth``: candidates each leg fetches before fusion, when more than ``SearchConfig.depth`` are
+    wanted (an answerer reading many passages asks for a deeper pool than it reads)."""
     if k < 1:
         raise ValueError("k must be at least 1")
     scope = Scope.of(collections, documents)  # read on a standby or the primary (retrieval.store.replicas)
-    return replicas.read(settings, collections, lambda s: search_with(s, query, k, scope, default_config(s)))
+    return replicas.read(settings, collections, lambda s: search_with(s, query, k, scope, default_config(s, depth)))

@@ -101,6 +101,7 @@ class Answerer(Protocol):
     name: str  # as registered (``registry.REGISTRY``) and reported in ``Answer.answerer``
     model: str  # what ran ("" when no model)
     passages_wanted: int  # how many ranked passages it reads
+    leg_depth: int | None  # candidates each search leg fetches for it (None: the search's default)
 
     def respond(self, retrieved: Retrieved, clock: Clock, result: Answer) -> Response | None:
         """Draft, verify, repair once and settle (``drafting.Drafting``); None when it failed (the

@@ -24,6 +24,7 @@ class Fallback:
         self.name = primary.name
         self.model = primary.model
         self.passages_wanted = primary.passages_wanted  # a model reads more passages than the extractive answerer
+        self.leg_depth = primary.leg_depth
 
     def respond(self, retrieved: Retrieved, clock: Clock, result: Answer) -> Response | None:
         response = self.primary.respond(retrieved, clock, result)

@@ -132,7 +132,9 @@ class ClientCache(Generic[C]):
                 log.debug("closing a %s client failed", self.name, exc_info=True)
 
 
-MODEL_PASSAGES = 12  # ranked passages a model reads (their pages shown whole or widened: retrieval.answer.context)
+MODEL_PASSAGES = 16  # ranked passages a model reads (their pages shown whole or widened: retrieval.answer.context),
+# pages added in rank order until Settings.answer.model_context_chars
+MODEL_LEG_DEPTH = 2 * MODEL_PASSAGES  # candidates each search leg fetches for it: a pool twice what it reads
 
 
 class StructuredAnswerer(Drafting):
@@ -141,6 +143,7 @@ class StructuredAnswerer(Drafting):
 
     provider = ""
     passages_wanted = MODEL_PASSAGES
+    leg_depth = MODEL_LEG_DEPTH
 
     def __init__(self, settings: Settings, profile: Profile, model: str, budget_s: float,
                  server_delay: Callable[[BaseException], float | None]) -> None:
