@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 # Bump when extraction or chunking changes: documents indexed by an older pipeline are re-indexed
 # when ingested again, instead of being skipped as unchanged.
-PIPELINE_VERSION = "2026-12-06.2"  # 12-06.2: text under 3 pt hidden, page labels cleaned and capped at 32 characters (issue 39); 12-06.1: pages without usable text read by OCR (ingest.reading); 12-05.1: no sentence (so no chunk) ends after an abbreviation before a digit ("(p. 181)"); .4 (12-04.1): chunk and sentence vectors from one int8 ONNX pass (retrieval.encode.passage_encoder); .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
+PIPELINE_VERSION = "2026-12-06.3"  # 12-06.3: a row continuing a table may hold one cell of up to 16 words (retrieval.text.tables.RUN_CELL_WORDS); 12-06.2: text under 3 pt hidden, page labels cleaned and capped at 32 characters (issue 39); 12-06.1: pages without usable text read by OCR (ingest.reading); 12-05.1: no sentence (so no chunk) ends after an abbreviation before a digit ("(p. 181)"); .4 (12-04.1): chunk and sentence vectors from one int8 ONNX pass (retrieval.encode.passage_encoder); .1: identifier terms, lexeme counts and sentence vectors at ingest; .2: table rows, prompt-injection flags; .3: one-word section titles set larger than the body text
 # (Embedding by segments of 256 pages, ingest.passages, is not a new version: a document of up to 256 pages
 # is embedded bit for bit as before; a longer one differs only in which chunks share a batch.)
 

@@ -5,6 +5,7 @@ Its plain questions were refused: the never-exceed speed sits in a table row who
 only in the column header, and "26 U.S. gallons, of which 24 U.S. gallons are usable" was cut after
 "U.S." into two sentences. Now the row is read with its column's header and a dotted abbreviation
 before a lower-case word ends no sentence. A refusal leads with its nearest page: the best sentence's when the answerer came close.
+A row may hold one longer remarks cell when it continues a table (the maneuvering-speed row), so the rows after it stay rows.
 The injection is never obeyed or quoted. The small pure pieces are tested first (fast), then the real
 PDF ingested into the test database and asked (the real pipeline).
 """
@@ -146,16 +147,28 @@ def test_the_injection_is_never_obeyed_and_a_refusal_leads_with_the_nearest_page
         a = _ask(settings, poh, q)
         assert not any(m in _shown(a).casefold() for m in INJECTED), _shown(a)
         assert any(n.page == 2 for n in a.untrusted)  # the reply says the document holds such text
-    refused = _ask(settings, poh, "What is the maximum flap extended speed?")
-    if not refused.refusal:  # answered from the right row is fine too; the refusal shape is checked below
-        assert "85" in refused.citations[0].quote
+    refused = _ask(settings, poh, "What fuel grade does the AL-2 use?")
+    if not refused.refusal:  # answered from the right sentence is fine too; the refusal shape is checked below
+        assert "100LL" in refused.citations[0].quote
         return
     text = as_text(refused)
     lead = next(line for line in text.splitlines() if line.strip())
     assert lead.startswith("The documents do not support an answer")
     closest = text.split("\n\n")[1]
-    assert closest.startswith("Not answered here; the nearest page is ") and ", p. 1: “" in closest
-    assert refused.nearest[0].page == 1
+    assert closest.startswith("Not answered here; the nearest page is ") and ", p. 3: “" in closest
+    assert refused.nearest[0].page == 3 and "100LL" in closest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("question", "row"), [
+    ("What is the maneuvering speed at 1,600 lb?", "VA maneuvering speed at 1,600 lb | 97 |"),
+    ("What is the maximum flap extended speed?", "VFE maximum flap extended speed | 85 |")])
+def test_the_rows_after_a_long_remarks_cell_are_answered(settings, poh, question, row) -> None:
+    """VA's remarks cell is 11 words: its row, and VFE's after it, were not stored as rows, so both were refused."""
+    a = _ask(settings, poh, question)
+    assert not a.refusal, a.reason
+    assert a.citations[0].page == 1 and " ".join(a.citations[0].quote.split()).startswith(row.replace(" |", ""))
+    assert row in a.answer
 
 
 @pytest.mark.slow

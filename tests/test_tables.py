@@ -45,6 +45,29 @@ def test_two_aligned_lines_and_two_column_prose_are_not_tables() -> None:
     assert find_tables(grid(prose, [72, 320])) == []
 
 
+def test_a_row_continuing_a_table_may_hold_one_longer_remarks_cell() -> None:
+    """The POH's maneuvering-speed row has an 11-word remarks cell: it stays a row of the table above it
+    (it was cut off, and the flap row after it with it), but a band standing alone with such a cell is no
+    row, and a row whose longer cell spoils the table is left out rather than taking the table with it."""
+    head = [["Airspeed", "KIAS", "Remarks"], ["VNE never exceed", "149", "Do not exceed"],
+            ["VNO cruising", "118", "Smooth air only"]]
+    long = ["VA maneuvering speed", "97", "Do not make full or abrupt control movements above this speed"]
+    lines = grid([*head, long, ["VFE flaps", "85", "Flaps extended only"]], [72, 250, 300])
+    rows = [r for t in find_tables(lines) for r in t.row_texts(lines)]
+    assert "VA maneuvering speed | 97 | Do not make full or abrupt control movements above this speed" in rows
+    assert "VFE flaps | 85 | Flaps extended only" in rows and len(rows) == 5
+    alone = grid([long, ["VFE flaps", "85", "Flaps extended only"], ["VX", "62", "Best angle"]], [72, 250, 300])
+    assert find_tables(alone) == [] or all(  # a long cell does not start a table
+        "VA maneuvering" not in r for t in find_tables(alone) for r in t.row_texts(alone))
+    two_long = ["VA maneuvering", "97 and more words than any cell of a row should have in a table", long[2]]
+    assert find_tables(grid([*head, two_long], [72, 250, 300]))[0].rows.__len__() == 3  # two long cells: no row
+    # the VA row set 60 points below the rows above (their gaps are 20): with it the rows are unevenly spaced
+    spoiler = grid(head, [72, 250, 300]) + grid([long, ["VFE flaps", "85", "Flaps extended only"]],
+                                                [72, 250, 300], top=100 + 2 * 20 + 60)
+    kept = [r for t in find_tables(spoiler) for r in t.row_texts(spoiler)]
+    assert "Airspeed | KIAS | Remarks" in kept and not any(r.startswith("VA ") for r in kept)
+
+
 def test_generated_limitations_table_rows_are_lines_of_the_page_text(tmp_path: Path) -> None:
     with pymupdf.open(aircraft_manual_pdf(tmp_path / "skylark.pdf")) as doc:
         page = extract(doc)[0]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 CELL_SEP = " | "
 MAX_CELL_WORDS = 8  # a table cell is short; a line of running prose usually is not
+RUN_CELL_WORDS = 16  # a row that continues a table already found may hold one longer cell (a remarks column)
 MIN_ROWS = 3  # header + two rows: two aligned lines alone are too weak a sign
 MIN_GAP = 6.0  # points of white space between neighbouring cells
 ALIGN = 4.0  # points: cells of one column start (or end) within this of each other
@@ -81,11 +82,18 @@ def bands(lines: Sequence[Line]) -> list[list[int]]:
     return [sorted(b, key=lambda i: lines[i].x0) for b in out]
 
 
-def is_row(band: Sequence[int], lines: Sequence[Line]) -> bool:
+def is_row(band: Sequence[int], lines: Sequence[Line], continues: bool = False) -> bool:
+    """A band of two or more short cells with clear gaps between them. ``continues``: the band would
+    extend a run of ``MIN_ROWS`` rows already aligned, so one of its cells may be up to
+    ``RUN_CELL_WORDS`` words ("VA | maneuvering speed | 97 | Do not make full or abrupt control
+    movements above this speed"); a band standing alone keeps the short-cell rule."""
     if len(band) < 2:
         return False
     cells = [lines[i] for i in band]
-    if any(len(c.text.split()) > MAX_CELL_WORDS or not c.text.strip() for c in cells):
+    words = sorted(len(c.text.split()) for c in cells)
+    if not all(c.text.strip() for c in cells) or words[-1] > (RUN_CELL_WORDS if continues else MAX_CELL_WORDS):
+        return False
+    if len(words) > 1 and words[-2] > MAX_CELL_WORDS:
         return False
     return all(b.x0 - a.x1 >= MIN_GAP for a, b in zip(cells, cells[1:]))
 
@@ -119,25 +127,42 @@ def _regular(rows: Sequence[Sequence[int]], lines: Sequence[Line]) -> bool:
     return len(gaps) < 1 or max(gaps) <= SPACING * max(min(gaps), 1.0)
 
 
+def _table(run: Sequence[Sequence[int]], lines: Sequence[Line]) -> Table | None:
+    rows = run if _regular(run, lines) else run[1:]  # a header far above the rows is no header
+    if len(rows) >= MIN_ROWS and _regular(rows, lines) and not any(
+            prose_column([lines[row[c]] for row in rows]) for c in range(len(rows[0]))):
+        return Table(tuple(tuple(r) for r in rows))
+    return None
+
+
+def _tables(run: Sequence[Sequence[int]], longer: Sequence[int], lines: Sequence[Line]) -> list[Table]:
+    """The table a run of rows makes; when rows admitted with a longer cell (``longer``: their indices)
+    spoil it (uneven spacing, a column reading as prose), the rows before the first of them and
+    those after it are tried on their own, as if it had not been admitted."""
+    found = _table(run, lines)
+    if found is not None or not longer:
+        return [found] if found is not None else []
+    first = longer[0]
+    return _tables(run[:first], [], lines) + _tables(run[first + 1:], [i - first - 1 for i in longer[1:]], lines)
+
+
 def find_tables(lines: Sequence[Line]) -> list[Table]:
     """Runs of at least ``MIN_ROWS`` consecutive, aligned row bands whose columns are not running text."""
     tables: list[Table] = []
     run: list[list[int]] = []
-
-    def close() -> None:
-        rows = run if _regular(run, lines) else run[1:]  # a header far above the rows is no header
-        if len(rows) >= MIN_ROWS and _regular(rows, lines) and not any(
-                prose_column([lines[row[c]] for row in rows]) for c in range(len(rows[0]))):
-            tables.append(Table(tuple(tuple(r) for r in rows)))
-
+    longer: list[int] = []  # rows of the run admitted only with a longer cell (is_row(continues=True))
     for band in bands(lines):
-        if is_row(band, lines) and (not run or _aligned(run[-1], band, lines)):
+        aligned = bool(run) and _aligned(run[-1], band, lines)
+        if is_row(band, lines) and (not run or aligned):
             run.append(band)
             continue
-        close()
-        run = [band] if is_row(band, lines) else []
-    close()
-    return tables
+        if aligned and len(run) >= MIN_ROWS and is_row(band, lines, continues=True):
+            longer.append(len(run))
+            run.append(band)
+            continue
+        tables += _tables(run, longer, lines)
+        run, longer = ([band] if is_row(band, lines) else []), []
+    return tables + _tables(run, longer, lines)
 
 
 def is_table_row(text: str) -> bool:
