@@ -123,6 +123,48 @@ def test_the_pooled_tables_of_the_model_path_readme_are_summary_json(first_cell:
     assert not_met == expected, f"{readme}: {not_met} targets missed {missed}, the text says {expected}"
 
 
+def test_the_third_runs_table_and_figures_are_summary_json() -> None:
+    """unseen 15–16 were run with the support check off and the extractive path only (prereg_round3.txt)."""
+    readme = MODEL_PATH / "README.md"
+    header, *rows = _table(readme, "unseen 15–16 pooled")
+    figures = SUMMARY["unseen_15_to_16_pooled"]
+    default = figures["check_off"]
+    stated = re.search(r"\((\d+) answerable, (\d+) near misses\)", header[0])
+    assert stated and (int(stated[1]), int(stated[2])) == (default["answerable"], default["unanswerable"]), header[0]
+    for label, target, *cells in rows:
+        rate_key, count_key, of_key = next(v for k, v in ROWS.items() if label.startswith(k))
+        for variant, cell in zip(("extractive", "check_off"), cells, strict=True):
+            m = figures[variant]
+            where = f"{readme.relative_to(ROOT)} unseen 15–16 / {label} / {variant}: {cell!r} against {SUMMARY_FILE.name}"
+            if variant == "extractive" and rate_key in MODEL_ONLY:
+                assert cell == "–", where
+                continue
+            value = m["rates"][rate_key] if rate_key else m[count_key]
+            assert cell.strip("*").split()[0].strip("*") == (f"{value:.3f}" if rate_key else str(value)), where
+            fraction = re.search(r"\((\d+)/(\d+)\)", cell)
+            if fraction:
+                count = m["answered"] - m["answer_text_withheld"] if count_key == "answer_text_shown" else m[count_key]
+                assert (int(fraction[1]), int(fraction[2])) == (count, m[of_key]), where
+            if variant == "check_off" and target != "–":
+                met = value == 1.0 if target == "all" else _met(target, value)
+                assert ("not met" in cell) == (not met), f"{where}: the target {target} is {'' if met else 'not '}met"
+    shown = SUMMARY["unseen_15_to_16_text_shown_of_right_first"]
+    m = _found(r"Answer text shown where the first quote is right\*\* \(issue 38's measure\): (\d+) of (\d+)", readme)
+    assert (int(m[1]), int(m[2])) == (shown["text_shown"], shown["right_first"])
+    firsts = {v: [sum(bool(r.get("first_page_holds_answer")) for r in _rows(s, v) if r["answerable"])
+                  for s in ("unseen15", "unseen16")] for v in ("check_off", "extractive")}
+    m = _found(r"first page shown\*\* \(a quote's, or a refusal's nearest page\): model (\d+)/60 \([\d.]+\), "
+               r"extractive (\d+)/60", readme)
+    assert (int(m[1]), int(m[2])) == (sum(firsts["check_off"]), sum(firsts["extractive"]))
+    k16 = SUMMARY["shown_chars"]["model_view_k16"]
+    m = _found(r"p50 ([\d,]+) characters of passage text a question \(p90 ([\d,]+); max ([\d,]+)", readme)
+    assert [_int(x) for x in m.groups()] == [k16["p50"], k16["p90"], k16["max"]]
+
+
+def _rows(s: str, variant: str) -> list[dict]:
+    return json.loads((MODEL_PATH / f"{s}_{variant}.json").read_text())["per_question"]
+
+
 def test_what_the_model_is_shown_is_summary_json_shown_chars() -> None:
     shown = SUMMARY["shown_chars"]
     before, after = shown["before_extractive_view_k8"], shown["after_model_view_k12"]
@@ -157,23 +199,29 @@ def test_the_readme_opening_figures_are_the_unseen_11_and_12_files() -> None:
 
 def test_the_results_page_names_where_the_unseen_model_path_figures_were_measured() -> None:
     measured = SUMMARY["measured"]
+    results_page = ROOT / "docs" / "results.md"
     m = _found(r"recorded on (\d+) Dec and measured at older commits, each with uncommitted changes: "
-               r"unseen 9–12 at `(\w+)`, unseen 13–14 at `(\w+)` \(the dev sets at `(\w+)` and `(\w+)`",
-               ROOT / "docs" / "results.md")
-    groups = [("unseen9", "unseen10", "unseen11", "unseen12"), ("unseen13", "unseen14"), ("faa_dev",), ("manuals_dev",)]
+               r"unseen 9–12 at `(\w+)`, unseen 13–14 at `(\w+)`", results_page)
+    groups = [("unseen9", "unseen10", "unseen11", "unseen12"), ("unseen13", "unseen14")]
     for named, sets in zip(m.groups()[1:], groups, strict=True):
         assert {c for s in sets for c in measured[s]["commits"]} == {named}, f"docs/results.md names {named} for {sets}"
         assert all(measured[s]["uncommitted_changes"] for s in sets)
-    unseen_dates = {d[8:10] for s in measured if s.startswith("unseen") for d in measured[s]["dates"]}
-    assert unseen_dates == {m[1].zfill(2)}
+    assert {d[8:10] for sets in groups for s in sets for d in measured[s]["dates"]} == {m[1].zfill(2)}
+    later = ("unseen15", "unseen16", "faa_dev", "manuals_dev")
+    m = _found(r"Unseen 15–16 and the dev sets were measured on (\d+) Dec at `(\w+)`", results_page)
+    assert {c for s in later for c in measured[s]["commits"]} == {m[2]}, f"docs/results.md names {m[2]} for {later}"
+    assert {d[8:10] for s in later for d in measured[s]["dates"]} == {m[1].zfill(2)}
 
 
 def test_no_unseen_recording_carries_the_instructions_it_was_written_under() -> None:
     """docs/results.md says a replay at HEAD counts every unseen recording as recorded without instructions."""
     assert "none of those recordings carries the hash of the instructions" in _flat(ROOT / "docs" / "results.md")
-    recorded = [json.loads(line) for path in sorted((ROOT / "tests" / "replies").glob("unseen*.jsonl"))
-                for line in path.read_text().splitlines() if line.strip()]
+    recorded = [json.loads(line) for n in range(9, 15)
+                for line in (ROOT / "tests" / "replies" / f"unseen{n}.jsonl").read_text().splitlines() if line.strip()]
     assert len(recorded) > 200 and not any("instructions" in r for r in recorded)
+    later = [json.loads(line) for n in (15, 16)
+             for line in (ROOT / "tests" / "replies" / f"unseen{n}.jsonl").read_text().splitlines() if line.strip()]
+    assert later and all("instructions" in r for r in later)  # recorded after the hash was kept: they replay at HEAD
 
 
 def test_the_results_page_extractive_figures_are_the_answer_files() -> None:

@@ -200,7 +200,8 @@ SETS_END = "<!-- model-path-sets:end -->"
 MODEL_SETS = (("faa_dev", "FAA dev (tuning)"), ("manuals_dev", "R + gnuplot dev (tuning)"),
               ("unseen9", "Bash + Valgrind unseen 9"), ("unseen10", "listings + fontspec unseen 10"),
               ("unseen11", "caption + polyglossia unseen 11"), ("unseen12", "ReportLab + AMC unseen 12"),
-              ("unseen13", "DDD + Yosys unseen 13"), ("unseen14", "algorithm2e + chemmacros unseen 14"))
+              ("unseen13", "DDD + Yosys unseen 13"), ("unseen14", "algorithm2e + chemmacros unseen 14"),
+              ("unseen15", "tabularray + minted unseen 15"), ("unseen16", "beamer + xcolor unseen 16"))
 
 
 def _rate_cell(x: float | None) -> str:
@@ -256,7 +257,8 @@ def render_paths_brief(folder: Path, check_on: bool) -> str:
     model = "check_on" if check_on else "check_off"
     groups = (("dev (tuning)", ["faa_dev", "manuals_dev"]),
               ("unseen 9–12 (run once)", ["unseen9", "unseen10", "unseen11", "unseen12"]),
-              ("unseen 13–14 (run once, later code)", ["unseen13", "unseen14"]))
+              ("unseen 13–14 (run once, later code)", ["unseen13", "unseen14"]),
+              ("unseen 15–16 (run once, 16 passages)", ["unseen15", "unseen16"]))
     rows = []
     for label, keys in groups:
         for path, suffix in (("extractive (no model)", "extractive"), ("model, stand-in replies", model)):

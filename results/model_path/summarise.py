@@ -2,12 +2,13 @@
 ``python results/model_path/summarise.py``). Reads only the result files written by
 ``chapterverse eval answers`` (see prereg.txt for the commands); stdlib only.
 
-- per set and pooled over unseen 9-12: the issue-30 measures for the model path (support check on
+- per set and pooled over unseen 9-12, 13-14 and 15-16: the issue-30 measures for the model path (support check on
   and off) and the extractive path;
 - the support-check decision under prereg.txt: per question, on against off;
 - every answer whose text was withheld, with what it was withheld for;
 - what the answerer is shown, before (the extractive view the model used to get: 8 passages cut to
-  sentences) and after (12 passages, whole pages or widened slices), in characters of passage text;
+  sentences) and after (12 passages, whole pages or widened slices; 16 passages from 6 Dec, issue 38 item 1:
+  the dev sets and unseen 15-16), in characters of passage text;
 - where each set's files were measured: the commit, whether the tree had other changes, and the dates
   (the files' ``provenance``), which the docs name (``tests/test_doc_figures.py`` checks them).
 """
@@ -18,9 +19,17 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SETS = ("faa_dev", "manuals_dev", "unseen9", "unseen10", "unseen11", "unseen12", "unseen13", "unseen14")
+SETS = ("faa_dev", "manuals_dev", "unseen9", "unseen10", "unseen11", "unseen12", "unseen13", "unseen14",
+        "unseen15", "unseen16")
 UNSEEN = SETS[2:6]  # run once under prereg.txt
-ROUND2 = SETS[6:]  # run once under prereg_round2.txt, with the code after the first run
+ROUND2 = SETS[6:8]  # run once under prereg_round2.txt, with the code after the first run
+ROUND3 = SETS[8:]  # run once under prereg_round3.txt (16 passages, legs 32 deep): support check off and extractive only
+K16 = ("faa_dev", "manuals_dev", *ROUND3)  # measured with the model reading 16 passages (the others: 12)
+ALL = ("check_on", "check_off", "extractive")
+
+
+def variants(s: str) -> tuple[str, ...]:
+    return ("check_off", "extractive") if s in ROUND3 else ALL
 BETTER = {("wrong_but_verified", "right_evidence_first"), ("wrong_but_verified", "refused"),
           ("false_refusal", "right_evidence_first")}
 
@@ -68,7 +77,7 @@ def quantiles(values: list[int]) -> dict:
 def measured(s: str) -> dict:
     """Where set ``s``'s three files were measured: their commits (short), whether any tree had other
     changes, and their first and last dates."""
-    files = [json.loads((HERE / f"{s}_{v}.json").read_text()) for v in ("check_on", "check_off", "extractive")]
+    files = [json.loads((HERE / f"{s}_{v}.json").read_text()) for v in variants(s)]
     return {"commits": sorted({f["provenance"]["git_commit"][:7] for f in files}),
             "uncommitted_changes": any(f["provenance"].get("git_dirty") for f in files),
             "dates": [min(f["date"] for f in files), max(f["date"] for f in files)]}
@@ -77,11 +86,16 @@ def measured(s: str) -> dict:
 def summary() -> dict:
     out: dict = {"replies": "stand-in model (tests/replies, docs/stand-in.md)", "rule": "prereg.txt", "sets": {}}
     for s in SETS:
-        out["sets"][s] = {v: measures(rows(f"{s}_{v}")) for v in ("check_on", "check_off", "extractive")}
+        out["sets"][s] = {v: measures(rows(f"{s}_{v}")) for v in variants(s)}
     pooled = {v: measures(sum((rows(f"{s}_{v}") for s in UNSEEN), [])) for v in ("check_on", "check_off", "extractive")}
     out["unseen_9_to_12_pooled"] = pooled
     out["unseen_13_to_14_pooled"] = {v: measures(sum((rows(f"{s}_{v}") for s in ROUND2), []))
                                      for v in ("check_on", "check_off", "extractive")}
+    out["unseen_15_to_16_pooled"] = {v: measures(sum((rows(f"{s}_{v}") for s in ROUND3), []))
+                                     for v in ("check_off", "extractive")}
+    right_first = [r for s in ROUND3 for r in rows(f"{s}_check_off") if r["outcome"] == "right_evidence_first"]
+    out["unseen_15_to_16_text_shown_of_right_first"] = {
+        "right_first": len(right_first), "text_shown": sum(not r.get("withheld") for r in right_first)}
     gains, losses = [], []
     for s in UNSEEN:
         on = {r["id"]: r["outcome"] for r in rows(f"{s}_check_on")}
@@ -99,7 +113,9 @@ def summary() -> dict:
         "note": "characters of passage text sent per question (the prompt adds ~1,900 characters of instructions "
                 "and JSON framing); about 4 characters per token for English text (no provider tokenizer offline)",
         "before_extractive_view_k8": quantiles([r["shown_chars"] for s in SETS for r in rows(f"{s}_extractive")]),
-        "after_model_view_k12": quantiles([r["shown_chars"] for s in SETS for r in rows(f"{s}_check_off")]),
+        "after_model_view_k12": quantiles([r["shown_chars"] for s in SETS if s not in K16
+                                           for r in rows(f"{s}_check_off")]),
+        "model_view_k16": quantiles([r["shown_chars"] for s in K16 for r in rows(f"{s}_check_off")]),
     }
     out["measured"] = {s: measured(s) for s in SETS}
     return out
@@ -111,6 +127,8 @@ def main() -> None:
     (HERE / "summary.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps({"pooled_unseen": {k: v["rates"] for k, v in pooled.items()},
                       "pooled_unseen_13_14": {k: v["rates"] for k, v in out["unseen_13_to_14_pooled"].items()},
+                      "pooled_unseen_15_16": {k: v["rates"] for k, v in out["unseen_15_to_16_pooled"].items()},
+                      "text_shown_of_right_first_15_16": out["unseen_15_to_16_text_shown_of_right_first"],
                       "support_check": out["support_check_decision"]["decision"],
                       "shown_chars": out["shown_chars"]}, indent=1))
 
