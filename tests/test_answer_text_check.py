@@ -105,6 +105,24 @@ def test_a_negation_no_quote_carries_still_withholds(text: str, quote: str) -> N
     assert unsupported(text, [quote]) == ["a negation"]
 
 
+def test_a_name_the_question_states_is_backed_by_the_quoted_page_not_by_the_question_alone() -> None:
+    """FAA dev d004/d005: "In Class E airspace ..." over a table row of §91.155 whose page names Class E
+    and VFR in its heading and text; the question asked about Class E. A false premise ("the Cessna 172")
+    that only the question states still withholds, and so does a name only the page states."""
+    quote = "At or above 10,000 feet MSL 5 statute miles 1,000 feet below"
+    page = "§91.155 Basic VFR weather minimums.\nClass E:\n" + quote
+    question = "What VFR visibility is needed in Class E airspace at or above 10,000 feet MSL?"
+    text = "In Class E airspace at or above 10,000 feet MSL the VFR minimum is 5 statute miles."
+    assert unsupported(text, [quote]) == ["name “class”", "name “vfr”"]
+    assert unsupported(text, [quote], question=question, pages=[page]) == []
+    premise = "What is the never-exceed speed of the Cessna 172?"
+    poh = "VNE never exceed speed | 149 | Do not exceed this speed in any operation"
+    assert unsupported("The Cessna 172's VNE is 149.", [poh], question=premise, pages=[poh]) == [
+        "number 172", "name “cessna”"]
+    assert unsupported(text, [quote], question="What is the visibility minimum?", pages=[page]) == [
+        "name “class”", "name “vfr”"]
+
+
 def test_list_markers_count_from_one() -> None:
     text = "Do 1) this, 2) that; it takes 3 hours (at most 3)."
     assert [text[a:b] for a, b in list_markers(text)] == ["1", "2"]

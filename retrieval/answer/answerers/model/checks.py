@@ -76,8 +76,14 @@ def join_adjacent(citations: Sequence[Citation], shown: Sequence[PageText]) -> l
     return out
 
 
+def quoted_pages(citations: Sequence[Citation], shown: Sequence[PageText]) -> list[str]:
+    """The shown text of each page a citation is on (what backs a name the question states too)."""
+    on = {(c.document, c.page) for c in citations}
+    return [p.text for p in shown if (p.document, p.page) in on]
+
+
 def support_filtered(verification: Verification, answer: str, question: str, support: SentenceReader | None,
-                      profile: Profile, result: Answer) -> Verification:
+                      profile: Profile, result: Answer, shown: Sequence[PageText] = ()) -> Verification:
     """A model's verified quotes without those the reader doubts (``support_doubts``), only when
     an undoubted one remains and the answer text stays backed by what remains: the check never empties
     an answer, never calls the model again, and never cuts the quote that carries the answer's numbers."""
@@ -86,8 +92,9 @@ def support_filtered(verification: Verification, answer: str, question: str, sup
     kept = [c for i, c in enumerate(citations) if i not in doubted]
     if not doubted or not kept:
         return verification
-    if unsupported(answer, [c.quote for c in kept], profile, question=question) and not unsupported(
-            answer, [c.quote for c in citations], profile, question=question):
+    if unsupported(answer, [c.quote for c in kept], profile, question=question, pages=quoted_pages(kept, shown)) \
+            and not unsupported(answer, [c.quote for c in citations], profile, question=question,
+                                pages=quoted_pages(citations, shown)):
         return verification
     result.unsupported_dropped += len(doubted)
     drop = {(c.document, c.page, c.quote) for i, c in enumerate(citations) if i in doubted}
@@ -99,8 +106,10 @@ def settled(name: str, request: Request, response: Response, support: SentenceRe
             result: Answer) -> Response:
     """``response`` after the support check and the answer-text check, its quotes joined (module docstring)."""
     draft = response.draft
-    verification = support_filtered(response.verification, draft.answer, request.question, support, profile, result)
-    problems = unsupported(draft.answer, [c.quote for c in verification.citations], profile, question=request.question)
+    verification = support_filtered(response.verification, draft.answer, request.question, support, profile, result,
+                                    request.shown)
+    problems = unsupported(draft.answer, [c.quote for c in verification.citations], profile, question=request.question,
+                           pages=quoted_pages(verification.citations, request.shown))
     if problems:
         log.info("%s answer withheld: %s in none of its verified quotes", name, ", ".join(problems))
         result.withheld = problems

@@ -27,8 +27,14 @@ about what is prohibited (each where ``unsupported`` checks it). Nor, since issu
   long negation word ("prohibit" / "prohibited"); and "not only", "whether or not", "No. 5" are no
   negations. "only" backs no "not" ("required only at night" / "not required at night").
 
-What stays an alarm: a number or unit no quote states, a name whose letters no quote has, a "not"
-in a text whose quotes neither negate nor exclude anything.
+- a name the question itself states that the page of a verified quote states too ("VFR", "Class E",
+  "Fundamentals of Instructing" in a section heading the quote starts below): the answer repeats what was
+  asked about, and the page shows it is that page's subject. A name only the question states (a false
+  premise: "the Cessna 172's VNE" over a POH of another airplane) stays an alarm.
+
+What stays an alarm: a number or unit no quote states, a name whose letters no quote has (unless
+the question and a quoted page both state it), a "not" in a text whose quotes neither negate nor
+exclude anything.
 """
 
 from __future__ import annotations
@@ -289,10 +295,12 @@ def negates_or_excludes(quote: str, profile: Profile = DEFAULT_PROFILE) -> bool:
 
 
 def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PROFILE, *,
-                question: str = "") -> list[str]:
+                question: str = "", pages: Sequence[str] = ()) -> list[str]:
     """What the answer text states that none of its verified quotes does, in plain words (empty
     when everything is backed): "number 900", "unit “hours”", "a negation", "name “Cessna”".
-    ``question``: what was asked, so the "No" answering a yes/no question is not taken for a claim."""
+    ``question``: what was asked, so the "No" answering a yes/no question is not taken for a claim;
+    ``pages``: the shown text of the pages the verified quotes are on, which back a name the question
+    states too."""
     joined = "\n".join(normalize(q) for q in quotes)
     text = without_list_markers(text)
     problems = [f"number {n}" for n in unquoted_numbers(text, quotes)]
@@ -309,7 +317,9 @@ def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PRO
     raw_quotes = "\n".join(quotes)
     spelled = _abbreviated(text, joined) | _part_spelled(text, raw_quotes)
     same = _same_letters(text, raw_quotes)
+    asked, on_pages = normalize(question), "\n".join(normalize(p) for p in pages)
     problems += [f"name “{t}”" for t in specific_terms(text, profile)
                  if t not in spelled and not _has_words(normalize(t), joined)
-                 and not (set(_ALNUM.findall(normalize(t))) <= same)]
+                 and not (set(_ALNUM.findall(normalize(t))) <= same)
+                 and not (_has_words(normalize(t), asked) and _has_words(normalize(t), on_pages))]
     return problems
