@@ -148,6 +148,24 @@ def test_the_third_runs_table_and_figures_are_summary_json() -> None:
     assert [_int(x) for x in m.groups()] == [k16["p50"], k16["p90"], k16["max"]]
 
 
+def test_the_fourth_runs_table_and_figures_are_summary_json() -> None:
+    """unseen 17–18, run as unseen 15–16 were (prereg_round4.txt)."""
+    readme = MODEL_PATH / "README.md"
+    assert _checked_table("unseen 17–18 pooled", "unseen_17_to_18_pooled", ("extractive", "check_off")) == 3
+    shown = SUMMARY["unseen_17_to_18_text_shown_of_right_first"]
+    m = _found(r"Answer text shown where the first quote is right\*\*: (\d+) of (\d+)", readme)
+    assert (int(m[1]), int(m[2])) == (shown["text_shown"], shown["right_first"])
+    firsts = {v: sum(bool(r.get("first_page_holds_answer")) for s in ("unseen17", "unseen18") for r in _rows(s, v)
+                     if r["answerable"]) for v in ("check_off", "extractive")}
+    m = _found(r"answer is the first page shown\*\*: model (\d+)/60 \([\d.]+\), extractive (\d+)/60", readme)
+    assert (int(m[1]), int(m[2])) == (firsts["check_off"], firsts["extractive"])
+    both = [SUMMARY[p]["check_off"] for p in ("unseen_15_to_16_pooled", "unseen_17_to_18_pooled")]
+    m = _found(r"Pooled over rounds 3 and 4 \(120 answerable, 48 near misses\): first quote right (\d+)/120 \([\d.]+\), "
+               r"answer-context recall (\d+)/120 \([\d.]+\), wrong-but-verified (\d+)/168", readme)
+    assert [int(x) for x in m.groups()] == [sum(b[k] for b in both) for k in (
+        "first_quote_states_the_answer", "answer_context_recall", "wrong_but_verified")]
+
+
 def _rows(s: str, variant: str) -> list[dict]:
     return json.loads((MODEL_PATH / f"{s}_{variant}.json").read_text())["per_question"]
 
@@ -195,9 +213,11 @@ def test_the_results_page_names_where_the_unseen_model_path_figures_were_measure
         assert all(measured[s]["uncommitted_changes"] for s in sets)
     assert {d[8:10] for sets in groups for s in sets for d in measured[s]["dates"]} == {m[1].zfill(2)}
     later = ("unseen15", "unseen16", "faa_dev", "manuals_dev")
-    m = _found(r"Unseen 15–16 and the dev sets were measured on (\d+) Dec at `(\w+)`", results_page)
+    m = _found(r"Unseen 15–16 and the dev sets were measured on (\d+) Dec at `(\w+)`, unseen 17–18 at `(\w+)`",
+               results_page)
     assert {c for s in later for c in measured[s]["commits"]} == {m[2]}, f"docs/results.md names {m[2]} for {later}"
-    assert {d[8:10] for s in later for d in measured[s]["dates"]} == {m[1].zfill(2)}
+    assert {c for s in ("unseen17", "unseen18") for c in measured[s]["commits"]} == {m[3]}
+    assert {d[8:10] for s in (*later, "unseen17", "unseen18") for d in measured[s]["dates"]} == {m[1].zfill(2)}
 
 
 def test_no_unseen_recording_carries_the_instructions_it_was_written_under() -> None:
@@ -206,7 +226,7 @@ def test_no_unseen_recording_carries_the_instructions_it_was_written_under() -> 
     recorded = [json.loads(line) for n in range(9, 15)
                 for line in (ROOT / "tests" / "replies" / f"unseen{n}.jsonl").read_text().splitlines() if line.strip()]
     assert len(recorded) > 200 and not any("instructions" in r for r in recorded)
-    later = [json.loads(line) for n in (15, 16)
+    later = [json.loads(line) for n in (15, 16, 17, 18)
              for line in (ROOT / "tests" / "replies" / f"unseen{n}.jsonl").read_text().splitlines() if line.strip()]
     assert later and all("instructions" in r for r in later)  # recorded after the hash was kept: they replay at HEAD
 
