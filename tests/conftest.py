@@ -131,6 +131,35 @@ def dev_corpus(settings, embedder) -> str:
     return "dev"
 
 
+@pytest.fixture(scope="session")
+def encoder_exports(embedder) -> tuple[Path, ...]:
+    """The session embedder's ONNX exports (query and passage encoder folders), made once per session:
+    for tests that start commands in a home of their own and check nothing about the one-time export,
+    so that each such home does not spend tens of seconds making the same export again (``seed_home``)."""
+    embedder.prepare_queries()  # loads the query export, or makes it
+    embedder.passage_encoder()  # the same for the passage encoder
+    caches = (getattr(embedder, "_query_cache", None), getattr(embedder, "_passage_cache", None))
+    return tuple(Path(c) for c in caches if c is not None and Path(c).is_dir())
+
+
+def seed_home(home: Path, exports: tuple[Path, ...]) -> Path:
+    """Create ``home`` (0755, as the tests' session home) holding ``exports`` (``encoder_exports``) as hard
+    links: an export is only ever replaced by a rename, never written in place, so a link cannot change
+    the session's copy. Everything else in the home is the command's to make."""
+    home.mkdir(parents=True, exist_ok=True)
+    home.chmod(0o755)
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    for folder in exports:
+        shutil.copytree(folder, home / folder.name, copy_function=link, dirs_exist_ok=True)
+    return home
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
             input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real console command in a subprocess (same environment as the tests)."""

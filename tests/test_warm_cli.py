@@ -19,6 +19,7 @@ import pymupdf
 import pytest
 
 from retrieval import warm
+from tests.conftest import seed_home
 
 SCRIPT = Path(sys.executable).with_name("chapterverse")
 QUESTION = "What is the maximum aerotow speed of the Zephyr glider?"
@@ -96,17 +97,19 @@ def _postmaster(home: Path) -> int | None:
     return pid
 
 
-@pytest.fixture
-def homes() -> Iterator[Path]:
-    """A folder for homes under world-readable parents (the embedded server runs as another user for root)."""
+@pytest.fixture(scope="module")
+def homes(encoder_exports) -> Iterator[tuple[Path, tuple[Path, ...]]]:
+    """A folder for homes under world-readable parents (the embedded server runs as another user for root),
+    and the session's encoder exports each new home starts with (nothing here checks the one-time export)."""
     root = Path(tempfile.mkdtemp(prefix="cv-warm-", dir="/tmp"))
     root.chmod(0o755)
-    yield root
+    yield root, encoder_exports
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _home(tmp_path: Path, name: str, fact: str) -> tuple[Path, dict[str, str], Path]:
-    home = tmp_path / name
+def _home(homes: tuple[Path, tuple[Path, ...]], name: str, fact: str) -> tuple[Path, dict[str, str], Path]:
+    tmp_path, exports = homes
+    home = seed_home(tmp_path / name, exports)
     pdf = tmp_path / f"{name}.pdf"
     doc = pymupdf.open()
     for i in range(2):
@@ -122,11 +125,31 @@ def _stop(env: dict[str, str]) -> None:
     _cold(env, "db", "stop")
 
 
-@pytest.fixture
-def zephyr(homes: Path):
+def _stopped(home: Path, env: dict[str, str]) -> None:
+    """Stop the home's warm process and wait for its embedded server to be gone: the state the home's
+    ingest left it in (the next test starts cold, as on a fresh home)."""
+    _stop(env)
+    deadline = time.monotonic() + 30
+    while _postmaster(home) is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _postmaster(home) is None, "the embedded server of the shared home still runs"
+
+
+@pytest.fixture(scope="module")
+def zephyr_home(homes):
+    """One home holding the Zephyr manual, made once for the module (each test gets it stopped)."""
     home, env, _ = _home(homes, "zephyr", "The maximum aerotow speed of the Zephyr glider is 81 knots. ")
+    _stopped(home, env)
     yield home, env
     _stop(env)
+
+
+@pytest.fixture
+def zephyr(zephyr_home):
+    home, env = zephyr_home
+    assert _postmaster(home) is None and not _sock(env).exists()  # as its ingest left it: nothing running
+    yield home, env
+    _stopped(home, env)
 
 
 def test_later_calls_are_served_warm_and_print_what_the_cold_command_prints(zephyr) -> None:
@@ -178,7 +201,7 @@ def test_a_killed_database_or_warm_process_costs_one_cold_call(zephyr) -> None:
     assert _serving(env) != pid
 
 
-def test_two_homes_answer_from_their_own_documents(zephyr, homes: Path) -> None:
+def test_two_homes_answer_from_their_own_documents(zephyr, homes) -> None:
     _, env = zephyr
     _, other_env, _ = _home(homes, "kestrel", "The maximum aerotow speed of the Zephyr glider is 64 knots. ")
     try:
@@ -193,8 +216,8 @@ def test_two_homes_answer_from_their_own_documents(zephyr, homes: Path) -> None:
         _stop(other_env)
 
 
-def test_idle_stop_and_off(homes: Path) -> None:
-    home, env, _ = _home(homes, "idle", "The maximum aerotow speed of the Zephyr glider is 81 knots. ")
+def test_idle_stop_and_off(zephyr) -> None:
+    home, env = zephyr  # a home holding "81 knots", nothing running (it had a home of its own with the same text)
     short = env | {"CHAPTERVERSE_DB_WARM_S": "3"}
     _cv(short, "ask", QUESTION)
     pid = _serving(short)
