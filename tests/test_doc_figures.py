@@ -138,11 +138,9 @@ def test_the_third_runs_table_and_figures_are_summary_json() -> None:
     shown = SUMMARY["unseen_15_to_16_text_shown_of_right_first"]
     m = _found(r"Answer text shown where the first quote is right\*\* \(issue 38's measure\): (\d+) of (\d+)", readme)
     assert (int(m[1]), int(m[2])) == (shown["text_shown"], shown["right_first"])
-    firsts = {v: [sum(bool(r.get("first_page_holds_answer")) for r in _rows(s, v) if r["answerable"])
-                  for s in ("unseen15", "unseen16")] for v in ("check_off", "extractive")}
     m = _found(r"first page shown\*\* \(a quote's, or a refusal's nearest page\): model (\d+)/60 \([\d.]+\), "
                r"extractive (\d+)/60", readme)
-    assert (int(m[1]), int(m[2])) == (sum(firsts["check_off"]), sum(firsts["extractive"]))
+    assert (int(m[1]), int(m[2])) == _answer_page_first(("unseen15", "unseen16"))
     k16 = SUMMARY["shown_chars"]["model_view_k16"]
     m = _found(r"p50 ([\d,]+) characters of passage text a question \(p90 ([\d,]+); max ([\d,]+)", readme)
     assert [_int(x) for x in m.groups()] == [k16["p50"], k16["p90"], k16["max"]]
@@ -155,10 +153,8 @@ def test_the_fourth_runs_table_and_figures_are_summary_json() -> None:
     shown = SUMMARY["unseen_17_to_18_text_shown_of_right_first"]
     m = _found(r"Answer text shown where the first quote is right\*\*: (\d+) of (\d+)", readme)
     assert (int(m[1]), int(m[2])) == (shown["text_shown"], shown["right_first"])
-    firsts = {v: sum(bool(r.get("first_page_holds_answer")) for s in ("unseen17", "unseen18") for r in _rows(s, v)
-                     if r["answerable"]) for v in ("check_off", "extractive")}
     m = _found(r"answer is the first page shown\*\*: model (\d+)/60 \([\d.]+\), extractive (\d+)/60", readme)
-    assert (int(m[1]), int(m[2])) == (firsts["check_off"], firsts["extractive"])
+    assert (int(m[1]), int(m[2])) == _answer_page_first(("unseen17", "unseen18"))
     both = [SUMMARY[p]["check_off"] for p in ("unseen_15_to_16_pooled", "unseen_17_to_18_pooled")]
     m = _found(r"Pooled over rounds 3 and 4 \(120 answerable, 48 near misses\): first quote right (\d+)/120 \([\d.]+\), "
                r"answer-context recall (\d+)/120 \([\d.]+\), wrong-but-verified (\d+)/168", readme)
@@ -168,6 +164,18 @@ def test_the_fourth_runs_table_and_figures_are_summary_json() -> None:
 
 def _rows(s: str, variant: str) -> list[dict]:
     return json.loads((MODEL_PATH / f"{s}_{variant}.json").read_text())["per_question"]
+
+
+def _answer_page_first(sets: tuple[str, ...]) -> tuple[int, int]:
+    """Answerable questions of ``sets`` whose first page shown holds the answer: (model default, extractive)."""
+    return tuple(sum(bool(r.get("first_page_holds_answer")) for s in sets for r in _rows(s, v) if r["answerable"])
+                 for v in ("check_off", "extractive"))  # type: ignore[return-value]
+
+
+def _recorded(sets: range | tuple[int, ...]) -> list[dict]:
+    """The stand-in recordings of the unseen sets numbered ``sets`` (tests/replies/unseenN.jsonl)."""
+    return [json.loads(line) for n in sets
+            for line in (ROOT / "tests" / "replies" / f"unseen{n}.jsonl").read_text().splitlines() if line.strip()]
 
 
 def test_what_the_model_is_shown_is_summary_json_shown_chars() -> None:
@@ -223,11 +231,9 @@ def test_the_results_page_names_where_the_unseen_model_path_figures_were_measure
 def test_no_unseen_recording_carries_the_instructions_it_was_written_under() -> None:
     """docs/results.md says a replay at HEAD counts every unseen recording as recorded without instructions."""
     assert "none of those recordings carries the hash of the instructions" in _flat(ROOT / "docs" / "results.md")
-    recorded = [json.loads(line) for n in range(9, 15)
-                for line in (ROOT / "tests" / "replies" / f"unseen{n}.jsonl").read_text().splitlines() if line.strip()]
+    recorded = _recorded(range(9, 15))
     assert len(recorded) > 200 and not any("instructions" in r for r in recorded)
-    later = [json.loads(line) for n in (15, 16, 17, 18)
-             for line in (ROOT / "tests" / "replies" / f"unseen{n}.jsonl").read_text().splitlines() if line.strip()]
+    later = _recorded((15, 16, 17, 18))
     assert later and all("instructions" in r for r in later)  # recorded after the hash was kept: they replay at HEAD
 
 

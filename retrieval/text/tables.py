@@ -93,7 +93,7 @@ def is_row(band: Sequence[int], lines: Sequence[Line], continues: bool = False) 
     words = sorted(len(c.text.split()) for c in cells)
     if not all(c.text.strip() for c in cells) or words[-1] > (RUN_CELL_WORDS if continues else MAX_CELL_WORDS):
         return False
-    if len(words) > 1 and words[-2] > MAX_CELL_WORDS:
+    if words[-2] > MAX_CELL_WORDS:  # only one cell may be long (a band has two or more)
         return False
     return all(b.x0 - a.x1 >= MIN_GAP for a, b in zip(cells, cells[1:]))
 

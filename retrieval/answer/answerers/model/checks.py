@@ -83,7 +83,7 @@ def quoted_pages(citations: Sequence[Citation], shown: Sequence[PageText]) -> li
 
 
 def support_filtered(verification: Verification, answer: str, question: str, support: SentenceReader | None,
-                      profile: Profile, result: Answer, shown: Sequence[PageText] = ()) -> Verification:
+                      profile: Profile, result: Answer, shown: Sequence[PageText]) -> Verification:
     """A model's verified quotes without those the reader doubts (``support_doubts``), only when
     an undoubted one remains and the answer text stays backed by what remains: the check never empties
     an answer, never calls the model again, and never cuts the quote that carries the answer's numbers."""
