@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.answer.answerers.model.support import list_markers, unsupported
+from retrieval.answer.answerers.model.support import list_markers, rests_on_absence, unsupported, yes_no
 from retrieval.answer.ask import ask
 from tests import fake_openai as fo
 from tests.fake_gemini import Reply
@@ -105,6 +105,62 @@ def test_a_negation_no_quote_carries_still_withholds(text: str, quote: str) -> N
     assert unsupported(text, [quote]) == ["a negation"]
 
 
+@pytest.mark.parametrize(("text", "quote"), [
+    ("You cannot write it directly.", "it is impossible to express ranged constraints in this format"),
+    ("The driver can't read it.", "the driver is unable to read compressed files"),
+    ("Plan no more frames than minutes.", "you should have at most one frame per minute"),  # a bound
+    ("Wait no less than 5 minutes.", "wait a minimum of 5 minutes"),
+])
+def test_a_cannot_or_a_bound_a_quote_states_in_other_words_is_backed(text: str, quote: str) -> None:
+    assert unsupported(text, [quote]) == []
+
+
+@pytest.mark.parametrize(("text", "quote"), [
+    ("Use no more than 3 engines.", "more than 3 engines are required"),  # a flipped bound: the quote has none
+    ("It cannot be read.", "the driver reads compressed files"),
+])
+def test_a_bound_or_cannot_with_nothing_behind_it_still_withholds(text: str, quote: str) -> None:
+    assert unsupported(text, [quote]) == ["a negation"]
+
+
+@pytest.mark.parametrize(("question", "asks"), [
+    ("Is a transponder required in Class C airspace?", True),
+    ("After upgrading SBCL, can I keep loading my old .fasl files?", True),
+    ("If I write results with a CSV table, will records be appended?", True),
+    ("I use a Multiple Master font with XeTeX. Will fontspec pick the size?", True),
+    ("How do I detect a failed call? Do functions return -1 like in C?", True),
+    ("Aren't variables non-negative by default?", True),
+    ("What is the maximum airspeed below 10,000 feet MSL?", False),
+    ("In Class E airspace, what visibility applies?", False),
+    ("How is the island of Doris named?", False),
+])
+def test_a_question_asks_yes_or_no_when_a_clause_opens_with_its_verb(question: str, asks: bool) -> None:
+    assert yes_no(question) is asks
+
+
+def test_the_no_answering_a_yes_no_clause_is_no_claim() -> None:
+    q = "After upgrading SBCL, can I keep loading the .fasl files my previous version compiled?"
+    text = "No. Fasl files are binary compatible only with the exact SBCL version that generated them."
+    quote = "SBCL fasl-format is binary compatible only with the exact SBCL version it was generated with."
+    assert unsupported(text, [quote], question=q) == []
+    assert unsupported(text, [quote]) == ["a negation"]  # without the question, "No" is a claim
+
+
+def test_a_no_read_from_what_a_list_leaves_out_rests_on_absence() -> None:
+    q = "Can a table statement read an Excel .xlsx workbook?"
+    text = "No. There are four table drivers: CSV, xBASE, ODBC and MySQL; none reads that format."
+    quote = "Currently the package has four table drivers: CSV, xBASE, ODBC and MySQL."
+    problems = unsupported(text, [quote], question=q)
+    assert problems == ["a negation"] and rests_on_absence(text, q, problems)
+    stated = "No. Fasl files are not compatible across versions."
+    backed = unsupported(stated, ["fasl files are not compatible across versions"], question=q)
+    assert backed == [] and not rests_on_absence(stated, q, backed)  # a quote says the "no"
+    yes = "Yes, but none of the drivers is fast."
+    assert not rests_on_absence(yes, q, unsupported(yes, [quote], question=q))  # no "No"
+    what = "What drivers are there?"
+    assert not rests_on_absence("No driver reads it.", what, unsupported("No driver reads it.", [quote], question=what))
+
+
 def test_a_name_the_question_states_is_backed_by_the_quoted_page_not_by_the_question_alone() -> None:
     """FAA dev d004/d005: "In Class E airspace ..." over a table row of §91.155 whose page names Class E
     and VFR in its heading and text; the question asked about Class E. A false premise ("the Cessna 172")
@@ -168,3 +224,20 @@ def test_the_user_sees_the_quote_alone_when_the_text_states_what_no_quote_does(o
     assert a.withheld_text == text and problem in a.withheld
     assert a.answer == " ".join(a.citations[0].quote.split())  # the verified quote alone
     assert any("withheld" in w and problem in w for w in a.warnings), a.warnings
+
+
+YES_NO = "Is the maximum indicated airspeed below 10,000 feet MSL 300 knots for turbine airplanes?"
+
+
+def test_a_no_that_no_quote_states_is_a_refusal_that_leads_with_the_quoted_page(osettings, fake) -> None:
+    """A model answering "No" to a yes/no question with a quote that says nothing of the kind: the user
+    sees a refusal (the documents do not say), its nearest page the page of the quote, not a "No"."""
+    quoted = answered_with(osettings, fake, "The limit is 250 knots (288 mph).").citations[0]
+    fake.requests.clear()
+    text = "No. The limit below 10,000 feet MSL is 250 knots; no other figure is given."
+    fake.script(lambda rec: Reply(200, fo.answer_body(text, [quote_from(rec, NEEDLE, before=60)])))
+    a = ask(osettings, YES_NO, collections=["dev"])
+    assert a.refusal and not a.citations and a.answer == "", (a.answer, a.reason)
+    assert len(fake.requests) == 1  # refused as it stands: no second call
+    assert "leave out" in a.reason and a.withheld == ["a negation"] and a.withheld_text == text
+    assert (a.nearest[0].document, a.nearest[0].page) == (quoted.document, quoted.page)

@@ -6,6 +6,8 @@
 - The answer-text check (``retrieval.answer.answerers.model.support.unsupported``): the model's own text
   is shown only when its verified quotes back every number, unit, negation and name in it;
   otherwise its verified quotes are shown alone and the text is kept in ``Answer.withheld_text``.
+  A "No" to a yes/no question that no quote's negation backs (``rests_on_absence``) is a refusal
+  instead: the quotes list what the documents have, not that the asked-for thing is missing.
 - Adjacent quotes on one page are shown as one quote (``join_adjacent``).
 """
 
@@ -17,7 +19,7 @@ from dataclasses import replace
 
 from retrieval.answer.answerers import Request, Response
 from retrieval.answer.answerers.extractive.scoring import SentenceReader
-from retrieval.answer.answerers.model.support import unsupported
+from retrieval.answer.answerers.model.support import rests_on_absence, unsupported
 from retrieval.answer.verify import Match, PageText, Verification, doubtful_in, locate
 from retrieval.models import Answer, Citation
 from retrieval.profile import Profile
@@ -110,6 +112,15 @@ def settled(name: str, request: Request, response: Response, support: SentenceRe
                                     request.shown)
     problems = unsupported(draft.answer, [c.quote for c in verification.citations], profile, question=request.question,
                            pages=quoted_pages(verification.citations, request.shown))
+    if rests_on_absence(draft.answer, request.question, problems):
+        log.info("%s answered no with no quote saying so: refused", name)
+        result.withheld = problems
+        result.withheld_text = draft.answer
+        cited = {(c.document, c.page) for c in verification.citations}
+        refused = draft.model_copy(update={"refusal": True, "answer": "", "reason": (
+            "none of the passages says so; a “no” read from what they leave out is not an answer")})
+        return replace(response, draft=refused, verification=verification, citations=[],
+                       shown=sorted(response.shown, key=lambda p: (p.document, p.page) not in cited))
     if problems:
         log.info("%s answer withheld: %s in none of its verified quotes", name, ", ".join(problems))
         result.withheld = problems

@@ -26,6 +26,10 @@ about what is prohibited (each where ``unsupported`` checks it). Nor, since issu
 - a negation a quote states without "not": "unless", "except", "nothing", ..., or another form of a
   long negation word ("prohibit" / "prohibited"); and "not only", "whether or not", "No. 5" are no
   negations. "only" backs no "not" ("required only at night" / "not required at night").
+- since the third round of issue 38: a question asks for a yes or a no when any of its clauses opens
+  with a verb that asks one ("After upgrading, can I …?", "I use X. Will it …?"), so the "No" opening its
+  answer is no claim either; "impossible", "unable", "unsupported", … back a "cannot"; and a bound said
+  with "no" ("no more than one frame per minute") is backed by a quote stating a bound ("at most one").
 
 - a name the question itself states that the page of a verified quote states too ("VFR", "Class E",
   "Fundamentals of Instructing" in a section heading the quote starts below): the answer repeats what was
@@ -55,7 +59,12 @@ _ACRONYM = re.compile(r"\b[A-Z][A-Z0-9]*[A-Z]s?\b")  # VFR, ATC, PDFs
 _CAPITALISED_RUN = re.compile(r"\b(?:[A-Z][a-z]+(?:\s+(?:of|and|for|the|to|in|on)\s+|\s+)){1,7}[A-Z][a-z]+\b")
 _LINKING = frozenset({"of", "and", "for", "the", "to", "in", "on", "a"})
 _YES_NO_OPENERS = frozenset({"is", "are", "was", "were", "do", "does", "did", "can", "could", "may", "might",
-                             "must", "should", "will", "would", "has", "have", "had", "shall"})
+                             "must", "should", "will", "would", "has", "have", "had", "shall",
+                             "isn't", "aren't", "wasn't", "weren't", "don't", "doesn't", "didn't", "can't",
+                             "couldn't", "mustn't", "shouldn't", "won't", "wouldn't", "hasn't", "haven't"})
+# where a clause of a question starts: its start, after a sentence's end, or after a comma, semicolon
+# or colon ("After upgrading, can I …?", "How do I detect it? Do functions return -1?")
+_CLAUSE = re.compile(r"(?:^|[.?!;:,]\s+)([a-z']+)")
 
 
 def _has_number(number: str, quotes: str) -> bool:
@@ -242,9 +251,11 @@ def _part_spelled(text: str, quotes: str) -> set[str]:
 
 
 def yes_no(question: str) -> bool:
-    """The question asks for a yes or a no ("Is a transponder required ...?")."""
-    first = _WORD.findall(normalize(question)[:40])
-    return bool(first) and first[0] in _YES_NO_OPENERS
+    """The question asks for a yes or a no: one of its clauses opens with a verb that asks one ("Is a
+    transponder required …?", "After upgrading, can I keep …?", "I use X. Will it …?", "How do I detect a
+    failure? Do functions return -1 …?")."""
+    norm = normalize(question).replace("’", "'").lower()
+    return any(m.group(1) in _YES_NO_OPENERS for m in _CLAUSE.finditer(norm))
 
 
 def _without_yes_no(text: str) -> str:
@@ -270,7 +281,16 @@ _NO_NEGATION = re.compile(r"\bnot only\b|\bwhether or not\b|\bor not(?=\s*(?:[.,
 # words that negate without a negation word: "unless" (if not), "except" (but not), "nothing" (not
 # anything), ...; a quote holding one states what a text may say with "not". "only" is not among them:
 # "required only at night" must not back "not required at night".
-EXCLUDING = frozenset({"unless", "except", "excepting", "excluding", "neither", "nothing", "nobody", "nowhere"})
+EXCLUDING = frozenset({"unless", "except", "excepting", "excluding", "neither", "nothing", "nobody", "nowhere",
+                       "impossible", "unable", "unavailable", "unsupported", "disallowed", "illegal"})
+# a bound said with "no": "no more than one frame per minute" is "at most one"; it is no negation when a
+# quote states a bound too ("at most", "up to", "maximum", "exceed", …), and stays one otherwise, so "no
+# more than 3" cannot stand on "more than 3 are required"
+_NO_BOUND = re.compile(r"\bno\s+(?:more|less|fewer|later|earlier|greater|longer|larger|sooner|higher|lower|smaller"
+                       r"|shorter|further|farther)(?:\s+[a-z-]+){0,3}?\s+than\b")  # "no more frames than"
+_BOUND = re.compile(r"\bat (?:most|least|the (?:most|latest|earliest))\b|\bup to\b|\bmaxim|\bminim|\bexceed"
+                    r"|\bor (?:less|fewer|more|earlier|later|greater)\b|\bno (?:more|less|fewer|later|earlier) than\b"
+                    r"|\blimit")
 STEM = 7  # letters a word must share with a long negation to be one of its forms ("prohibition", "prohibit")
 
 
@@ -312,6 +332,8 @@ def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PRO
     # a question about what is prohibited or not done ("Where is aerobatic flight prohibited?") is
     # answered in negations that restate it; a yes/no question's own negation backs nothing
     restated = bool(question) and not asks_yes_no and negates(question, profile)
+    if any(_BOUND.search(normalize(q)) for q in quotes):
+        claim = _NO_BOUND.sub(" ", normalize(claim))
     if negates(claim, profile) and not restated and not any(negates_or_excludes(q, profile) for q in quotes):
         problems.append("a negation")
     raw_quotes = "\n".join(quotes)
@@ -323,3 +345,10 @@ def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PRO
                  and not (set(_ALNUM.findall(normalize(t))) <= same)
                  and not (_has_words(normalize(t), asked) and _has_words(normalize(t), on_pages))]
     return problems
+
+
+def rests_on_absence(text: str, question: str, problems: Sequence[str]) -> bool:
+    """A "No" to a yes/no question (``yes_no``) whose negation no verified quote states (``problems``
+    from ``unsupported`` holds "a negation"): the "no" was read from what the quotes leave out ("No:
+    the drivers are CSV, xBASE, ODBC and MySQL" to "Can it read .xlsx?"), which is not an answer."""
+    return "a negation" in problems and yes_no(question) and re.match(r"\s*no\b", text, re.IGNORECASE) is not None
