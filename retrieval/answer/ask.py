@@ -39,8 +39,9 @@ from retrieval.store.db import DatabaseError
 log = logging.getLogger(__name__)
 
 def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[str, str], dict[int, SourcePage]]:
-    """The stored text, label and how it was read (``ingest.reading``) of every page the passages touch,
-    keyed by (collection, document)."""
+    """The stored text, label and how it was read (``ingest.reading``) of every page the passages touch
+    and the page after each (where a page's last line may introduce what follows:
+    ``retrieval.answer.context.continues``), keyed by (collection, document)."""
     out: dict[tuple[str, str], dict[int, SourcePage]] = {(p.collection, p.document): {} for p in passages}
     if not passages:
         return out
@@ -52,7 +53,7 @@ def load_pages(settings: Settings, passages: Sequence[Passage]) -> dict[tuple[st
             "JOIN pages pg ON pg.collection = d.collection AND pg.document_id = d.id "
             "AND pg.page_no BETWEEN q.first AND q.last",
             ([p.collection for p in passages], [p.document for p in passages], [p.page for p in passages],
-             [p.page_end for p in passages])).fetchall()
+             [p.page_end + 1 for p in passages])).fetchall()
     for r in rows:
         out[(r["collection"], r["name"])][r["page_no"]] = SourcePage(r["text"], r["label"], r["read_by"],
                                                                      tuple(r["ocr_doubtful"] or ()))

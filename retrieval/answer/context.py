@@ -9,7 +9,10 @@
   table row keeps its cells and header, a list its opening line, a sentence its neighbours. Each
   item has its own id. Paragraphs that read as text addressed to an AI reader
   (``retrieval.text.injection``) are cut out of the widened text, so widening never shows what
-  retrieval set aside.
+  retrieval set aside. When a page's shown text runs to its end and its last line introduces what
+  follows (ends with a colon: "A suitable command is then:") while the next page is not shown, the
+  next page's opening lines follow it as an item of their own (``continues``): the command, list or
+  table it introduces is there.
 Every quote is verified against exactly this text (``retrieval.answer.verify``).
 """
 
@@ -185,6 +188,41 @@ def without_untrusted(text: str, lo: int, hi: int, names: tuple[str, ...] = DEFA
     return "".join(out).strip("\n")
 
 
+FOOTER_CHARS = 40  # a line this short after a page's last text line may be its footer (a page number, a running title)
+
+
+def introduces_next(text: str) -> bool:
+    """The page's last line of text ends with a colon: it introduces what the next page holds (the
+    short lines after it, a page number or running footer, aside)."""
+    lines = [ln.strip() for ln in text.rstrip().splitlines() if ln.strip()]
+    for ln in reversed(lines[-4:]):
+        if ln.endswith(":"):
+            return True
+        if len(ln) > FOOTER_CHARS:
+            return False
+    return False
+
+
+def continues(spans: Mapping[tuple[str, str, int], tuple[int, int, Passage]], pages: Pages
+              ) -> dict[tuple[str, str, int], tuple[int, int, Passage]]:
+    """``spans`` with, after each span that runs to the end of a page introducing the next one
+    (``introduces_next``), the next page's opening window when that page is not shown already."""
+    out: dict[tuple[str, str, int], tuple[int, int, Passage]] = {}
+    for key, (lo, hi, p) in spans.items():
+        if key not in out:
+            out[key] = (lo, hi, p)
+        collection, document, no = key
+        doc_pages = pages.get((collection, document), {})
+        text = doc_pages[no].text
+        following = (collection, document, no + 1)
+        after = [ln.strip() for ln in text[hi:].splitlines() if ln.strip()]
+        runs_to_end = len(after) <= 3 and all(len(ln) <= FOOTER_CHARS for ln in after)
+        if (runs_to_end and no + 1 in doc_pages and following not in spans and following not in out
+                and introduces_next(text[:hi])):
+            out[following] = (*page_window(doc_pages[no + 1].text, 0, 0), p)
+    return out
+
+
 def model_pages(passages: Sequence[Passage], pages: Pages, file_base_url: str | None = None,
                 injection_rules: tuple[str, ...] = DEFAULT_RULES, budget_chars: int | None = None) -> list[PageText]:
     """What a model is shown: one item per retrieved page (module docstring), ids ``P1``, ``P2``, …
@@ -200,7 +238,7 @@ def model_pages(passages: Sequence[Passage], pages: Pages, file_base_url: str | 
             spans[(p.collection, p.document, no)] = (min(lo, first_lo), max(hi, first_hi), owner)
     out: list[PageText] = []
     used = 0  # characters shown so far
-    for (collection, document, no), (lo, hi, p) in spans.items():
+    for (collection, document, no), (lo, hi, p) in continues(spans, pages).items():
         src = pages[(collection, document)][no]
         text = without_untrusted(src.text, lo, hi, injection_rules)
         if not text.strip() or text.strip() == WITHHELD:

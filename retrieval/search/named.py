@@ -2,10 +2,14 @@
 sport pilot checkride …", "which R function …".
 
 A word of the question names a document when the word is in that document's title and in no other
-searched document's title, and when the collection's own text ties the word to that document: at
-least ``MIN_SHARE`` of the chunks using the word belong to it. "gnuplot", "sport" and a capital "R"
-pass; a title word every handbook uses ("airplane", "flight") does not, and neither does a word
-only one title happens to use while another document's text uses it as much. Words that say what
+searched document's title, and when the collection's own text ties the word to that document: of the
+rates at which each document's chunks use the word, the titled document's is at least ``MIN_SHARE``
+of the sum. Rates, not counts, so a long document does not win by its length; and the titled
+document's chunks count only where the word is in their text as well as in the title every chunk is
+indexed under (``text_uses``), so "package" in "The minted package" does not name minted when the
+other manual's text says "package" as often. "gnuplot", "sport" and a capital "R" pass; a title word
+every handbook uses ("airplane", "flight", "general", "rules") does not, and neither does a word only
+one title happens to use while another document's text uses it as much. Words that say what
 kind of document it is ("manual", "documentation") never name one (the profile's
 ``document_words``); otherwise the titles and the index decide. A one-letter title word ("R") must be written as a capital letter
 on its own ("an R function", not "r" or "R-squared").
@@ -17,7 +21,7 @@ meant by naming one; the answer says which documents were searched first.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from retrieval.profile import DEFAULT_PROFILE, Profile
 
@@ -58,8 +62,21 @@ def title_cues(question: str, titles: Mapping[str, str], profile: Profile = DEFA
     return {w: next(iter(docs)) for w, docs in owners.items() if len(docs) == 1 and _in_question(w, question)}
 
 
-def named_documents(cues: Mapping[str, str], shares: Mapping[str, Mapping[str, float]],
+def named_documents(cues: Mapping[str, str], rates: Mapping[str, Mapping[str, float]],
                     min_share: float = MIN_SHARE) -> list[str]:
-    """The documents the cues name: those whose cue word's chunks (``shares``: word → document →
-    share of the chunks using the word) mostly belong to them. Sorted."""
-    return sorted({doc for w, doc in cues.items() if shares.get(w, {}).get(doc, 0.0) >= min_share})
+    """The documents the cues name: those whose rate of using their cue word (``rates``: word →
+    document → share of that document's chunks using the word in their text) is at least
+    ``min_share`` of all the documents' rates together. Sorted."""
+    named: set[str] = set()
+    for w, doc in cues.items():
+        total = sum(rates.get(w, {}).values())
+        if total > 0 and rates[w].get(doc, 0.0) / total >= min_share:
+            named.add(doc)
+    return sorted(named)
+
+
+def text_uses(tfs: Sequence[int]) -> int:
+    """How many chunks of a document use a word of its title in their text: its term frequency in each
+    chunk's indexed text (``tfs``) counts the title once, so only a count of two or more says the
+    text (or a section heading) uses it too."""
+    return sum(1 for tf in tfs if tf >= 2)

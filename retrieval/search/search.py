@@ -27,12 +27,13 @@ from psycopg.rows import tuple_row
 from pydantic import BaseModel, Field
 
 from retrieval.store import db, index, pool, replicas
+from retrieval.store.postings import POSTING, decode
 from retrieval.encode.embed import Embedder, get_embedder
 from retrieval.search.filters import Scope
 from retrieval.search.fuse import RRF_K, Hit, Span, diversify, near_duplicates, rrf
 from retrieval.search.keyword import bm25_params, lexemes_sql, postings_sql, top_scores
 from retrieval.models import Passage, SearchResult, StageScores
-from retrieval.search.named import named_documents, title_cues
+from retrieval.search.named import named_documents, text_uses, title_cues
 from retrieval.search.rerank import Choice, SentenceReranker, choose
 from retrieval.encode.sentence_index import STORED_SCORE_SQL, half_vector, rerank_text
 from retrieval.settings import Settings
@@ -272,18 +273,36 @@ def _ranked(settings: Settings, embedder: Embedder, choice: Choice, query: str, 
 def named_in(settings: Settings, query: str, scope: Scope) -> list[str]:
     """The searched documents ``query`` names by title (``retrieval.search.named``); [] when it names none."""
     with pool.connection(settings) as conn:
-        titles = {r["name"]: r["title"] or r["name"] for r in conn.execute(
-            f"SELECT d.name, d.title FROM documents d WHERE {scope.documents_sql('d')}", scope.params())}
+        docs = {r["name"]: r for r in conn.execute(
+            f"SELECT d.collection, d.id, d.name, d.title, d.chunk_count FROM documents d WHERE {scope.documents_sql('d')}",
+            scope.params())}
+        titles = {name: r["title"] or name for name, r in docs.items()}
         cues = title_cues(query, titles, collection_profile(settings, scope.collections))
-        shares: dict[str, dict[str, float]] = {}
-        for word in cues:  # chunk counts per document kept at ingest (document_lexemes): no scan of the chunks
+        rates: dict[str, dict[str, float]] = {}
+        for word, titled in cues.items():  # chunk counts per document kept at ingest: no scan of the chunks
             rows = conn.execute(
                 "SELECT d.name, sum(l.df) AS n FROM document_lexemes l JOIN documents d ON d.collection = l.collection "
                 f"AND d.id = l.document_id WHERE {scope.documents_sql('d')} AND l.lexeme = ANY({lexemes_sql(scope, 'word')}) "
                 "GROUP BY d.name", {**scope.params(), "word": word}).fetchall()
-            total = sum(r["n"] for r in rows)
-            shares[word] = {r["name"]: float(r["n"]) / float(total) for r in rows} if total else {}
-    return named_documents(cues, shares)
+            uses = {r["name"]: int(r["n"]) for r in rows if r["name"] != titled}
+            own = docs[titled]
+            uses[titled] = text_uses(_term_frequencies(conn, scope, own["collection"], own["id"], word))
+            rates[word] = {name: n / max(1, docs[name]["chunk_count"]) for name, n in uses.items()}
+    return named_documents(cues, rates)
+
+
+def _term_frequencies(conn: psycopg.Connection, scope: Scope, collection: str, document_id: int, word: str) -> list[int]:
+    """The word's term frequency in each chunk of one document that has it, from the stored postings
+    (``retrieval.store.postings``)."""
+    rows = conn.execute(
+        "SELECT base, postings FROM lexeme_postings WHERE collection = %(c)s AND document_id = %(d)s "
+        f"AND lexeme = ANY({lexemes_sql(scope, 'word')})",
+        {**scope.params(), "c": collection, "d": document_id, "word": word}).fetchall()
+    out: list[int] = []
+    for r in rows:
+        records = np.frombuffer(r["postings"], dtype=POSTING)
+        out.extend(decode(np.array([r["base"]]), np.array([len(records)]), records)[1].tolist())
+    return out
 
 
 def default_config(settings: Settings, depth: int | None = None) -> SearchConfig:
