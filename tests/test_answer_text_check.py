@@ -133,6 +133,8 @@ def test_a_bound_or_cannot_with_nothing_behind_it_still_withholds(text: str, quo
     ("What is the maximum airspeed below 10,000 feet MSL?", False),
     ("In Class E airspace, what visibility applies?", False),
     ("How is the island of Doris named?", False),
+    ("Over what kinds of places, and below what height, is aerobatic flight prohibited?", False),
+    ("In SizeFeatures, which sizes does X-Y cover, and is the upper bound included?", False),
 ])
 def test_a_question_asks_yes_or_no_when_a_clause_opens_with_its_verb(question: str, asks: bool) -> None:
     assert yes_no(question) is asks
@@ -144,6 +146,13 @@ def test_the_no_answering_a_yes_no_clause_is_no_claim() -> None:
     quote = "SBCL fasl-format is binary compatible only with the exact SBCL version it was generated with."
     assert unsupported(text, [quote], question=q) == []
     assert unsupported(text, [quote]) == ["a negation"]  # without the question, "No" is a claim
+
+
+def test_a_wh_question_about_what_is_prohibited_is_answered_in_negations_that_restate_it() -> None:
+    q = "Over what kinds of places, and below what height, is aerobatic flight prohibited?"
+    text = "No aerobatic flight is allowed over a congested area or below 1,500 feet."
+    quote = "operate an aircraft in aerobatic flight over any congested area; below an altitude of 1,500 feet"
+    assert unsupported(text, [quote], question=q) == []
 
 
 def test_a_no_read_from_what_a_list_leaves_out_rests_on_absence() -> None:

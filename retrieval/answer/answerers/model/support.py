@@ -26,8 +26,9 @@ about what is prohibited (each where ``unsupported`` checks it). Nor, since issu
 - a negation a quote states without "not": "unless", "except", "nothing", ..., or another form of a
   long negation word ("prohibit" / "prohibited"); and "not only", "whether or not", "No. 5" are no
   negations. "only" backs no "not" ("required only at night" / "not required at night").
-- since the third round of issue 38: a question asks for a yes or a no when any of its clauses opens
-  with a verb that asks one ("After upgrading, can I …?", "I use X. Will it …?"), so the "No" opening its
+- since the third round of issue 38: a question asks for a yes or a no when a sentence opens with a verb
+  that asks one, or a clause does with no "what", "how", … before it ("After upgrading, can I …?", "I use
+  X. Will it …?"), so the "No" opening its
   answer is no claim either; "impossible", "unable", "unsupported", … back a "cannot"; and a bound said
   with "no" ("no more than one frame per minute") is backed by a quote stating a bound ("at most one").
 
@@ -62,9 +63,10 @@ _YES_NO_OPENERS = frozenset({"is", "are", "was", "were", "do", "does", "did", "c
                              "must", "should", "will", "would", "has", "have", "had", "shall",
                              "isn't", "aren't", "wasn't", "weren't", "don't", "doesn't", "didn't", "can't",
                              "couldn't", "mustn't", "shouldn't", "won't", "wouldn't", "hasn't", "haven't"})
-# where a clause of a question starts: its start, after a sentence's end, or after a comma, semicolon
-# or colon ("After upgrading, can I …?", "How do I detect it? Do functions return -1?")
-_CLAUSE = re.compile(r"(?:^|[.?!;:,]\s+)([a-z']+)")
+# a question's sentences, and where a clause starts inside one: after a comma, semicolon or colon
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
+_CLAUSE = re.compile(r"[,;:]\s+([a-z']+)")
+_WH = frozenset({"what", "which", "who", "whom", "whose", "where", "when", "why", "how"})
 
 
 def _has_number(number: str, quotes: str) -> bool:
@@ -251,11 +253,18 @@ def _part_spelled(text: str, quotes: str) -> set[str]:
 
 
 def yes_no(question: str) -> bool:
-    """The question asks for a yes or a no: one of its clauses opens with a verb that asks one ("Is a
-    transponder required …?", "After upgrading, can I keep …?", "I use X. Will it …?", "How do I detect a
-    failure? Do functions return -1 …?")."""
-    norm = normalize(question).replace("’", "'").lower()
-    return any(m.group(1) in _YES_NO_OPENERS for m in _CLAUSE.finditer(norm))
+    """The question asks for a yes or a no: one of its sentences opens with a verb that asks one ("Is a
+    transponder required …?", "I use X. Will it …?", "How do I detect a failure? Do functions return -1
+    …?"), or one of its clauses does with no "what", "how", … before it in its sentence ("After upgrading,
+    can I keep …?"; not "Over what places, and below what height, is aerobatic flight prohibited?")."""
+    for sentence in _SENTENCE_END.split(normalize(question).replace("’", "'").lower()):
+        words = _WORD.findall(sentence)
+        if words and words[0] in _YES_NO_OPENERS:
+            return True
+        for m in _CLAUSE.finditer(sentence):
+            if m.group(1) in _YES_NO_OPENERS and not _WH & set(_WORD.findall(sentence[:m.start()])):
+                return True
+    return False
 
 
 def _without_yes_no(text: str) -> str:
