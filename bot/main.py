@@ -38,6 +38,7 @@ from bot.slack import Leave, RedactTokens
 from bot.startup import settle
 from bot.store import Store
 from bot.workers import WorkerPool
+from retrieval.answer.answerers.registry import choose_answerer
 from retrieval.answer.answerers import unconfigured
 from retrieval.store.db import DatabaseError, first_line
 from retrieval.logs import log_handler, quiet_libraries
@@ -202,6 +203,17 @@ def warm_up(settings: Settings) -> None:
         log.error("could not load the models: %s", exc)
 
 
+EXTRACTIVE_WORKERS = 4  # answer workers when the extractive answerer answers: its work is CPU
+MODEL_WORKERS = 12  # when a model answers: a worker mostly waits for it (results/speed/mentions_load.md)
+
+
+def answer_workers(settings: Settings) -> int:
+    """Questions the bot answers at once: ``CHAPTERVERSE_SLACK_WORKERS``, else by the answerer configured."""
+    if settings.slack.workers is not None:
+        return settings.slack.workers
+    return EXTRACTIVE_WORKERS if choose_answerer(settings, None) == "extractive" else MODEL_WORKERS
+
+
 def run(settings: Settings) -> None:
     bot_token, app_token = tokens(settings)
     if settings.answer.answerer and (missing := unconfigured(settings, settings.answer.answerer)):
@@ -210,6 +222,7 @@ def run(settings: Settings) -> None:
     if me.get("team_id"):
         log.info("Slack accepted the bot token: workspace %s (%s), bot user %s", me.get("team") or "?",
                  me["team_id"], me.get("user") or me.get("user_id") or "?")
+    settings = settings.but(slack={"workers": answer_workers(settings)})
     if settings.db.pool_size is None:  # one pool for searches and bot state, sized to the workers
         settings = settings.but(db={"pool_size": 2 * settings.slack.workers + 6})
     stop = stop_on_signals()
@@ -231,7 +244,7 @@ def run(settings: Settings) -> None:
             log.warning("could not check the stored installations' encryption: %s", exc)
     clients = Clients(settings, token=bot_token, installations=installations)
     queue = JobQueue(store, settings.jobs.queue_limit)
-    answers = WorkerPool("answer", settings.slack.workers, backlog=settings.slack.answer_backlog)
+    answers = WorkerPool("answer", answer_workers(settings), backlog=settings.slack.answer_backlog)
     quick = quick_pool(settings)
     slack_io = ThreadPoolExecutor(max_workers=8, thread_name_prefix="slack-io")
     runner: JobRunner | None = None

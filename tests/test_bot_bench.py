@@ -79,6 +79,7 @@ def _commit() -> str:
 
 
 def main() -> int:
+    from bot.main import answer_workers  # noqa: PLC0415
     from retrieval.store import db  # noqa: PLC0415
     from retrieval.settings import Settings  # noqa: PLC0415
     from tests.conftest import DEV_PDFS  # noqa: PLC0415
@@ -123,8 +124,8 @@ def main() -> int:
            "what": "ack = socket-mode envelope sent by the fake -> ack received; reply = envelope sent -> "
                    "placeholder replaced by the rendered answer (chat.update). Fake Slack on 127.0.0.1, "
                    "real bot subprocess, real ask() over the dev collection (3 FAA PDFs).",
-           "config": {"answerer": "extractive (no GEMINI_API_KEY)", "slack_workers": settings.slack.workers,
-                      "db_pool_size": settings.db.pool_size or 2 * settings.slack.workers + 6,
+           "config": {"answerer": "extractive (no GEMINI_API_KEY)", "slack_workers": answer_workers(settings),
+                      "db_pool_size": settings.db.pool_size or 2 * answer_workers(settings) + 6,
                       "embedding_model": settings.search.embedding_model, "reranker_requested": settings.search.reranker,
                       "cpus": os.cpu_count(), "python": platform.python_version(),
                       "note": "machine shared with other engineers' jobs; figures vary run to run",

@@ -355,9 +355,11 @@ def snapshot(fake: Any) -> tuple[list[tuple[str, dict[str, Any], float, int]], d
 def run(answerer: str, steady_s: float, model_delay_s: float, extra_env: dict[str, str]) -> dict[str, Any]:
     from tests.fake_openai import running  # noqa: PLC0415
     from tests.fake_slack import FakeSlack, wait_for  # noqa: PLC0415
+    from bot.main import answer_workers  # noqa: PLC0415
     from tests.test_bot_support import BotProcess  # noqa: PLC0415
 
     settings, url = prepare_home()
+    bot_settings = settings.but(answer={"answerer": "openai" if answerer == "model" else "extractive"})
     os.environ.pop("CHAPTERVERSE_RERANKER", None)  # tests/conftest.py's stand-in: the bot runs its default
     env = {"DATABASE_URL": url, "CHAPTERVERSE_SLACK_WORKSPACE_COLLECTION": "dev", **extra_env}
     load = {"start": open("/proc/loadavg").read().split()[:3]}
@@ -421,7 +423,7 @@ def run(answerer: str, steady_s: float, model_delay_s: float, extra_env: dict[st
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "commit": _commit(),
         "config": {"burst": BURST, "burst_window_s": BURST_WINDOW_S, "rate_per_s": RATE_PER_S, "steady_s": steady_s,
                    "users": USERS, "channels": CHANNELS, "extra_env": extra_env,
-                   "slack_workers": int(extra_env.get("CHAPTERVERSE_SLACK_WORKERS", settings.slack.workers)),
+                   "slack_workers": int(extra_env.get("CHAPTERVERSE_SLACK_WORKERS", answer_workers(bot_settings))),
                    "answer_backlog": int(extra_env.get("CHAPTERVERSE_SLACK_ANSWER_BACKLOG", settings.slack.answer_backlog)),
                    "model_concurrency": int(extra_env.get("CHAPTERVERSE_MODEL_CONCURRENCY",
                                                           settings.answer.model_concurrency)),

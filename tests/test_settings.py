@@ -73,3 +73,19 @@ def test_bad_values_and_retired_names_are_one_clear_error(monkeypatch) -> None:
     monkeypatch.setenv("CHAPTERVERSE_PROFILES_DIR", "/tmp")
     with pytest.raises(SettingsError, match="CHAPTERVERSE_PROFILES_DIR is no longer read"):
         Settings()
+
+
+def test_the_bot_answers_more_at_once_when_a_model_answers(monkeypatch) -> None:
+    """Issue 40, item 3: a model answerer's workers mostly wait for it, so unset the bot runs 12 of them
+    (4 with the extractive answerer, whose work is CPU); CHAPTERVERSE_SLACK_WORKERS still decides."""
+    from bot.main import answer_workers  # noqa: PLC0415
+
+    for name in ("CHAPTERVERSE_SLACK_WORKERS", "CHAPTERVERSE_ANSWERER", "GEMINI_API_KEY", "CHAPTERVERSE_GEMINI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    assert answer_workers(Settings()) == 4
+    assert answer_workers(Settings(answer={"answerer": "openai"})) == 12
+    assert answer_workers(Settings(answer={"gemini_api_key": "k"})) == 12  # Gemini, chosen by its key
+    assert answer_workers(Settings(answer={"answerer": "extractive", "gemini_api_key": "k"})) == 4
+    monkeypatch.setenv("CHAPTERVERSE_SLACK_WORKERS", "3")
+    assert answer_workers(Settings(answer={"answerer": "openai"})) == 3
+    assert Settings().answer.model_concurrency == 12
