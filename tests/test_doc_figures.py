@@ -162,6 +162,27 @@ def test_the_fourth_runs_table_and_figures_are_summary_json() -> None:
         "first_quote_states_the_answer", "answer_context_recall", "wrong_but_verified")]
 
 
+def test_the_fifth_runs_table_and_figures_are_summary_json() -> None:
+    """unseen 19–20, run once under prereg_round5.txt, and rounds 3–5 pooled."""
+    readme = MODEL_PATH / "README.md"
+    assert _checked_table("unseen 19–20 pooled", "unseen_19_to_20_pooled", ("extractive", "check_off")) == 0
+    shown = SUMMARY["unseen_19_to_20_text_shown_of_right_first"]
+    m = _found(r"Answer text shown where the first quote is right\*\*: (\d+) of (\d+) \(0\.845", readme)
+    assert (int(m[1]), int(m[2])) == (shown["text_shown"], shown["right_first"])
+    m = _found(r"answer is the first page shown\*\*: model (\d+)/60 \(0\.967\), extractive (\d+)/60", readme)
+    assert (int(m[1]), int(m[2])) == _answer_page_first(("unseen19", "unseen20"))
+    rounds = ("unseen_15_to_16", "unseen_17_to_18", "unseen_19_to_20")
+    pooled = [SUMMARY[f"{r}_pooled"]["check_off"] for r in rounds]
+    m = _found(r"Pooled over rounds 3, 4 and 5 \(180 answerable, 72 near misses\): first quote right (\d+)/180 \([\d.]+\), "
+               r"answer-context recall (\d+)/180 \([\d.]+\), wrong-but-verified (\d+)/252 \([\d.]+\), near misses refused "
+               r"(\d+)/72, answer text shown for (\d+) of (\d+) right-first answers \([\d.]+\), (\d+) model calls", readme)
+    texts = [SUMMARY[f"{r}_text_shown_of_right_first"] for r in rounds]
+    assert [int(x) for x in m.groups()] == [
+        *(sum(p[k] for p in pooled) for k in ("first_quote_states_the_answer", "answer_context_recall",
+                                             "wrong_but_verified", "near_misses_refused")),
+        sum(t["text_shown"] for t in texts), sum(t["right_first"] for t in texts), sum(p["model_calls"] for p in pooled)]
+
+
 def _rows(s: str, variant: str) -> list[dict]:
     return json.loads((MODEL_PATH / f"{s}_{variant}.json").read_text())["per_question"]
 
@@ -220,12 +241,13 @@ def test_the_results_page_names_where_the_unseen_model_path_figures_were_measure
         assert {c for s in sets for c in measured[s]["commits"]} == {named}, f"docs/results.md names {named} for {sets}"
         assert all(measured[s]["uncommitted_changes"] for s in sets)
     assert {d[8:10] for sets in groups for s in sets for d in measured[s]["dates"]} == {m[1].zfill(2)}
-    later = ("unseen15", "unseen16", "faa_dev", "manuals_dev")
-    m = _found(r"Unseen 15–16 and the dev sets were measured on (\d+) Dec at `(\w+)`, unseen 17–18 at `(\w+)`",
-               results_page)
-    assert {c for s in later for c in measured[s]["commits"]} == {m[2]}, f"docs/results.md names {m[2]} for {later}"
-    assert {c for s in ("unseen17", "unseen18") for c in measured[s]["commits"]} == {m[3]}
-    assert {d[8:10] for s in (*later, "unseen17", "unseen18") for d in measured[s]["dates"]} == {m[1].zfill(2)}
+    m = _found(r"Unseen 15–16 were measured on (\d+) Dec at `(\w+)`, unseen 17–18 at `(\w+)`; unseen 19–20 and the dev "
+               r"sets on (\d+) Dec at `(\w+)`", results_page)
+    runs = [(m[1], m[2], ("unseen15", "unseen16")), (m[1], m[3], ("unseen17", "unseen18")),
+            (m[4], m[5], ("unseen19", "unseen20", "faa_dev", "manuals_dev"))]
+    for day, commit, sets in runs:
+        assert {c for s in sets for c in measured[s]["commits"]} == {commit}, f"docs/results.md names {commit} for {sets}"
+        assert {d[8:10] for s in sets for d in measured[s]["dates"]} == {day.zfill(2)}, f"{sets} were not measured on {day}"
 
 
 def test_no_unseen_recording_carries_the_instructions_it_was_written_under() -> None:
@@ -233,7 +255,7 @@ def test_no_unseen_recording_carries_the_instructions_it_was_written_under() -> 
     assert "none of those recordings carries the hash of the instructions" in _flat(ROOT / "docs" / "results.md")
     recorded = _recorded(range(9, 15))
     assert len(recorded) > 200 and not any("instructions" in r for r in recorded)
-    later = _recorded((15, 16, 17, 18))
+    later = _recorded((15, 16, 17, 18, 19, 20))
     assert later and all("instructions" in r for r in later)  # recorded after the hash was kept: they replay at HEAD
 
 
