@@ -61,3 +61,33 @@ def test_the_budget_stops_before_the_page_that_would_pass_it() -> None:
     capped = model_pages([passage("a.pdf", n, 0, 10) for n in range(1, 6)], pages, budget_chars=int(size * 2.5))
     assert [s.page for s in capped] == [1, 2]
     assert len(model_pages([passage("a.pdf", 1, 0, 10)], pages, budget_chars=2_000)) == 1  # the first always
+
+
+INTRO_PAGE = ("Compiling a single frame\n\nSometimes you want to check one slide only. A suitable command is then:\n\n"
+              "Section 2 - Page 41")  # its last text line introduces what the next page holds; a running footer after
+NEXT_PAGE = "pdflatex '\\includeonlyframes{current}\\input{talk}'\n\nThe frame labelled current is typeset alone." * 3
+
+
+def test_a_page_that_introduces_what_follows_is_followed_by_the_next_pages_opening() -> None:
+    """Issue 38, a cause of the answer page missing: the command a page's last line introduces is on the next
+    page; when that page is not shown, its opening lines follow as an item of their own."""
+    pages = {("c", "b.pdf"): {40: SourcePage(INTRO_PAGE, "40"), 41: SourcePage(NEXT_PAGE, "41")}}
+    shown = model_pages([passage("b.pdf", 40, 0, 40)], pages)
+    assert [(s.page, s.passage_id) for s in shown] == [(40, "P1"), (41, "P2")]
+    assert shown[1].text.startswith("pdflatex '\\includeonlyframes{current}") and shown[1].page_label == "41"
+    # shown already, it is not shown twice; its own span stays what retrieval reached
+    both = model_pages([passage("b.pdf", 40, 0, 40), passage("b.pdf", 41, 0, 20)], pages)
+    assert [s.page for s in both] == [40, 41]
+    # the budget counts it: the first item only when the two do not fit
+    assert [s.page for s in model_pages([passage("b.pdf", 40, 0, 40)], pages, budget_chars=len(INTRO_PAGE) + 10)] == [40]
+
+
+def test_a_page_ending_otherwise_or_the_last_page_brings_no_next_page() -> None:
+    plain = INTRO_PAGE.replace("then:", "then given below.")
+    no_intro = {("c", "b.pdf"): {40: SourcePage(plain), 41: SourcePage(NEXT_PAGE)}}
+    assert [s.page for s in model_pages([passage("b.pdf", 40, 0, 40)], no_intro)] == [40]
+    last = {("c", "b.pdf"): {40: SourcePage(INTRO_PAGE)}}  # no page 41 in the document
+    assert [s.page for s in model_pages([passage("b.pdf", 40, 0, 40)], last)] == [40]
+    long_page = ("A suitable command is then:\n" + "More text on this long page, which goes on and on.\n" * 120)
+    hit = {("c", "b.pdf"): {40: SourcePage(long_page), 41: SourcePage(NEXT_PAGE)}}  # the colon is not where it ends
+    assert [s.page for s in model_pages([passage("b.pdf", 40, 0, 20)], hit)] == [40]

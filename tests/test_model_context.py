@@ -69,3 +69,24 @@ def test_each_answerer_asks_the_search_for_its_own_pool(settings, dev_corpus) ->
     ask(settings, q, collections=[dev_corpus], answerer="extractive", search_fn=spy)
     assert asked == [(MODEL_PASSAGES, MODEL_LEG_DEPTH), (EXTRACTIVE_PASSAGES, None)]
     assert model.answerer == "extractive" and any("openai" in w.lower() for w in model.warnings)
+
+
+def test_the_page_after_each_passage_is_loaded_from_the_index(settings, dev_corpus) -> None:
+    """The model's view may follow a page with the next one's opening (``retrieval.answer.context.continues``),
+    so the stored text of the page after each passage is read with the passages' own pages: one query."""
+    from retrieval.answer.ask import load_pages  # noqa: PLC0415
+    from retrieval.search.search import search  # noqa: PLC0415
+
+    found = search(settings, "What fuel reserve is required for a VFR flight at night?", k=8,
+                   collections=[dev_corpus]).results
+    from retrieval.store import pool  # noqa: PLC0415
+
+    with pool.connection(settings) as conn:
+        counts = {r["name"]: r["page_count"] for r in conn.execute(
+            "SELECT name, page_count FROM documents WHERE collection = %s", (dev_corpus,))}
+    pages = load_pages(settings, found)
+    assert any(p.page_end < counts[p.document] for p in found)
+    for p in found:
+        loaded = pages[(p.collection, p.document)]
+        assert set(range(p.page, p.page_end + 1)) <= loaded.keys()
+        assert p.page_end + 1 in loaded or p.page_end == counts[p.document]  # the last page has none after
