@@ -209,16 +209,14 @@ def continues(spans: Mapping[tuple[str, str, int], tuple[int, int, Passage]], pa
     (``introduces_next``), the next page's opening window when that page is not shown already."""
     out: dict[tuple[str, str, int], tuple[int, int, Passage]] = {}
     for key, (lo, hi, p) in spans.items():
-        if key not in out:
-            out[key] = (lo, hi, p)
+        out[key] = (lo, hi, p)
         collection, document, no = key
         doc_pages = pages.get((collection, document), {})
         text = doc_pages[no].text
         following = (collection, document, no + 1)
         after = [ln.strip() for ln in text[hi:].splitlines() if ln.strip()]
         runs_to_end = len(after) <= 3 and all(len(ln) <= FOOTER_CHARS for ln in after)
-        if (runs_to_end and no + 1 in doc_pages and following not in spans and following not in out
-                and introduces_next(text[:hi])):
+        if runs_to_end and no + 1 in doc_pages and following not in spans and introduces_next(text[:hi]):
             out[following] = (*page_window(doc_pages[no + 1].text, 0, 0), p)
     return out
 

@@ -28,9 +28,9 @@ about what is prohibited (each where ``unsupported`` checks it). Nor, since issu
   negations. "only" backs no "not" ("required only at night" / "not required at night").
 - since the third round of issue 38: a question asks for a yes or a no when a sentence opens with a verb
   that asks one, or a clause does with no "what", "how", … before it ("After upgrading, can I …?", "I use
-  X. Will it …?"), so the "No" opening its
-  answer is no claim either; "impossible", "unable", "unsupported", … back a "cannot"; and a bound said
-  with "no" ("no more than one frame per minute") is backed by a quote stating a bound ("at most one").
+  X. Will it …?"), so the "No" opening its answer is no claim either; "impossible", "unable",
+  "unsupported", … back a "cannot"; and a bound said with "no" ("no more than one frame per minute") is
+  backed by a quote stating a bound ("at most one").
 
 - a name the question itself states that the page of a verified quote states too ("VFR", "Class E",
   "Fundamentals of Instructing" in a section heading the quote starts below): the answer repeats what was
