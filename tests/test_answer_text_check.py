@@ -68,6 +68,64 @@ def test_a_negation_a_quote_makes_in_other_words_is_backed(text: str, quote: str
     assert unsupported(text, [quote]) == []
 
 
+def test_digits_glued_to_a_names_letters_are_the_name_not_a_number() -> None:
+    """"why3 prove" states no number 3: the digit is part of the tool's name, checked as a name. A name
+    with other digits than the quotes' is still an alarm, and a bare number still is one."""
+    quote = "By default, the limit is set to 10 seconds."
+    assert unsupported("By default why3 prove allows 10 seconds.", [quote], documents=["why3-manual.pdf"]) == []
+    assert unsupported("By default why3 prove allows 10 seconds.", [quote]) == ["name “why3”"]
+    assert unsupported("By default why4 prove allows 10 seconds.", [quote], documents=["why3-manual.pdf"]) == [
+        "name “why4”"]
+    assert unsupported("By default it allows 3 seconds.", [quote]) == ["number 3"]
+
+
+@pytest.mark.parametrize(("name", "document"), [
+    ("SBCL", "sbcl.pdf"),
+    ("MrBayes", "Manual_MrBayes_v3.2.pdf"),
+    ("CircuiTikZ", "circuitikzmanual.pdf"),
+    ("TikZ", "circuitikzmanual.pdf"),  # a part of the document's name, four letters or more
+    ("AMC", "auto-multiple-choice.en.pdf"),  # an acronym its words spell out
+])
+def test_a_name_the_quoted_document_is_named_after_is_its_subject(name: str, document: str) -> None:
+    quote = "Reads the file and prints the table."
+    assert unsupported(f"In {name} it reads the file.", [quote], documents=[document]) == []
+    assert unsupported(f"In {name} it reads the file.", [quote], documents=["other-manual.pdf"]) == [
+        f"name “{name.lower()}”"]
+
+
+def test_adjacent_quotes_are_checked_as_shown_with_the_page_text_between_them() -> None:
+    """Two quotes a few words apart on one page are shown as one; a name in the words between them
+    (what the reader sees) backs the text."""
+    from retrieval.answer.answerers.model.checks import join_adjacent
+    from retrieval.answer.verify import PageText
+    from retrieval.models import Citation
+    page = PageText(document="ide.pdf", page=7, text="never save on exit: you must use menu File → Save session, "
+                    "or the state is lost. ask whether to save: a popup asks.")
+    cites = [Citation(document="ide.pdf", page=7, quote="never save on exit: you must use menu"),
+             Citation(document="ide.pdf", page=7, quote="or the state is lost.")]
+    text = "With never save on exit you must use File → Save session."
+    assert unsupported(text, [c.quote for c in cites]) == ["name “file”"]
+    assert unsupported(text, [c.quote for c in join_adjacent(cites, [page])]) == []
+
+
+@pytest.mark.parametrize(("text", "quote", "question"), [
+    ("Not by default: it compares character codes.", "a character code comparison rather than locale ordering",
+     "Will it sort accented names in dictionary order?"),
+    ("It does not read the file; it uses the cache.", "it uses the cache instead of the file", ""),
+    ("Yes: set WHY3IDE to web. No X server is needed.", "set WHY3IDE to web to run it from a web browser",
+     "There is no X server on my machine. Can I still use the IDE?"),  # the question's own statement, restated
+])
+def test_a_negation_said_by_rather_than_instead_of_or_the_askers_own_statement_is_backed(
+        text: str, quote: str, question: str) -> None:
+    assert unsupported(text, [quote], question=question) == []
+
+
+def test_a_key_in_caret_notation_is_the_ctrl_key() -> None:
+    assert unsupported("Press Ctrl-U to delete the entire line.", ["^U\ndelete the entire line."]) == []
+    assert unsupported("Press Ctrl-W to delete the entire line.", ["^U\ndelete the entire line."]) == [
+        "name “ctrl-w”"]
+
+
 # --- true alarms: still withheld -------------------------------------------------------------------
 
 @pytest.mark.parametrize(("text", "quote", "problems"), [
@@ -103,6 +161,16 @@ def test_a_unit_or_name_no_quote_states_still_withholds(text: str, quote: str, p
 ])
 def test_a_negation_no_quote_carries_still_withholds(text: str, quote: str) -> None:
     assert unsupported(text, [quote]) == ["a negation"]
+
+
+@pytest.mark.parametrize(("text", "question"), [
+    ("It needs no X server.", "Does the IDE need no X server?"),  # asked, not stated
+    ("Yes. An X server is not needed.", "There is no X server on my machine. Can I use the IDE?"),  # other words
+    ("Yes. It needs no display.", "There is no X server here. Can I use the IDE?"),
+])
+def test_a_negation_the_question_only_asks_about_or_states_of_something_else_still_withholds(
+        text: str, question: str) -> None:
+    assert unsupported(text, ["run it from a web browser"], question=question) == ["a negation"]
 
 
 @pytest.mark.parametrize(("text", "quote"), [

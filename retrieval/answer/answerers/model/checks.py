@@ -4,7 +4,7 @@
 - The optional support check (``support_filtered``, off by default): verified quotes the trained
   reader finds to say nothing towards the question are dropped, never emptying an answer.
 - The answer-text check (``retrieval.answer.answerers.model.support.unsupported``): the model's own text
-  is shown only when its verified quotes back every number, unit, negation and name in it;
+  is shown only when its verified quotes, as shown (joined), back every number, unit, negation and name in it;
   otherwise its verified quotes are shown alone and the text is kept in ``Answer.withheld_text``.
   A "No" to a yes/no question that no quote's negation backs (``rests_on_absence``) is a refusal
   instead: the quotes list what the documents have, not that the asked-for thing is missing.
@@ -110,8 +110,10 @@ def settled(name: str, request: Request, response: Response, support: SentenceRe
     draft = response.draft
     verification = support_filtered(response.verification, draft.answer, request.question, support, profile, result,
                                     request.shown)
-    problems = unsupported(draft.answer, [c.quote for c in verification.citations], profile, question=request.question,
-                           pages=quoted_pages(verification.citations, request.shown))
+    shown_quotes = join_adjacent(verification.citations, response.shown)  # what the text is shown beside
+    problems = unsupported(draft.answer, [c.quote for c in shown_quotes], profile, question=request.question,
+                           pages=quoted_pages(verification.citations, request.shown),
+                           documents=sorted({c.document for c in verification.citations}))
     if rests_on_absence(draft.answer, request.question, problems):
         log.info("%s answered no with no quote saying so: refused", name)
         result.withheld = problems
@@ -128,5 +130,4 @@ def settled(name: str, request: Request, response: Response, support: SentenceRe
         result.warnings.append(f"{name} answer withheld: it stated {', '.join(problems)}, which none of its "
                                "verified quotes states; the quotes are shown alone")
         draft = draft.model_copy(update={"answer": ""})  # the verified quotes alone
-    return replace(response, draft=draft, verification=verification,
-                   citations=join_adjacent(verification.citations, response.shown))
+    return replace(response, draft=draft, verification=verification, citations=shown_quotes)

@@ -32,6 +32,13 @@ about what is prohibited (each where ``unsupported`` checks it). Nor, since issu
   "unsupported", … back a "cannot"; and a bound said with "no" ("no more than one frame per minute") is
   backed by a quote stating a bound ("at most one").
 
+- since the sixth round: digits glued to a name's letters ("why3", "algorithm2e") are that name, not a
+  number; a name the quoted document is named after ("SBCL" / sbcl.pdf, "AMC" / auto-multiple-choice.pdf:
+  ``names_document``); a negation a quote makes with "rather than" or "instead of"; a negation restating
+  one the question states as a fact ("There is no X server here. Can I …?" / "No X server is needed":
+  ``restates_premise``); a control key in caret notation ("^U" / "Ctrl-U"). ``checks.settled`` holds
+  the text to its quotes as shown, adjacent ones joined with the page text between them.
+
 - a name the question itself states that the page of a verified quote states too ("VFR", "Class E",
   "Fundamentals of Instructing" in a section heading the quote starts below): the answer repeats what was
   asked about, and the page shows it is that page's subject. A name only the question states (a false
@@ -46,13 +53,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import PurePath
 
 from retrieval.answer.answerers.extractive.evidence import specific_terms
 from retrieval.profile import DEFAULT_PROFILE, Profile
 from retrieval.text.textnorm import normalize
 
-# a number as written: "250", "1,000", "3.5", "10-12" (the dash family is "-" after normalize)
-_NUMBER = re.compile(r"\d+(?:[.,-]\d+)*")
+# a number as written: "250", "1,000", "3.5", "10-12" (the dash family is "-" after normalize); digits glued
+# to the letters before them are part of a name ("why3", "algorithm2e", "x11"), checked as a name
+_NUMBER = re.compile(r"(?<![^\W\d_])\d+(?:[.,-]\d+)*")
 _WORD = re.compile(r"[a-z0-9'’]+")
 # the space between a number and what it measures ("4 gb", "27 °c") is spelling, not content
 _NUMBER_SPACE = re.compile(r"(?<=\d)[ \t]+(?=[^\W\d_]|[°%])")
@@ -295,6 +304,8 @@ EXCLUDING = frozenset({"unless", "except", "excepting", "excluding", "neither", 
 # a bound said with "no": "no more than one frame per minute" is "at most one"; it is no negation when a
 # quote states a bound too ("at most", "up to", "maximum", "exceed", …), and stays one otherwise, so "no
 # more than 3" cannot stand on "more than 3 are required"
+# phrases that state what is not done: "a code comparison rather than locale-sensitive ordering"
+_EXCLUDING_PHRASE = re.compile(r"\brather than\b|\binstead of\b")
 _NO_BOUND = re.compile(r"\bno\s+(?:more|less|fewer|later|earlier|greater|longer|larger|sooner|higher|lower|smaller"
                        r"|shorter|further|farther)(?:\s+[a-z-]+){0,3}?\s+than\b")  # "no more frames than"
 _BOUND = re.compile(r"\bat (?:most|least|the (?:most|latest|earliest))\b|\bup to\b|\bmaxim|\bminim|\bexceed"
@@ -318,18 +329,66 @@ def negates_or_excludes(quote: str, profile: Profile = DEFAULT_PROFILE) -> bool:
     """``quote`` negates (``negates``), excludes (``EXCLUDING``: "unless", "except", "nothing", ...) or
     uses another form of a long negation ("prohibit", "prohibition" beside "prohibited"): it may back
     a text that negates."""
-    if negates(quote, profile):
+    if negates(quote, profile) or _EXCLUDING_PHRASE.search(normalize(quote)):
         return True
     return any(w in EXCLUDING or _negation_form(w, profile) for w in _WORD.findall(normalize(quote)))
 
 
+MIN_NAME_PART = 4  # letters a name must have to be backed as a part of a document name's word
+
+
+def names_document(term: str, documents: Sequence[str]) -> bool:
+    """``term`` (a name from ``specific_terms``) is what one of ``documents`` is named after: a word or
+    words of its file name ("sbcl" / "sbcl.pdf", "mrbayes" / "Manual_MrBayes_v3.2.pdf"), a part of one
+    when it has at least ``MIN_NAME_PART`` letters ("circuitikz" and "tikz" / "circuitikzmanual.pdf"),
+    or an acronym its words spell out ("amc" / "auto-multiple-choice.en.pdf"). A document's own subject
+    is no claim the answer adds."""
+    key = "".join(_ALNUM.findall(normalize(term)))
+    if not key:
+        return False
+    for document in documents:
+        stem = PurePath(document).stem.lower()
+        joined = {j for j, _ in _runs(normalize(stem))}
+        if key in joined or (len(key) >= MIN_NAME_PART and any(key in j for j in joined)):
+            return True
+        if len(key) >= 3 and key.isalpha() and spells_out(key, " ".join(_ALNUM.findall(stem))):
+            return True
+    return False
+
+
+def _negated_windows(sentence: str, profile: Profile, width: int) -> list[list[str]]:
+    """The ``width`` words after each negation in ``sentence`` (normalised words)."""
+    words = _WORD.findall(_NO_NEGATION.sub(" ", sentence))
+    return [words[i + 1:i + 1 + width] for i, w in enumerate(words) if w in profile.negations or w.endswith("n't")]
+
+
+PREMISE_WORDS = 2  # words after a negation that must follow a negation of the question's own statement
+PREMISE_WINDOW = 4  # words after a negation in the question's statement they may be among
+
+
+def restates_premise(text: str, question: str, profile: Profile = DEFAULT_PROFILE) -> bool:
+    """Every negation in ``text`` restates one the question states as a fact, not asks about ("There is no
+    X server on my machine. Can I still use the IDE?" / "No X server is needed."): the ``PREMISE_WORDS``
+    words after it are among the ``PREMISE_WINDOW`` after a negation in a sentence of the question that
+    does not end with "?"."""
+    statements = [s for s in _SENTENCE_END.split(normalize(question).replace("’", "'")) if not s.rstrip().endswith("?")]
+    windows = [set(w) for s in statements for w in _negated_windows(s, profile, PREMISE_WINDOW)]
+    said = _negated_windows(normalize(text).replace("’", "'"), profile, PREMISE_WORDS)
+    return bool(said) and all(after and any(set(after) <= w for w in windows) for after in said)
+
+
+# a control key in caret notation ("^U") is the same key as "Ctrl-U"
+_CARET_KEY = re.compile(r"(?<![\w^])\^([a-z])(?![a-z0-9])")
+
+
 def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PROFILE, *,
-                question: str = "", pages: Sequence[str] = ()) -> list[str]:
+                question: str = "", pages: Sequence[str] = (), documents: Sequence[str] = ()) -> list[str]:
     """What the answer text states that none of its verified quotes does, in plain words (empty
     when everything is backed): "number 900", "unit “hours”", "a negation", "name “Cessna”".
     ``question``: what was asked, so the "No" answering a yes/no question is not taken for a claim;
     ``pages``: the shown text of the pages the verified quotes are on, which back a name the question
-    states too."""
+    states too; ``documents``: the names of the documents quoted, which back the names they are named
+    after (``names_document``)."""
     joined = "\n".join(normalize(q) for q in quotes)
     text = without_list_markers(text)
     problems = [f"number {n}" for n in unquoted_numbers(text, quotes)]
@@ -343,14 +402,17 @@ def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PRO
     restated = bool(question) and not asks_yes_no and negates(question, profile)
     if any(_BOUND.search(normalize(q)) for q in quotes):
         claim = _NO_BOUND.sub(" ", normalize(claim))
-    if negates(claim, profile) and not restated and not any(negates_or_excludes(q, profile) for q in quotes):
+    if (negates(claim, profile) and not restated and not any(negates_or_excludes(q, profile) for q in quotes)
+            and not restates_premise(claim, question, profile)):
         problems.append("a negation")
     raw_quotes = "\n".join(quotes)
     spelled = _abbreviated(text, joined) | _part_spelled(text, raw_quotes)
     same = _same_letters(text, raw_quotes)
     asked, on_pages = normalize(question), "\n".join(normalize(p) for p in pages)
+    keys = _CARET_KEY.sub(r"ctrl-\1", joined)
     problems += [f"name “{t}”" for t in specific_terms(text, profile)
-                 if t not in spelled and not _has_words(normalize(t), joined)
+                 if t not in spelled and not _has_words(normalize(t), keys)
+                 and not names_document(t, documents)
                  and not (set(_ALNUM.findall(normalize(t))) <= same)
                  and not (_has_words(normalize(t), asked) and _has_words(normalize(t), on_pages))]
     return problems
