@@ -183,6 +183,28 @@ def test_the_fifth_runs_table_and_figures_are_summary_json() -> None:
         sum(t["text_shown"] for t in texts), sum(t["right_first"] for t in texts), sum(p["model_calls"] for p in pooled)]
 
 
+def test_the_sixth_runs_table_and_figures_are_summary_json() -> None:
+    """unseen 21–22, run once under prereg_round6.txt, and rounds 3–6 pooled."""
+    readme = MODEL_PATH / "README.md"
+    assert _checked_table("unseen 21–22 pooled", "unseen_21_to_22_pooled", ("extractive", "check_off")) == 2
+    shown = SUMMARY["unseen_21_to_22_text_shown_of_right_first"]
+    m = _found(r"Answer text shown where the first quote is right\*\*: (\d+) of (\d+) \(0\.946", readme)
+    assert (int(m[1]), int(m[2])) == (shown["text_shown"], shown["right_first"])
+    m = _found(r"answer is the first page shown\*\*: model (\d+)/60 \(1\.000\), extractive (\d+)/60", readme)
+    assert (int(m[1]), int(m[2])) == _answer_page_first(("unseen21", "unseen22"))
+    rounds = ("unseen_15_to_16", "unseen_17_to_18", "unseen_19_to_20", "unseen_21_to_22")
+    pooled = [SUMMARY[f"{r}_pooled"]["check_off"] for r in rounds]
+    m = _found(r"Pooled over rounds 3, 4, 5 and 6 \(240 answerable, 96 near misses\): first quote right (\d+)/240 "
+               r"\([\d.]+\), answer-context recall (\d+)/240 \([\d.]+\), wrong-but-verified (\d+)/336 \([\d.]+\), near "
+               r"misses refused (\d+)/96, answer text shown for (\d+) of (\d+) right-first answers \([\d.]+\), (\d+) "
+               r"model calls", readme)
+    texts = [SUMMARY[f"{r}_text_shown_of_right_first"] for r in rounds]
+    assert [int(x) for x in m.groups()] == [
+        *(sum(p[k] for p in pooled) for k in ("first_quote_states_the_answer", "answer_context_recall",
+                                             "wrong_but_verified", "near_misses_refused")),
+        sum(t["text_shown"] for t in texts), sum(t["right_first"] for t in texts), sum(p["model_calls"] for p in pooled)]
+
+
 def _rows(s: str, variant: str) -> list[dict]:
     return json.loads((MODEL_PATH / f"{s}_{variant}.json").read_text())["per_question"]
 
@@ -241,13 +263,18 @@ def test_the_results_page_names_where_the_unseen_model_path_figures_were_measure
         assert {c for s in sets for c in measured[s]["commits"]} == {named}, f"docs/results.md names {named} for {sets}"
         assert all(measured[s]["uncommitted_changes"] for s in sets)
     assert {d[8:10] for sets in groups for s in sets for d in measured[s]["dates"]} == {m[1].zfill(2)}
-    m = _found(r"Unseen 15–16 were measured on (\d+) Dec at `(\w+)`, unseen 17–18 at `(\w+)`; unseen 19–20 and the dev "
-               r"sets on (\d+) Dec at `(\w+)`", results_page)
-    runs = [(m[1], m[2], ("unseen15", "unseen16")), (m[1], m[3], ("unseen17", "unseen18")),
-            (m[4], m[5], ("unseen19", "unseen20", "faa_dev", "manuals_dev"))]
-    for day, commit, sets in runs:
-        assert {c for s in sets for c in measured[s]["commits"]} == {commit}, f"docs/results.md names {commit} for {sets}"
+    m = _found(r"Unseen 15–16 were measured on (\d+) Dec at `(\w+)`, unseen 17–18 at `(\w+)`; unseen 19–20 on (\d+) Dec "
+               r"at `(\w+)`, unseen 21–22 at `(\w+)`, the dev sets' model path at `(\w+)` \(their extractive files at "
+               r"`(\w+)`\)", results_page)
+    runs = [(m[1], {m[2]}, ("unseen15", "unseen16")), (m[1], {m[3]}, ("unseen17", "unseen18")),
+            (m[4], {m[5]}, ("unseen19", "unseen20")), (m[4], {m[6]}, ("unseen21", "unseen22")),
+            (m[4], {m[7], m[8]}, ("faa_dev", "manuals_dev"))]
+    for day, commits, sets in runs:
+        assert {c for s in sets for c in measured[s]["commits"]} == commits, f"docs/results.md names {commits} for {sets}"
         assert {d[8:10] for s in sets for d in measured[s]["dates"]} == {day.zfill(2)}, f"{sets} were not measured on {day}"
+    dev = [json.loads((MODEL_PATH / f"{s}_{v}.json").read_text())["provenance"]["git_commit"][:7]
+           for s in ("faa_dev", "manuals_dev") for v in ("check_off", "extractive")]
+    assert dev == [m[7], m[8], m[7], m[8]], "docs/results.md names the dev sets' model-path and extractive commits"
 
 
 def test_no_unseen_recording_carries_the_instructions_it_was_written_under() -> None:
@@ -255,7 +282,7 @@ def test_no_unseen_recording_carries_the_instructions_it_was_written_under() -> 
     assert "none of those recordings carries the hash of the instructions" in _flat(ROOT / "docs" / "results.md")
     recorded = _recorded(range(9, 15))
     assert len(recorded) > 200 and not any("instructions" in r for r in recorded)
-    later = _recorded((15, 16, 17, 18, 19, 20))
+    later = _recorded((15, 16, 17, 18, 19, 20, 21, 22))
     assert later and all("instructions" in r for r in later)  # recorded after the hash was kept: they replay at HEAD
 
 

@@ -203,7 +203,8 @@ MODEL_SETS = (("faa_dev", "FAA dev (tuning)"), ("manuals_dev", "R + gnuplot dev 
               ("unseen13", "DDD + Yosys unseen 13"), ("unseen14", "algorithm2e + chemmacros unseen 14"),
               ("unseen15", "tabularray + minted unseen 15"), ("unseen16", "beamer + xcolor unseen 16"),
               ("unseen17", "GLPK + MathProg unseen 17"), ("unseen18", "SBCL + Asymptote unseen 18"),
-              ("unseen19", "Why3 + Gri unseen 19"), ("unseen20", "CircuiTikZ + datatool unseen 20"))
+              ("unseen19", "Why3 + Gri unseen 19"), ("unseen20", "CircuiTikZ + datatool unseen 20"),
+              ("unseen21", "Gmsh + MrBayes unseen 21"), ("unseen22", "LilyPond + GAP unseen 22"))
 
 
 def _rate_cell(x: float | None) -> str:
@@ -262,7 +263,8 @@ def render_paths_brief(folder: Path, check_on: bool) -> str:
               ("unseen 13–14 (run once, later code)", ["unseen13", "unseen14"]),
               ("unseen 15–16 (run once, 16 passages)", ["unseen15", "unseen16"]),
               ("unseen 17–18 (run once, later code)", ["unseen17", "unseen18"]),
-              ("unseen 19–20 (run once, later code)", ["unseen19", "unseen20"]))
+              ("unseen 19–20 (run once, later code)", ["unseen19", "unseen20"]),
+              ("unseen 21–22 (run once, later code)", ["unseen21", "unseen22"]))
     rows = []
     for label, keys in groups:
         for path, suffix in (("extractive (no model)", "extractive"), ("model, stand-in replies", model)):
