@@ -222,9 +222,10 @@ def run(settings: Settings) -> None:
     if me.get("team_id"):
         log.info("Slack accepted the bot token: workspace %s (%s), bot user %s", me.get("team") or "?",
                  me["team_id"], me.get("user") or me.get("user_id") or "?")
-    settings = settings.but(slack={"workers": answer_workers(settings)})
+    workers = answer_workers(settings)
+    settings = settings.but(slack={"workers": workers})
     if settings.db.pool_size is None:  # one pool for searches and bot state, sized to the workers
-        settings = settings.but(db={"pool_size": 2 * settings.slack.workers + 6})
+        settings = settings.but(db={"pool_size": 2 * workers + 6})
     stop = stop_on_signals()
 
     store = Store(settings)
@@ -244,7 +245,7 @@ def run(settings: Settings) -> None:
             log.warning("could not check the stored installations' encryption: %s", exc)
     clients = Clients(settings, token=bot_token, installations=installations)
     queue = JobQueue(store, settings.jobs.queue_limit)
-    answers = WorkerPool("answer", answer_workers(settings), backlog=settings.slack.answer_backlog)
+    answers = WorkerPool("answer", workers, backlog=settings.slack.answer_backlog)
     quick = quick_pool(settings)
     slack_io = ThreadPoolExecutor(max_workers=8, thread_name_prefix="slack-io")
     runner: JobRunner | None = None
