@@ -162,47 +162,45 @@ def test_the_fourth_runs_table_and_figures_are_summary_json() -> None:
         "first_quote_states_the_answer", "answer_context_recall", "wrong_but_verified")]
 
 
-def test_the_fifth_runs_table_and_figures_are_summary_json() -> None:
-    """unseen 19–20, run once under prereg_round5.txt, and rounds 3–5 pooled."""
+def _check_run(sets: tuple[str, str], pooled: str, missed: int, shown_rate: str, first_rate: str) -> None:
+    """A run of two unseen sets in results/model_path/README.md: its pooled table (``missed`` targets not met),
+    the answer text shown of its right-first answers and the answer page shown first, against summary.json."""
     readme = MODEL_PATH / "README.md"
-    assert _checked_table("unseen 19–20 pooled", "unseen_19_to_20_pooled", ("extractive", "check_off")) == 0
-    shown = SUMMARY["unseen_19_to_20_text_shown_of_right_first"]
-    m = _found(r"Answer text shown where the first quote is right\*\*: (\d+) of (\d+) \(0\.845", readme)
+    label = f"unseen {sets[0].removeprefix('unseen')}–{sets[1].removeprefix('unseen')} pooled"
+    assert _checked_table(label, f"{pooled}_pooled", ("extractive", "check_off")) == missed
+    shown = SUMMARY[f"{pooled}_text_shown_of_right_first"]
+    m = _found(rf"Answer text shown where the first quote is right\*\*: (\d+) of (\d+) \({re.escape(shown_rate)}", readme)
     assert (int(m[1]), int(m[2])) == (shown["text_shown"], shown["right_first"])
-    m = _found(r"answer is the first page shown\*\*: model (\d+)/60 \(0\.967\), extractive (\d+)/60", readme)
-    assert (int(m[1]), int(m[2])) == _answer_page_first(("unseen19", "unseen20"))
-    rounds = ("unseen_15_to_16", "unseen_17_to_18", "unseen_19_to_20")
+    m = _found(rf"answer is the first page shown\*\*: model (\d+)/60 \({re.escape(first_rate)}\), extractive (\d+)/60", readme)
+    assert (int(m[1]), int(m[2])) == _answer_page_first(sets)
+
+
+def _check_rounds_pooled(rounds: tuple[str, ...], said: str) -> None:
+    """The sentence "Pooled over rounds …" (``said``: its words up to the first count) against summary.json."""
     pooled = [SUMMARY[f"{r}_pooled"]["check_off"] for r in rounds]
-    m = _found(r"Pooled over rounds 3, 4 and 5 \(180 answerable, 72 near misses\): first quote right (\d+)/180 \([\d.]+\), "
-               r"answer-context recall (\d+)/180 \([\d.]+\), wrong-but-verified (\d+)/252 \([\d.]+\), near misses refused "
-               r"(\d+)/72, answer text shown for (\d+) of (\d+) right-first answers \([\d.]+\), (\d+) model calls", readme)
+    answerable, near, questions = (sum(p[k] for p in pooled) for k in ("answerable", "unanswerable", "questions"))
+    m = _found(rf"{said} \({answerable} answerable, {near} near misses\): first quote right (\d+)/{answerable} "
+               rf"\([\d.]+\), answer-context recall (\d+)/{answerable} \([\d.]+\), wrong-but-verified (\d+)/{questions} "
+               rf"\([\d.]+\), near misses refused (\d+)/{near}, answer text shown for (\d+) of (\d+) right-first answers "
+               r"\([\d.]+\), (\d+) model calls", MODEL_PATH / "README.md")
     texts = [SUMMARY[f"{r}_text_shown_of_right_first"] for r in rounds]
     assert [int(x) for x in m.groups()] == [
         *(sum(p[k] for p in pooled) for k in ("first_quote_states_the_answer", "answer_context_recall",
                                              "wrong_but_verified", "near_misses_refused")),
         sum(t["text_shown"] for t in texts), sum(t["right_first"] for t in texts), sum(p["model_calls"] for p in pooled)]
+
+
+def test_the_fifth_runs_table_and_figures_are_summary_json() -> None:
+    """unseen 19–20, run once under prereg_round5.txt, and rounds 3–5 pooled."""
+    _check_run(("unseen19", "unseen20"), "unseen_19_to_20", 0, "0.845", "0.967")
+    _check_rounds_pooled(("unseen_15_to_16", "unseen_17_to_18", "unseen_19_to_20"), "Pooled over rounds 3, 4 and 5")
 
 
 def test_the_sixth_runs_table_and_figures_are_summary_json() -> None:
     """unseen 21–22, run once under prereg_round6.txt, and rounds 3–6 pooled."""
-    readme = MODEL_PATH / "README.md"
-    assert _checked_table("unseen 21–22 pooled", "unseen_21_to_22_pooled", ("extractive", "check_off")) == 2
-    shown = SUMMARY["unseen_21_to_22_text_shown_of_right_first"]
-    m = _found(r"Answer text shown where the first quote is right\*\*: (\d+) of (\d+) \(0\.946", readme)
-    assert (int(m[1]), int(m[2])) == (shown["text_shown"], shown["right_first"])
-    m = _found(r"answer is the first page shown\*\*: model (\d+)/60 \(1\.000\), extractive (\d+)/60", readme)
-    assert (int(m[1]), int(m[2])) == _answer_page_first(("unseen21", "unseen22"))
-    rounds = ("unseen_15_to_16", "unseen_17_to_18", "unseen_19_to_20", "unseen_21_to_22")
-    pooled = [SUMMARY[f"{r}_pooled"]["check_off"] for r in rounds]
-    m = _found(r"Pooled over rounds 3, 4, 5 and 6 \(240 answerable, 96 near misses\): first quote right (\d+)/240 "
-               r"\([\d.]+\), answer-context recall (\d+)/240 \([\d.]+\), wrong-but-verified (\d+)/336 \([\d.]+\), near "
-               r"misses refused (\d+)/96, answer text shown for (\d+) of (\d+) right-first answers \([\d.]+\), (\d+) "
-               r"model calls", readme)
-    texts = [SUMMARY[f"{r}_text_shown_of_right_first"] for r in rounds]
-    assert [int(x) for x in m.groups()] == [
-        *(sum(p[k] for p in pooled) for k in ("first_quote_states_the_answer", "answer_context_recall",
-                                             "wrong_but_verified", "near_misses_refused")),
-        sum(t["text_shown"] for t in texts), sum(t["right_first"] for t in texts), sum(p["model_calls"] for p in pooled)]
+    _check_run(("unseen21", "unseen22"), "unseen_21_to_22", 2, "0.946", "1.000")
+    _check_rounds_pooled(("unseen_15_to_16", "unseen_17_to_18", "unseen_19_to_20", "unseen_21_to_22"),
+                         "Pooled over rounds 3, 4, 5 and 6")
 
 
 def _rows(s: str, variant: str) -> list[dict]:
