@@ -77,6 +77,9 @@ def test_digits_glued_to_a_names_letters_are_the_name_not_a_number() -> None:
     assert unsupported("By default why4 prove allows 10 seconds.", [quote], documents=["why3-manual.pdf"]) == [
         "name “why4”"]
     assert unsupported("By default it allows 3 seconds.", [quote]) == ["number 3"]
+    # nor does a number start inside the digits glued to a name: "s01" states no number 1
+    assert unsupported("Step s01 allows 10 seconds.", [quote, "Step s01 is the first."]) == []
+    assert unsupported("Step s01 allows 10 seconds.", [quote]) == ["name “s01”"]
 
 
 @pytest.mark.parametrize(("name", "document"), [
@@ -85,6 +88,7 @@ def test_digits_glued_to_a_names_letters_are_the_name_not_a_number() -> None:
     ("CircuiTikZ", "circuitikzmanual.pdf"),
     ("TikZ", "circuitikzmanual.pdf"),  # a part of the document's name, four letters or more
     ("AMC", "auto-multiple-choice.en.pdf"),  # an acronym its words spell out
+    ("GAP", "gap-tutorial.pdf"),  # a word of a hyphenated name, which normalize would join to the next
 ])
 def test_a_name_the_quoted_document_is_named_after_is_its_subject(name: str, document: str) -> None:
     quote = "Reads the file and prints the table."
@@ -234,6 +238,11 @@ def test_a_no_read_from_what_a_list_leaves_out_rests_on_absence() -> None:
     assert backed == [] and not rests_on_absence(stated, q, backed)  # a quote says the "no"
     yes = "Yes, but none of the drivers is fast."
     assert not rests_on_absence(yes, q, unsupported(yes, [quote], question=q))  # no "No"
+    bare = "No. The drivers it has are CSV, xBASE, ODBC and MySQL."  # a "No" with no negation after it,
+    problems = unsupported(bare, [quote], question=q)  # about "Excel", which no quote mentions
+    assert problems == ["a negation"] and rests_on_absence(bare, q, problems)
+    excel = "Currently the package has four table drivers: CSV, xBASE, ODBC and MySQL; Excel files go through ODBC."
+    assert unsupported(bare, [excel], question=q) == []  # the quotes speak of Excel: their own answer
     what = "What drivers are there?"
     assert not rests_on_absence("No driver reads it.", what, unsupported("No driver reads it.", [quote], question=what))
 

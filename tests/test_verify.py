@@ -129,6 +129,20 @@ def test_locate_returns_source_words() -> None:
     assert m2 is not None and m2.text == "\ufb01le a \u201cflight plan\u201d"
 
 
+def test_a_quote_may_start_or_end_at_an_em_dash_between_words() -> None:
+    """normalize joins the words around a dash between letters, as it joins a line-broken "air-craft";
+    an em dash there is punctuation, so a quote that stops or starts at it is whole words. A hyphen or
+    an en dash between letters still is not ("ADS–B" is one name), and a cut word still fails."""
+    dash = "\u2014"
+    source = f"The mesher knows nothing of the geometry{dash}this is a job left to the solver."
+    assert locate("this is a job left to the solver", source).text == "this is a job left to the solver"
+    assert locate("The mesher knows nothing of the geometry", source).text == "The mesher knows nothing of the geometry"
+    assert locate("his is a job left to the solver", source) is None
+    assert locate("is a job left to the", source.replace(dash, " ")) is not None
+    assert locate("craft is parked in the hangar", "The air-craft is parked in the hangar.") is None
+    assert locate("each aircraft equipped with ADS", "each aircraft equipped with ADS\u2013B Out must") is None
+
+
 def test_locate_finds_later_occurrence_on_word_boundary() -> None:
     text = "250 knots is too fast; 50 knots (slow) is fine"
     m = locate("50 knots (slow) is", text)

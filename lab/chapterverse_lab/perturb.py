@@ -10,7 +10,8 @@ snapping (the module as of ``--before``) and after. Harmless kinds should be kep
 kinds that change meaning must never verify ("meaning-changing snaps": 0).
 
 Harmless: the page number off by one (to the other shown page), upper case, curly quotes and en dashes,
-doubled spaces and line breaks, a quote cut at a word the page breaks across lines ("… con-").
+doubled spaces and line breaks, a quote cut at a word the page breaks across lines ("… con-"); and, cut from
+the pages themselves (``dash_spans``), spans that start or end at an em dash between two words.
 Meaning-changing: a digit changed, a "not"/"no" dropped or added, one word replaced by another.
 """
 
@@ -88,6 +89,36 @@ def _line_cut(quote: str, raw: str) -> str | None:
     return None
 
 
+_WORD_DASH = re.compile(r"(?<=[^\W\d_])[\u2014\u2015](?=[^\W\d_])")
+
+
+DASH_SPAN_WORDS = 6  # words a span cut at a dash takes from the page
+
+
+def dash_spans(pages: dict[tuple[str, int], str], before: types.ModuleType) -> dict[str, int]:
+    """Spans that start or end at an em dash between two words ("properties—this is …"): for each
+    such dash on the pages, the ``DASH_SPAN_WORDS`` words after it and those before it, verified on their
+    page before and after. Few recorded quotes run across such a dash, so the spans are cut from the
+    pages: what a model copying the page exactly from or to the dash sends."""
+    from retrieval.answer import verify as after  # noqa: PLC0415
+
+    tally = Counter()
+    for (document, page_no), text in pages.items():
+        for d in _WORD_DASH.finditer(text):
+            after_words = text[d.end():].split()[:DASH_SPAN_WORDS]
+            before_words = text[:d.start()].split()[-DASH_SPAN_WORDS:]
+            for words in (after_words, before_words):
+                if len(words) < DASH_SPAN_WORDS:
+                    continue
+                quote = " ".join(words)
+                tally["tried"] += 1
+                for label, module in (("before", before), ("after", after)):
+                    claim = module.Claim(document, page_no, quote)
+                    tally[f"verified_{label}"] += module.verify_claim(
+                        claim, [module.PageText(document, page_no, text)]).ok
+    return dict(tally)
+
+
 def measure(replies: Path, pages: dict[tuple[str, int], str], before: types.ModuleType) -> dict:
     from retrieval.answer import verify as after  # noqa: PLC0415
 
@@ -126,6 +157,7 @@ def measure(replies: Path, pages: dict[tuple[str, int], str], before: types.Modu
                     if changes and ok["after"]:
                         meaning_snaps.append({"kind": name, "quote": quote, "page": c["page"],
                                               "verified_before": ok["before"]})
+    counts["starts or ends at an em dash between words (cut from the pages)"] = Counter(dash_spans(pages, before))
     snaps = [m for m in meaning_snaps if not m["verified_before"]]
     return {"recorded_quotes_used": recorded,
             "kinds": {k: dict(v) for k, v in counts.items()},

@@ -104,14 +104,27 @@ def too_short(quote: str) -> bool:
     return reader_words(norm) < MIN_QUOTE_WORDS or len(norm) < MIN_QUOTE_CHARS
 
 
-def _boundary_ok(norm: str, start: int, end: int) -> bool:
-    """The match [start, end) in ``norm`` neither starts nor ends inside a word or a number."""
+# an em dash between two words ("properties—this") is punctuation, not a word broken across a line:
+# normalize joins the words around it as it joins "air-craft", yet a quote may start or end at it. An en
+# dash between letters is not: it joins a name's parts ("ADS–B", "TSO–C166b"), and a quote cut there cuts the name
+_WORD_DASHES = "\u2014\u2015"
+
+
+def _dash_between(raw: str, index: Sequence[int], at: int) -> bool:
+    """The raw text between normalised characters ``at - 1`` and ``at`` holds an em dash."""
+    return any(ch in _WORD_DASHES for ch in raw[index[at - 1] + 1:index[at]])
+
+
+def _boundary_ok(norm: str, start: int, end: int, raw: str = "", index: Sequence[int] = ()) -> bool:
+    """The match [start, end) in ``norm`` neither starts nor ends inside a word or a number. With the
+    ``raw`` text and its ``index`` (``normalize_with_map``), an em dash that ``normalize`` dropped between
+    two letters is a boundary (``_dash_between``)."""
     first, last = norm[start], norm[end - 1]
-    if start > 0 and first.isalnum():
+    if start > 0 and first.isalnum() and not (index and _dash_between(raw, index, start)):
         before = norm[start - 1]
         if before.isalnum() or (first.isdigit() and before in _NUMBER_GLUE):
             return False
-    if end < len(norm) and last.isalnum():
+    if end < len(norm) and last.isalnum() and not (index and _dash_between(raw, index, end)):
         after = norm[end]
         # "3" cut out of "3-5", "3.5" or "3,500": the number (or range) goes on past the match
         if after.isalnum() or (last.isdigit() and after in _NUMBER_GLUE and end + 1 < len(norm)
@@ -191,7 +204,7 @@ def locate(quote: str, source: str) -> Match | None:
         pos = hay.find(needle)
         while pos >= 0:
             end = pos + len(needle)
-            if _boundary_ok(hay, pos, end):
+            if _boundary_ok(hay, pos, end, plain, index):
                 raw_start, raw_end = index[pos], index[end - 1] + 1
                 return Match(raw_start, raw_end, " ".join(plain[raw_start:raw_end].split(_LAYOUT_GAP)))
             pos = hay.find(needle, pos + 1)

@@ -60,8 +60,9 @@ from retrieval.profile import DEFAULT_PROFILE, Profile
 from retrieval.text.textnorm import normalize
 
 # a number as written: "250", "1,000", "3.5", "10-12" (the dash family is "-" after normalize); digits glued
-# to the letters before them are part of a name ("why3", "algorithm2e", "x11"), checked as a name
-_NUMBER = re.compile(r"(?<![^\W\d_])\d+(?:[.,-]\d+)*")
+# to the letters before them are part of a name ("why3", "algorithm2e", "x11", "s01"), checked as a name: no
+# number starts after a letter or inside such a run of digits (the "1" of "s01")
+_NUMBER = re.compile(r"(?<![^\W_])\d+(?:[.,-]\d+)*")
 _WORD = re.compile(r"[a-z0-9'’]+")
 # the space between a number and what it measures ("4 gb", "27 °c") is spelling, not content
 _NUMBER_SPACE = re.compile(r"(?<=\d)[ \t]+(?=[^\W\d_]|[°%])")
@@ -276,6 +277,9 @@ def yes_no(question: str) -> bool:
     return False
 
 
+_OPENING_NO = re.compile(r"\s*no\b", re.IGNORECASE)
+
+
 def _without_yes_no(text: str) -> str:
     """``text`` without the "Yes"/"No" that opens the answer to a yes/no question."""
     return re.sub(r"\A\s*(?:yes|no)\b[\s,.;:—-]*", "", text, flags=re.IGNORECASE)
@@ -314,10 +318,15 @@ _BOUND = re.compile(r"\bat (?:most|least|the (?:most|latest|earliest))\b|\bup to
 STEM = 7  # letters a word must share with a long negation to be one of its forms ("prohibition", "prohibit")
 
 
+def _is_negation(word: str, profile: Profile) -> bool:
+    """``word`` (a normalised word) is "not" in one of its forms: the profile's negations, any "n't"."""
+    return word in profile.negations or word.endswith("n't")
+
+
 def negates(text: str, profile: Profile = DEFAULT_PROFILE) -> bool:
-    """``text`` says "not" in one of its forms (the profile's negations, any "n't"), idioms aside."""
+    """``text`` says "not" in one of its forms (``_is_negation``), idioms aside."""
     words = _WORD.findall(_NO_NEGATION.sub(" ", normalize(text).replace("’", "'")))
-    return any(w in profile.negations or w.endswith("n't") for w in words)
+    return any(_is_negation(w, profile) for w in words)
 
 
 def _negation_form(word: str, profile: Profile) -> bool:
@@ -342,14 +351,14 @@ def names_document(term: str, documents: Sequence[str]) -> bool:
     words of its file name ("sbcl" / "sbcl.pdf", "mrbayes" / "Manual_MrBayes_v3.2.pdf"), a part of one
     when it has at least ``MIN_NAME_PART`` letters ("circuitikz" and "tikz" / "circuitikzmanual.pdf"),
     or an acronym its words spell out ("amc" / "auto-multiple-choice.en.pdf"). A document's own subject
-    is no claim the answer adds. Known hole (round 6, y28): the words are split after ``normalize``, which
-    joins "gap-tutorial" into one word, so "gap" alone is not found there."""
+    is no claim the answer adds. The file name is cut into words at its punctuation before it is
+    normalised, since ``normalize`` would join "gap-tutorial" into one word and lose "gap"."""
     key = "".join(_ALNUM.findall(normalize(term)))
     if not key:
         return False
     for document in documents:
         stem = PurePath(document).stem.lower()
-        joined = {j for j, _ in _runs(normalize(stem))}
+        joined = {j for j, _ in _runs(normalize(" ".join(re.split(r"[\W_]+", stem))))}
         if key in joined or (len(key) >= MIN_NAME_PART and any(key in j for j in joined)):
             return True
         if len(key) >= 3 and key.isalpha() and spells_out(key, " ".join(_ALNUM.findall(stem))):
@@ -360,7 +369,7 @@ def names_document(term: str, documents: Sequence[str]) -> bool:
 def _negated_windows(sentence: str, profile: Profile, width: int) -> list[list[str]]:
     """The ``width`` words after each negation in ``sentence`` (normalised words)."""
     words = _WORD.findall(_NO_NEGATION.sub(" ", sentence))
-    return [words[i + 1:i + 1 + width] for i, w in enumerate(words) if w in profile.negations or w.endswith("n't")]
+    return [words[i + 1:i + 1 + width] for i, w in enumerate(words) if _is_negation(w, profile)]
 
 
 PREMISE_WORDS = 2  # words after a negation that must follow a negation of the question's own statement
@@ -403,8 +412,16 @@ def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PRO
     restated = bool(question) and not asks_yes_no and negates(question, profile)
     if any(_BOUND.search(normalize(q)) for q in quotes):
         claim = _NO_BOUND.sub(" ", normalize(claim))
-    if (negates(claim, profile) and not restated and not any(negates_or_excludes(q, profile) for q in quotes)
+    quotes_negate = any(negates_or_excludes(q, profile) for q in quotes)
+    if (negates(claim, profile) and not restated and not quotes_negate
             and not restates_premise(claim, question, profile)):
+        problems.append("a negation")
+    elif (asks_yes_no and _OPENING_NO.match(text) and not negates(claim, profile) and not quotes_negate
+          and any(not _has_words(normalize(t), joined) for t in specific_terms(question, profile))):
+        # a bare "No", with no negation after it, about a name the question asks of and no quote mentions,
+        # is read from what the quotes leave out ("Can I call it from Fortran?" / "No. The manual lists C++,
+        # C, Python and Julia"); a "No" about what the quotes do speak of ("Is a light always required?" /
+        # "No, only at night" over "required when flying at night") is their own restriction
         problems.append("a negation")
     raw_quotes = "\n".join(quotes)
     spelled = _abbreviated(text, joined) | _part_spelled(text, raw_quotes)
@@ -423,4 +440,4 @@ def rests_on_absence(text: str, question: str, problems: Sequence[str]) -> bool:
     """A "No" to a yes/no question (``yes_no``) whose negation no verified quote states (``problems``
     from ``unsupported`` holds "a negation"): the "no" was read from what the quotes leave out ("No:
     the drivers are CSV, xBASE, ODBC and MySQL" to "Can it read .xlsx?"), which is not an answer."""
-    return "a negation" in problems and yes_no(question) and re.match(r"\s*no\b", text, re.IGNORECASE) is not None
+    return "a negation" in problems and yes_no(question) and _OPENING_NO.match(text) is not None
