@@ -204,7 +204,8 @@ MODEL_SETS = (("faa_dev", "FAA dev (tuning)"), ("manuals_dev", "R + gnuplot dev 
               ("unseen15", "tabularray + minted unseen 15"), ("unseen16", "beamer + xcolor unseen 16"),
               ("unseen17", "GLPK + MathProg unseen 17"), ("unseen18", "SBCL + Asymptote unseen 18"),
               ("unseen19", "Why3 + Gri unseen 19"), ("unseen20", "CircuiTikZ + datatool unseen 20"),
-              ("unseen21", "Gmsh + MrBayes unseen 21"), ("unseen22", "LilyPond + GAP unseen 22"))
+              ("unseen21", "Gmsh + MrBayes unseen 21"), ("unseen22", "LilyPond + GAP unseen 22"),
+              ("unseen23", "HMMER + Yorick unseen 23"), ("unseen24", "Kerberos + CFITSIO unseen 24"))
 
 
 def _rate_cell(x: float | None) -> str:
@@ -264,7 +265,8 @@ def render_paths_brief(folder: Path, check_on: bool) -> str:
               ("unseen 15–16 (run once, 16 passages)", ["unseen15", "unseen16"]),
               ("unseen 17–18 (run once, later code)", ["unseen17", "unseen18"]),
               ("unseen 19–20 (run once, later code)", ["unseen19", "unseen20"]),
-              ("unseen 21–22 (run once, later code)", ["unseen21", "unseen22"]))
+              ("unseen 21–22 (run once, later code)", ["unseen21", "unseen22"]),
+              ("unseen 23–24 (run once, later code)", ["unseen23", "unseen24"]))
     rows = []
     for label, keys in groups:
         for path, suffix in (("extractive (no model)", "extractive"), ("model, stand-in replies", model)):

@@ -20,19 +20,22 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SETS = ("faa_dev", "manuals_dev", "unseen9", "unseen10", "unseen11", "unseen12", "unseen13", "unseen14",
-        "unseen15", "unseen16", "unseen17", "unseen18", "unseen19", "unseen20", "unseen21", "unseen22")
+        "unseen15", "unseen16", "unseen17", "unseen18", "unseen19", "unseen20", "unseen21", "unseen22",
+        "unseen23", "unseen24")
 UNSEEN = SETS[2:6]  # run once under prereg.txt
 ROUND2 = SETS[6:8]  # run once under prereg_round2.txt, with the code after the first run
 ROUND3 = SETS[8:10]  # run once under prereg_round3.txt (16 passages, legs 32 deep): support check off and extractive
 ROUND4 = SETS[10:12]  # run once under prereg_round4.txt (round 3's context, the answer-text check's question names)
 ROUND5 = SETS[12:14]  # run once under prereg_round5.txt (title words by rate, next-page openings, yes/no by clause)
-ROUND6 = SETS[14:]  # run once under prereg_round6.txt (the answer-text check's names, digits and negations)
-K16 = ("faa_dev", "manuals_dev", *ROUND3, *ROUND4, *ROUND5, *ROUND6)  # measured with the model reading 16 passages (the others: 12)
+ROUND6 = SETS[14:16]  # run once under prereg_round6.txt (the answer-text check's names, digits and negations)
+ROUND7 = SETS[16:]  # run once under prereg_round7.txt (digits inside names, file-name words, a bare "No", em dashes)
+LATER = {"15_to_16": ROUND3, "17_to_18": ROUND4, "19_to_20": ROUND5, "21_to_22": ROUND6, "23_to_24": ROUND7}
+K16 = ("faa_dev", "manuals_dev", *ROUND3, *ROUND4, *ROUND5, *ROUND6, *ROUND7)  # measured with the model reading 16 passages (the others: 12)
 ALL = ("check_on", "check_off", "extractive")
 
 
 def variants(s: str) -> tuple[str, ...]:
-    return ("check_off", "extractive") if s in ROUND3 + ROUND4 + ROUND5 + ROUND6 else ALL
+    return ("check_off", "extractive") if any(s in sets for sets in LATER.values()) else ALL
 BETTER = {("wrong_but_verified", "right_evidence_first"), ("wrong_but_verified", "refused"),
           ("false_refusal", "right_evidence_first")}
 
@@ -94,15 +97,9 @@ def summary() -> dict:
     out["unseen_9_to_12_pooled"] = pooled
     out["unseen_13_to_14_pooled"] = {v: measures(sum((rows(f"{s}_{v}") for s in ROUND2), []))
                                      for v in ("check_on", "check_off", "extractive")}
-    out["unseen_15_to_16_pooled"] = {v: measures(sum((rows(f"{s}_{v}") for s in ROUND3), []))
-                                     for v in ("check_off", "extractive")}
-    out["unseen_17_to_18_pooled"] = {v: measures(sum((rows(f"{s}_{v}") for s in ROUND4), []))
-                                     for v in ("check_off", "extractive")}
-    out["unseen_19_to_20_pooled"] = {v: measures(sum((rows(f"{s}_{v}") for s in ROUND5), []))
-                                     for v in ("check_off", "extractive")}
-    out["unseen_21_to_22_pooled"] = {v: measures(sum((rows(f"{s}_{v}") for s in ROUND6), []))
-                                     for v in ("check_off", "extractive")}
-    for name, sets in (("15_to_16", ROUND3), ("17_to_18", ROUND4), ("19_to_20", ROUND5), ("21_to_22", ROUND6)):
+    for name, sets in LATER.items():  # rounds 3 on: support check off and extractive only
+        out[f"unseen_{name}_pooled"] = {v: measures(sum((rows(f"{s}_{v}") for s in sets), []))
+                                        for v in ("check_off", "extractive")}
         right_first = [r for s in sets for r in rows(f"{s}_check_off") if r["outcome"] == "right_evidence_first"]
         out[f"unseen_{name}_text_shown_of_right_first"] = {
             "right_first": len(right_first), "text_shown": sum(not r.get("withheld") for r in right_first)}
@@ -137,14 +134,10 @@ def main() -> None:
     (HERE / "summary.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps({"pooled_unseen": {k: v["rates"] for k, v in pooled.items()},
                       "pooled_unseen_13_14": {k: v["rates"] for k, v in out["unseen_13_to_14_pooled"].items()},
-                      "pooled_unseen_15_16": {k: v["rates"] for k, v in out["unseen_15_to_16_pooled"].items()},
-                      "text_shown_of_right_first_15_16": out["unseen_15_to_16_text_shown_of_right_first"],
-                      "pooled_unseen_17_18": {k: v["rates"] for k, v in out["unseen_17_to_18_pooled"].items()},
-                      "text_shown_of_right_first_17_18": out["unseen_17_to_18_text_shown_of_right_first"],
-                      "pooled_unseen_19_20": {k: v["rates"] for k, v in out["unseen_19_to_20_pooled"].items()},
-                      "text_shown_of_right_first_19_20": out["unseen_19_to_20_text_shown_of_right_first"],
-                      "pooled_unseen_21_22": {k: v["rates"] for k, v in out["unseen_21_to_22_pooled"].items()},
-                      "text_shown_of_right_first_21_22": out["unseen_21_to_22_text_shown_of_right_first"],
+                      **{f"pooled_unseen_{name}": {k: v["rates"] for k, v in out[f"unseen_{name}_pooled"].items()}
+                         for name in LATER},
+                      **{f"text_shown_of_right_first_{name}": out[f"unseen_{name}_text_shown_of_right_first"]
+                         for name in LATER},
                       "support_check": out["support_check_decision"]["decision"],
                       "shown_chars": out["shown_chars"]}, indent=1))
 
