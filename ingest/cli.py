@@ -20,6 +20,7 @@ from ingest.progress import ocr_words
 from ingest.sources import InputError, Source, expand, is_url, load, readable, redact_urls
 from retrieval.clikit import (JsonOpt, check_collection_names, check_collections, emit, fail, load_settings, placed, say,
                               ready, servers)
+from retrieval.interrupts import reraise_interrupt
 from retrieval.settings import Settings, SettingsError, preset_description, preset_names, preset_profile
 from retrieval.store.db import DatabaseError
 from retrieval.encode.embed import ModelError
@@ -135,6 +136,7 @@ def ingest(
             except ModelError as exc:  # no document can be embedded: stop here
                 fail(str(exc))
             except Exception as exc:  # noqa: BLE001  (one input's surprise must not stop the batch)
+                reraise_interrupt(exc)  # but a Ctrl-C a library wrapped in another error does
                 logging.getLogger(__name__).debug("ingest of %s failed", arg, exc_info=True)
                 message = f"{arg}: unexpected error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 results.append({"origin": arg, "status": "failed", "message": message})

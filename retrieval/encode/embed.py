@@ -19,6 +19,7 @@ import numpy as np
 from retrieval.encode import export_child
 from retrieval.encode import passage_encoder as pe
 from retrieval.encode import query_encoder as qe
+from retrieval.interrupts import reraise_interrupt
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,7 @@ class Embedder:
         try:
             model = SentenceTransformer(self._path, device="cpu")
         except Exception as exc:  # noqa: BLE001  (hub/network/format errors all end here)
+            reraise_interrupt(exc)
             raise ModelError(f"could not load embedding model {self._requested!r}: {str(exc).splitlines()[0]}") from exc
         log.info("loaded embedding model %s in %.1f s", self.name, time.perf_counter() - t0)
         dim = int(model.get_embedding_dimension() or 0)
@@ -178,6 +180,7 @@ class Embedder:
         try:
             written = qe.export(model, self._path, self._query_cache)
         except Exception as exc:  # noqa: BLE001  (a read-only state directory, a full disk, ...)
+            reraise_interrupt(exc)
             log.warning("could not write the ONNX query encoder: %s", exc)
             return
         if written.unsupported:

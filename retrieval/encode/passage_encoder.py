@@ -42,6 +42,7 @@ import numpy as np
 
 from retrieval.encode import query_encoder as qe
 from retrieval.encode.side_by_side import in_order
+from retrieval.interrupts import reraise_interrupt
 from retrieval.store.db import first_line
 
 log = logging.getLogger(__name__)
@@ -212,6 +213,7 @@ def eager_model(model_path: str) -> Any | None:
     try:
         return SentenceTransformer(model_path, device="cpu", model_kwargs={"attn_implementation": "eager"})
     except Exception as exc:  # noqa: BLE001  (an older transformers without that option)
+        reraise_interrupt(exc)
         log.info("no eager-attention copy of %s (%s)", model_path, first_line(exc))
         return None
 
@@ -266,6 +268,7 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
                  output_axes={0: "batch", 1: "tokens"})
         _quantize(fp32, tmp / GRAPH)
     except Exception as exc:  # noqa: BLE001  (the tracer and quantizer raise many types)
+        reraise_interrupt(exc)
         raise qe.QueryEncoderError(f"could not export the passage encoder: {first_line(exc)}") from exc
     meta = base.model_copy(update={"inputs": inputs, "max_length": max_length, "dim": int(want.shape[1])})
     try:
@@ -275,6 +278,7 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
             os.replace(fp32, tmp / GRAPH)
             meta = _finish(tmp, meta.model_copy(update={"precision": "fp32", "int8_note": note}), model_path, want)
     except Exception as exc:  # noqa: BLE001
+        reraise_interrupt(exc)
         raise qe.QueryEncoderError(f"onnxruntime could not run the passage export: {first_line(exc)}") from exc
     fp32.unlink(missing_ok=True)
     if meta.probe_cosine < INT8_MIN_COSINE:

@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from retrieval.interrupts import reraise_interrupt
 from retrieval.store.db import first_line
 
 log = logging.getLogger(__name__)
@@ -266,6 +267,7 @@ def trusted(encoder: type[E], directory: Path, model_path: str, meta: Meta, min_
     except QueryEncoderError:
         raise
     except Exception as exc:  # noqa: BLE001  (onnxruntime/tokenizers raise their own types)
+        reraise_interrupt(exc)  # a Ctrl-C during onnxruntime's import comes as an ImportError
         raise QueryEncoderError(f"{directory} could not be loaded: {first_line(exc)}") from exc
     want = np.asarray(meta.probe_vectors[:LOAD_PROBES], dtype=np.float32)
     if agreement(got, want) < min_cosine:
@@ -408,6 +410,7 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
         trace(model, model, inputs, tmp / "model.onnx", key="sentence_embedding", output="embedding",
               output_axes={0: "batch"}, normalise=True)
     except Exception as exc:  # noqa: BLE001  (the tracer raises many types)
+        reraise_interrupt(exc)
         raise QueryEncoderError(f"torch.onnx could not export it: {first_line(exc)}") from exc
     meta = Meta(**base, inputs=inputs, max_length=max_length, dim=int(want.shape[1]),
                 onnx_bytes=(tmp / "model.onnx").stat().st_size,
@@ -417,6 +420,7 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
         singles = np.vstack([enc.encode([p]) for p in PROBES])
         batch = enc.encode(PROBES)
     except Exception as exc:  # noqa: BLE001
+        reraise_interrupt(exc)
         raise QueryEncoderError(f"onnxruntime could not run the export: {first_line(exc)}") from exc
     worst = min(agreement(singles, want), agreement(batch, want))
     if worst < MIN_COSINE:
