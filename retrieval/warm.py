@@ -182,21 +182,33 @@ def stop_warm() -> bool:
     return folder is not None and _exchange(socket_path(folder), {"stop": True}, timeout_s=30.0) is not None
 
 
+INTERRUPTED = 130  # a shell's status for a command ended by Ctrl-C
+
+
 def main() -> None:
-    """The ``chapterverse`` console command: warm when it can be, else the full command line."""
+    """The ``chapterverse`` console command: warm when it can be, else the full command line. A Ctrl-C
+    that reaches here (while Python loads the command, or during a warm exchange: a command's own
+    handling comes first) ends it with one line and status 130, not a traceback, and starts no warm
+    process."""
     argv = sys.argv[1:]
     warm = eligible(argv)
     path = socket_path(socket_dir()) if warm else None
-    if warm:
-        code = run_warm(argv)
-        if code is not None:
-            sys.exit(code)
-    from retrieval.cli import main as cold  # noqa: PLC0415
-
+    ran = False  # the cold command ran: a warm process is started for the next call
     try:
+        if warm:
+            code = run_warm(argv)
+            if code is not None:
+                sys.exit(code)
+        from retrieval.cli import main as cold  # noqa: PLC0415
+
+        ran = True
         cold()
+    except KeyboardInterrupt:
+        ran = False
+        sys.stderr.write("interrupted\n")
+        sys.exit(INTERRUPTED)
     finally:
-        if path is not None:
+        if path is not None and ran:
             start_warm(path)
 
 

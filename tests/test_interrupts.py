@@ -38,3 +38,30 @@ def test_an_ordinary_error_is_left_to_its_handler() -> None:
     except ImportError as exc:
         assert not interrupted(exc)
         reraise_interrupt(exc)  # returns: the caller handles it as before
+
+
+# the console command (retrieval.warm.main) with a Ctrl-C arriving while Python loads the command line
+_CTRL_C_WHILE_LOADING = """
+import sys
+class CtrlCWhileLoading:
+    def find_spec(self, name, path=None, target=None):
+        if name == "typer":
+            raise KeyboardInterrupt
+        return None
+sys.meta_path.insert(0, CtrlCWhileLoading())
+sys.argv = ["chapterverse", *sys.argv[1:]]
+from retrieval.warm import main
+main()
+"""
+
+
+@pytest.mark.parametrize("command", [["docs"], ["search", "magneto drop"]])
+def test_a_ctrl_c_while_the_command_loads_ends_it_with_one_line_and_status_130(command: list[str], tmp_path) -> None:
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    env = {**os.environ, "CHAPTERVERSE_HOME": str(tmp_path), "CHAPTERVERSE_DB_WARM_S": "0"}
+    res = subprocess.run([sys.executable, "-c", _CTRL_C_WHILE_LOADING, *command], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert (res.returncode, res.stdout, res.stderr) == (130, "", "interrupted\n")
