@@ -3,6 +3,10 @@ the command-line behaviour is tested in tests/test_first_hour.py."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from retrieval.interrupts import interrupted, reraise_interrupt
@@ -57,10 +61,6 @@ main()
 
 @pytest.mark.parametrize("command", [["docs"], ["search", "magneto drop"]])
 def test_a_ctrl_c_while_the_command_loads_ends_it_with_one_line_and_status_130(command: list[str], tmp_path) -> None:
-    import os  # noqa: PLC0415
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
     env = {**os.environ, "CHAPTERVERSE_HOME": str(tmp_path), "CHAPTERVERSE_DB_WARM_S": "0"}
     res = subprocess.run([sys.executable, "-c", _CTRL_C_WHILE_LOADING, *command], capture_output=True, text=True,
                          timeout=120, env=env)

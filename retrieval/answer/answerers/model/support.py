@@ -412,16 +412,15 @@ def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PRO
     restated = bool(question) and not asks_yes_no and negates(question, profile)
     if any(_BOUND.search(normalize(q)) for q in quotes):
         claim = _NO_BOUND.sub(" ", normalize(claim))
-    quotes_negate = any(negates_or_excludes(q, profile) for q in quotes)
-    if (negates(claim, profile) and not restated and not quotes_negate
-            and not restates_premise(claim, question, profile)):
-        problems.append("a negation")
-    elif (asks_yes_no and _OPENING_NO.match(text) and not negates(claim, profile) and not quotes_negate
-          and any(not _has_words(normalize(t), joined) for t in specific_terms(question, profile))):
-        # a bare "No", with no negation after it, about a name the question asks of and no quote mentions,
-        # is read from what the quotes leave out ("Can I call it from Fortran?" / "No. The manual lists C++,
-        # C, Python and Julia"); a "No" about what the quotes do speak of ("Is a light always required?" /
-        # "No, only at night" over "required when flying at night") is their own restriction
+    claim_negates = negates(claim, profile)
+    # a bare "No", with no negation after it, about a name the question asks of and no quote mentions, is
+    # read from what the quotes leave out ("Can I call it from Fortran?" / "No. The manual lists C++, C,
+    # Python and Julia"); a "No" about what the quotes do speak of ("Is a light always required?" / "No,
+    # only at night" over "required when flying at night") is their own restriction
+    bare_no = (not claim_negates and asks_yes_no and _OPENING_NO.match(text) is not None
+               and any(not _has_words(normalize(t), joined) for t in specific_terms(question, profile)))
+    if ((claim_negates and not restated and not restates_premise(claim, question, profile)) or bare_no) \
+            and not any(negates_or_excludes(q, profile) for q in quotes):
         problems.append("a negation")
     raw_quotes = "\n".join(quotes)
     spelled = _abbreviated(text, joined) | _part_spelled(text, raw_quotes)
