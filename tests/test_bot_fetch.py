@@ -164,7 +164,7 @@ def test_slow_drip_server_is_cut_at_the_total_deadline() -> None:
         took = time.monotonic() - t0
     finally:
         site.close()
-    assert 1.9 < took < 4.0, took  # per-read timeouts alone would have let it run for a minute
+    assert 1.9 < took < 10.0, took  # per-read timeouts alone would have let it run for a minute (slack: a loaded CI machine)
 
 
 def test_bot_policy_refuses_private_addresses_a_public_name_resolves_to(dns: dict[str, list[str]]) -> None:

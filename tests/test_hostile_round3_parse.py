@@ -133,7 +133,7 @@ def test_ctrl_c_during_a_read_ahead_parse_returns_at_once_and_leaves_no_parser(s
     except subprocess.TimeoutExpired:
         pytest.fail("the command did not return within 20 s of Ctrl-C")
     took = time.monotonic() - t0
-    assert took < 3, f"{took:.1f} s after Ctrl-C; {err}"
+    assert took < 8, f"{took:.1f} s after Ctrl-C; {err}"  # 1-3 s on a quiet machine; slack for a loaded one
     assert proc.returncode == 130, err
     assert "error: interrupted:" in err and "was not stored" in err, err
     assert _wait_for(lambda: not _parsers(proc), 2), _session(proc.pid)
