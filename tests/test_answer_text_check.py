@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.answer.answerers.model.support import list_markers, rests_on_absence, unsupported, yes_no
+from retrieval.answer.answerers.model.support import list_markers, mentions, rests_on_absence, unsupported, yes_no
 from retrieval.answer.ask import ask
 from tests import fake_openai as fo
 from tests.fake_gemini import Reply
@@ -245,6 +245,31 @@ def test_a_no_read_from_what_a_list_leaves_out_rests_on_absence() -> None:
     assert unsupported(bare, [excel], question=q) == []  # the quotes speak of Excel: their own answer
     what = "What drivers are there?"
     assert not rests_on_absence("No driver reads it.", what, unsupported("No driver reads it.", [quote], question=what))
+
+
+def test_a_bare_no_about_a_hyphenated_name_or_the_documents_own_subject_is_the_quotes_answer() -> None:
+    """Round 7's z01, decided on made-up text: the question's "BLASTX-style" is one word "blastxstyle" once
+    ``normalize`` joins the hyphen, and "HMMER" is what the quoted document is named after; the quotes name
+    BLASTX, so a bare "No" is their answer, not one read from what they leave out. A name no quote
+    mentions ("Excel") still makes the "No" rest on absence."""
+    q = "I want protein domains in DNA contigs BLASTX-style. Can HMMER search the translated DNA directly?"
+    quote = "I'd love to have the HMM equivalents of BLASTX. In the meantime, I translate DNA sequence to six frames."
+    bare = "No. Translate the DNA to six frames and search the frames as proteins."
+    assert unsupported(bare, [quote], question=q, documents=["hmmer-userguide.pdf"]) == []
+    problems = unsupported(bare, [quote], question=q, documents=["other.pdf"])
+    assert problems == ["a negation"] and rests_on_absence(bare, q, problems)  # "HMMER" is nowhere
+    excel = "Can HMMER read an Excel-style sheet of DNA?"
+    assert unsupported(bare, [quote], question=excel, documents=["hmmer-userguide.pdf"]) == ["a negation"]
+
+
+def test_a_name_a_quote_writes_inside_a_hyphenated_word_is_stated() -> None:
+    """Round 7's w05: "LMDB" in the text, "LMDB-specific" in the quote. Each run of name parts counts as
+    consecutive words only: "PA-28" is not mentioned by "PA-32 … 28 knots"."""
+    quote = "These options are LMDB-specific and are ignored by other back ends."
+    assert unsupported("The LMDB back end reads them.", [quote]) == []
+    assert not mentions("pa-28", "The PA-28 cruises", "the PA-32 cruises at 28 knots")
+    assert mentions("pa-28", "The PA-28 cruises", "the PA 28 cruises") and mentions("pa-28", "PA-28", "a PA-28")
+    assert unsupported("The Lycoming engine is used.", [quote]) == ["name “lycoming”"]
 
 
 def test_a_name_the_question_states_is_backed_by_the_quoted_page_not_by_the_question_alone() -> None:

@@ -366,6 +366,42 @@ def names_document(term: str, documents: Sequence[str]) -> bool:
     return False
 
 
+# a hyphen inside a word ("BLASTX-style", "LMDB-specific"), which ``normalize`` joins away ("blastxstyle"); not
+# one at a line's end or before a space ("air- craft"), which joins the halves of one broken word
+_WORD_HYPHEN = re.compile(r"(?<=[^\W_])[-\u2010\u2011](?=[^\W_])")
+
+
+def _hyphens_apart(text: str) -> str:
+    """``text`` normalised with each hyphen inside a word read as a space: "LMDB-specific" → "lmdb specific"."""
+    return normalize(_WORD_HYPHEN.sub(" ", text))
+
+
+def _is_name_part(part: str) -> bool:
+    return any(ch.isupper() or ch.isdigit() for ch in part)
+
+
+def mentions(term: str, source: str, quotes: str) -> bool:
+    """The name ``term`` (lower-cased, from ``specific_terms(source)``) occurs in ``quotes`` as whole words:
+    as written, or with the hyphens inside words read as spaces on both sides, where a hyphenated name
+    is mentioned by its parts that are names on their own, as ``source`` writes them (capitalised or with
+    digits), each run of them as consecutive words: "LMDB" by "LMDB-specific", "BLASTX-style" by
+    "BLASTX", "PA-28" by "PA-28" or "PA 28" and not by "PA-32 … 28". ``normalize`` alone joins the hyphen
+    and finds neither ("lmdbspecific", "blastxstyle")."""
+    if _has_words(normalize(term), quotes):
+        return True
+    written = re.search(re.escape(term).replace("'", "['’]"), source, re.IGNORECASE)
+    parts = _WORD_HYPHEN.sub(" ", written.group(0) if written else term).split()
+    runs: list[list[str]] = [[]]
+    for part in parts:
+        if _is_name_part(part) or not written:
+            runs[-1].append(part)
+        elif runs[-1]:
+            runs.append([])
+    apart = _hyphens_apart(quotes)
+    named = [run for run in runs if run]
+    return bool(named) and all(_whole(normalize(" ".join(run)), apart, unit_glue=False) for run in named)
+
+
 def _negated_windows(sentence: str, profile: Profile, width: int) -> list[list[str]]:
     """The ``width`` words after each negation in ``sentence`` (normalised words)."""
     words = _WORD.findall(_NO_NEGATION.sub(" ", sentence))
@@ -388,7 +424,7 @@ def restates_premise(text: str, question: str, profile: Profile = DEFAULT_PROFIL
 
 
 # a control key in caret notation ("^U") is the same key as "Ctrl-U"
-_CARET_KEY = re.compile(r"(?<![\w^])\^([a-z])(?![a-z0-9])")
+_CARET_KEY = re.compile(r"(?<![\w^])\^([a-z])(?![a-z0-9])", re.IGNORECASE)
 
 
 def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PROFILE, *,
@@ -417,8 +453,10 @@ def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PRO
     # read from what the quotes leave out ("Can I call it from Fortran?" / "No. The manual lists C++, C,
     # Python and Julia"); a "No" about what the quotes do speak of ("Is a light always required?" / "No,
     # only at night" over "required when flying at night") is their own restriction
+    # (a name the quoted document is named after is mentioned: "Can HMMER …?" over hmmer-userguide.pdf)
     bare_no = (not claim_negates and asks_yes_no and _OPENING_NO.match(text) is not None
-               and any(not _has_words(normalize(t), joined) for t in specific_terms(question, profile)))
+               and any(not mentions(t, question, "\n".join(quotes)) and not names_document(t, documents)
+                       for t in specific_terms(question, profile)))
     if ((claim_negates and not restated and not restates_premise(claim, question, profile)) or bare_no) \
             and not any(negates_or_excludes(q, profile) for q in quotes):
         problems.append("a negation")
@@ -426,9 +464,9 @@ def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PRO
     spelled = _abbreviated(text, joined) | _part_spelled(text, raw_quotes)
     same = _same_letters(text, raw_quotes)
     asked, on_pages = normalize(question), "\n".join(normalize(p) for p in pages)
-    keys = _CARET_KEY.sub(r"ctrl-\1", joined)
+    keys = _CARET_KEY.sub(r"ctrl-\1", raw_quotes)
     problems += [f"name “{t}”" for t in specific_terms(text, profile)
-                 if t not in spelled and not _has_words(normalize(t), keys)
+                 if t not in spelled and not mentions(t, text, keys)
                  and not names_document(t, documents)
                  and not (set(_ALNUM.findall(normalize(t))) <= same)
                  and not (_has_words(normalize(t), asked) and _has_words(normalize(t), on_pages))]
