@@ -44,6 +44,10 @@ about what is prohibited (each where ``unsupported`` checks it). Nor, since issu
   asked about, and the page shows it is that page's subject. A name only the question states (a false
   premise: "the Cessna 172's VNE" over a POH of another airplane) stays an alarm.
 
+- since the seventh round: a name a quote writes inside a hyphenated word ("LMDB" / "LMDB-specific",
+  "BLASTX-style" / "BLASTX"; ``mentions``, which ``normalize``'s joining of such words hid), in the name check
+  and in the bare-"No" rule, which also takes a name the quoted document is named after as mentioned.
+
 What stays an alarm: a number or unit no quote states, a name whose letters no quote has (unless
 the question and a quoted page both state it), a "not" in a text whose quotes neither negate nor
 exclude anything.
