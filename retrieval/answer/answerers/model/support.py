@@ -453,18 +453,18 @@ def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PRO
     if any(_BOUND.search(normalize(q)) for q in quotes):
         claim = _NO_BOUND.sub(" ", normalize(claim))
     claim_negates = negates(claim, profile)
+    raw_quotes = "\n".join(quotes)
     # a bare "No", with no negation after it, about a name the question asks of and no quote mentions, is
     # read from what the quotes leave out ("Can I call it from Fortran?" / "No. The manual lists C++, C,
     # Python and Julia"); a "No" about what the quotes do speak of ("Is a light always required?" / "No,
     # only at night" over "required when flying at night") is their own restriction
     # (a name the quoted document is named after is mentioned: "Can HMMER …?" over hmmer-userguide.pdf)
     bare_no = (not claim_negates and asks_yes_no and _OPENING_NO.match(text) is not None
-               and any(not mentions(t, question, "\n".join(quotes)) and not names_document(t, documents)
+               and any(not mentions(t, question, raw_quotes) and not names_document(t, documents)
                        for t in specific_terms(question, profile)))
     if ((claim_negates and not restated and not restates_premise(claim, question, profile)) or bare_no) \
             and not any(negates_or_excludes(q, profile) for q in quotes):
         problems.append("a negation")
-    raw_quotes = "\n".join(quotes)
     spelled = _abbreviated(text, joined) | _part_spelled(text, raw_quotes)
     same = _same_letters(text, raw_quotes)
     asked, on_pages = normalize(question), "\n".join(normalize(p) for p in pages)
