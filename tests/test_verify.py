@@ -231,6 +231,19 @@ def test_a_word_cut_anywhere_else_is_not_widened(quote: str) -> None:
     assert locate(quote, BROKEN) is None
 
 
+DASHED = "Each operator must keep con-\ntrol\u2014this is the rule\u2014for every flight of the day."
+
+
+@pytest.mark.parametrize(("quote", "shown"), [
+    ("Each operator must keep con-", "Each operator must keep con-\ntrol"),  # not "control\u2014this"
+    ("Each operator must keep con", "Each operator must keep con-\ntrol"),
+])
+def test_a_widened_word_stops_at_an_em_dash(quote: str, shown: str) -> None:
+    """The page's word ends at the dash: the reader is shown the word the quote cut, never the next one."""
+    m = locate(quote, DASHED)
+    assert m is not None and m.text == shown
+
+
 def test_page_not_retrieved_fails() -> None:
     v = verify_claim(Claim("cfr.pdf", 99, "the limit is 900 knots below 10,000 feet"), [doc_page()])
     assert not v.ok and "not among the passages" in v.reason

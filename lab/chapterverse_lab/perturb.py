@@ -28,6 +28,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from retrieval.answer.verify import WORD_DASHES
+
 ROOT = Path(__file__).resolve().parents[2]
 _BROKEN = re.compile(r"([^\W\d_]+)-[ \t]*\n[ \t]*([^\W\d_]+)")
 
@@ -89,7 +91,7 @@ def _line_cut(quote: str, raw: str) -> str | None:
     return None
 
 
-_WORD_DASH = re.compile(r"(?<=[^\W\d_])[\u2014\u2015](?=[^\W\d_])")
+_WORD_DASH = re.compile(rf"(?<=[^\W\d_])[{WORD_DASHES}](?=[^\W\d_])")  # the dashes verify reads as word gaps
 
 
 DASH_SPAN_WORDS = 6  # words a span cut at a dash takes from the page

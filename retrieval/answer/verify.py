@@ -107,12 +107,12 @@ def too_short(quote: str) -> bool:
 # an em dash between two words ("properties—this") is punctuation, not a word broken across a line:
 # normalize joins the words around it as it joins "air-craft", yet a quote may start or end at it. An en
 # dash between letters is not: it joins a name's parts ("ADS–B", "TSO–C166b"), and a quote cut there cuts the name
-_WORD_DASHES = "\u2014\u2015"
+WORD_DASHES = "\u2014\u2015"
 
 
 def _dash_between(raw: str, index: Sequence[int], at: int) -> bool:
     """The raw text between normalised characters ``at - 1`` and ``at`` holds an em dash."""
-    return any(ch in _WORD_DASHES for ch in raw[index[at - 1] + 1:index[at]])
+    return any(ch in WORD_DASHES for ch in raw[index[at - 1] + 1:index[at]])
 
 
 def _boundary_ok(norm: str, start: int, end: int, raw: str = "", index: Sequence[int] = ()) -> bool:
@@ -171,19 +171,20 @@ def _snapped_cut_word(quote: str, plain: str, hay: str, index: list[int]) -> tup
     pos = hay.find(needle)
     while pos >= 0:
         start, end = pos, pos + len(needle)
-        if start > 0 and hay[start].isalpha() and hay[start - 1].isalpha():
+        if start > 0 and hay[start].isalpha() and hay[start - 1].isalpha() and not _dash_between(plain, index, start):
             if not _broken_before(plain, index[start]):
                 start = -1
-            else:
-                while start > 0 and hay[start - 1].isalpha():
+            else:  # back to the word's start: a letter, and no em dash between it and the next
+                while start > 0 and hay[start - 1].isalpha() and not _dash_between(plain, index, start):
                     start -= 1
-        if start >= 0 and end < len(hay) and hay[end].isalpha() and hay[end - 1].isalpha():
+        if start >= 0 and end < len(hay) and hay[end].isalpha() and hay[end - 1].isalpha() \
+                and not _dash_between(plain, index, end):
             if not _broken_after(plain, index[end - 1] + 1):
                 start = -1
-            else:
-                while end < len(hay) and hay[end].isalpha():
+            else:  # on to the word's end, never across an em dash ("con-/trol—this" ends at "trol")
+                while end < len(hay) and hay[end].isalpha() and not _dash_between(plain, index, end):
                     end += 1
-        if start >= 0 and (start, end) != (pos, pos + len(needle)) and _boundary_ok(hay, start, end):
+        if start >= 0 and (start, end) != (pos, pos + len(needle)) and _boundary_ok(hay, start, end, plain, index):
             return start, end
         pos = hay.find(needle, pos + 1)
     return None
