@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -158,6 +159,12 @@ def seed_home(home: Path, exports: tuple[Path, ...]) -> Path:
     for folder in exports:
         shutil.copytree(folder, home / folder.name, copy_function=link, dirs_exist_ok=True)
     return home
+
+
+def sigint_delivered() -> None:
+    """``preexec_fn`` for a command a test sends Ctrl-C (SIGINT): SIGINT as a terminal delivers it. A shell
+    that runs the suite in the background starts it with SIGINT ignored, and a child inherits that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300,

@@ -16,7 +16,7 @@ import pytest
 
 from retrieval.store import db, index
 from retrieval.settings import Settings
-from tests.conftest import run_cli, scratch_database
+from tests.conftest import run_cli, scratch_database, sigint_delivered
 from tests.pdfgen import text_pdf
 
 HOLD = """
@@ -53,7 +53,7 @@ def test_embedded_postgres_stops_on_signal(own_home, sig):
     # as from a terminal: a shell running the suite in the background starts it with SIGINT ignored,
     # and a child that inherits that never sees Ctrl-C
     proc = subprocess.Popen([sys.executable, "-c", HOLD], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            text=True, preexec_fn=sigint_delivered)  # noqa: PLW1509
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
     pgdata = own_home / "pgdata"

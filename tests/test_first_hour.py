@@ -18,7 +18,7 @@ import time
 
 
 from retrieval.cli import CHECKED, NOTHING_INGESTED
-from tests.conftest import run_cli, scratch_database
+from tests.conftest import run_cli, scratch_database, sigint_delivered
 from tests.pdfgen import long_pdf
 
 # the same two collections as the exit-status tests, ingested with the real command (its own database)
@@ -59,7 +59,8 @@ def test_ctrl_c_during_an_ingest_says_nothing_of_it_was_stored(env: dict[str, st
     pdf = long_pdf(tmp_path / "long-manual.pdf", 120)
     proc = subprocess.Popen([sys.executable, "-m", "retrieval.cli", "ingest", str(pdf), "--collection", "ctrl-c"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **env, "CHAPTERVERSE_PROGRESS_INTERVAL_S": "0.5"})
+                            env={**os.environ, **env, "CHAPTERVERSE_PROGRESS_INTERVAL_S": "0.5"},
+                            preexec_fn=sigint_delivered)  # noqa: PLW1509
     line = proc.stderr.readline()  # the first progress line: it is under way
     assert line.startswith("ingest: "), line
     proc.send_signal(signal.SIGINT)

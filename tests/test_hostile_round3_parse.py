@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from retrieval.lifetime import orphaned
-from tests.conftest import run_cli
+from tests.conftest import run_cli, sigint_delivered
 from tests.pdfgen import FONT, _raw_pdf, _stream, text_pdf
 
 RUN = uuid.uuid4().hex[:8]
@@ -80,7 +80,7 @@ def _as_from_a_terminal() -> None:
     """In the command's process: a session of its own (its processes can be found and cleaned up),
     and SIGINT as a terminal would deliver it (a background shell starts children ignoring it)."""
     os.setsid()
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    sigint_delivered()
 
 
 @pytest.fixture
