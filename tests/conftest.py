@@ -21,6 +21,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.shared import SharedVectors, link_tree, once, run_folder, shared_exports
+
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
 DEV_PDFS = sorted(CORPUS.glob("*.pdf"))
@@ -113,32 +115,52 @@ def settings(pg_url: str):
 
 
 @pytest.fixture(scope="session")
-def embedder(settings):
-    from retrieval.encode.embed import get_embedder  # noqa: PLC0415
-
-    return get_embedder(settings.search.embedding_model)
+def shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder the run's workers share what they make once in (``tests.shared``)."""
+    return run_folder(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
-def dev_corpus(settings, embedder) -> str:
-    """The three dev PDFs ingested into collection 'dev'; returns the collection name."""
+def embedder(settings, shared_folder: Path):
+    """The session's embedder, its query and passage encoder exports made once for the run's workers."""
+    from retrieval.encode.embed import get_embedder, passage_cache_root, query_cache_root  # noqa: PLC0415
+
+    embedder = get_embedder(settings.search.embedding_model, load=False)
+
+    def make() -> None:
+        embedder.prepare_queries()  # loads the query export, or makes it
+        embedder.passage_encoder()  # the same for the passage encoder
+
+    with once(shared_folder, "encoder-exports") as place:
+        shared_exports(place, (query_cache_root(), passage_cache_root()), make)
+    return embedder
+
+
+def ingest_shared(settings, embedder, shared_folder: Path, pdfs: list[Path], collection: str) -> str:
+    """``pdfs`` ingested into ``collection`` through the real pipeline, their vectors embedded by one worker
+    of the run and taken by the others (``tests.shared.SharedVectors``)."""
     from ingest.pipeline import ingest_source  # noqa: PLC0415
     from ingest.sources import read_path  # noqa: PLC0415
 
+    with once(shared_folder, f"vectors-{collection}") as place:
+        for pdf in pdfs:
+            ingest_source(settings, SharedVectors(embedder, place), read_path(str(pdf), 200_000_000), collection,
+                          quiet=True)
+    return collection
+
+
+@pytest.fixture(scope="session")
+def dev_corpus(settings, embedder, shared_folder: Path) -> str:
+    """The three dev PDFs ingested into collection 'dev'; returns the collection name."""
     assert len(DEV_PDFS) == 3, f"expected the three sample PDFs in {CORPUS}"
-    for pdf in DEV_PDFS:
-        src = read_path(str(pdf), 200_000_000)
-        ingest_source(settings, embedder, src, "dev", quiet=True)
-    return "dev"
+    return ingest_shared(settings, embedder, shared_folder, DEV_PDFS, "dev")
 
 
 @pytest.fixture(scope="session")
 def encoder_exports(embedder) -> tuple[Path, ...]:
-    """The session embedder's ONNX exports (query and passage encoder folders), made once per session:
+    """The session embedder's ONNX exports (query and passage encoder folders; ``embedder`` makes them):
     for tests that start commands in a home of their own and check nothing about the one-time export,
     so that each such home does not spend tens of seconds making the same export again (``seed_home``)."""
-    embedder.prepare_queries()  # loads the query export, or makes it
-    embedder.passage_encoder()  # the same for the passage encoder
     caches = (getattr(embedder, "_query_cache", None), getattr(embedder, "_passage_cache", None))
     return tuple(Path(c) for c in caches if c is not None and Path(c).is_dir())
 
@@ -149,15 +171,8 @@ def seed_home(home: Path, exports: tuple[Path, ...]) -> Path:
     the session's copy. Everything else in the home is the command's to make."""
     home.mkdir(parents=True, exist_ok=True)
     home.chmod(0o755)
-
-    def link(src: str, dst: str) -> None:
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
-
     for folder in exports:
-        shutil.copytree(folder, home / folder.name, copy_function=link, dirs_exist_ok=True)
+        link_tree(folder, home / folder.name)
     return home
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ingest_shared
+
 CORPUS2 = Path(__file__).resolve().parent / "corpus2"
 COLLECTION = "manuals"  # as in the README's commands, so a kept test home can be shared with them
 FIXTURE_PDFS = ("R-intro.pdf",)
@@ -23,11 +25,6 @@ def dev_questions(document: str | None = None) -> list[dict]:
 
 
 @pytest.fixture(scope="session")
-def manuals_corpus(settings, embedder) -> str:
+def manuals_corpus(settings, embedder, shared_folder) -> str:
     """R-intro.pdf ingested into its own collection; returns the collection name."""
-    from ingest.pipeline import ingest_source  # noqa: PLC0415
-    from ingest.sources import read_path  # noqa: PLC0415
-
-    for name in FIXTURE_PDFS:
-        ingest_source(settings, embedder, read_path(str(CORPUS2 / name), 200_000_000), COLLECTION, quiet=True)
-    return COLLECTION
+    return ingest_shared(settings, embedder, shared_folder, [CORPUS2 / name for name in FIXTURE_PDFS], COLLECTION)
