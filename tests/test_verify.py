@@ -244,6 +244,14 @@ def test_a_widened_word_stops_at_an_em_dash(quote: str, shown: str) -> None:
     assert m is not None and m.text == shown
 
 
+def test_a_quote_cut_in_a_broken_word_may_end_at_an_em_dash() -> None:
+    """One end inside a word the page breaks across lines, the other at an em dash between words (14 CFR 91
+    p. 1): kept as the page's whole words."""
+    page = "used for law en-\nforcement purposes.\n91.27\u201391.99\n[Reserved]\n\nSubpart B\u2014Flight Rules"
+    m = locate("forcement purposes. 91.27\u201391.99 [Reserved] Subpart B", page)
+    assert m is not None and m.text == "en-\nforcement purposes.\n91.27\u201391.99\n[Reserved]\n\nSubpart B"
+
+
 def test_page_not_retrieved_fails() -> None:
     v = verify_claim(Claim("cfr.pdf", 99, "the limit is 900 knots below 10,000 feet"), [doc_page()])
     assert not v.ok and "not among the passages" in v.reason
