@@ -206,7 +206,8 @@ MODEL_SETS = (("faa_dev", "FAA dev (tuning)"), ("manuals_dev", "R + gnuplot dev 
               ("unseen19", "Why3 + Gri unseen 19"), ("unseen20", "CircuiTikZ + datatool unseen 20"),
               ("unseen21", "Gmsh + MrBayes unseen 21"), ("unseen22", "LilyPond + GAP unseen 22"),
               ("unseen23", "HMMER + Yorick unseen 23"), ("unseen24", "Kerberos + CFITSIO unseen 24"),
-              ("unseen25", "NUT + nauty unseen 25"), ("unseen26", "BIRD + DRBD unseen 26"))
+              ("unseen25", "NUT + nauty unseen 25"), ("unseen26", "BIRD + DRBD unseen 26"),
+              ("unseen27", "OpenAFS + JAGS unseen 27"), ("unseen28", "CVS + MPFR unseen 28"))
 
 
 def _rate_cell(x: float | None) -> str:
@@ -268,7 +269,8 @@ def render_paths_brief(folder: Path, check_on: bool) -> str:
               ("unseen 19–20 (run once, later code)", ["unseen19", "unseen20"]),
               ("unseen 21–22 (run once, later code)", ["unseen21", "unseen22"]),
               ("unseen 23–24 (run once, later code)", ["unseen23", "unseen24"]),
-              ("unseen 25–26 (run once, later code)", ["unseen25", "unseen26"]))
+              ("unseen 25–26 (run once, later code)", ["unseen25", "unseen26"]),
+              ("unseen 27–28 (run once, later code)", ["unseen27", "unseen28"]))
     rows = []
     for label, keys in groups:
         for path, suffix in (("extractive (no model)", "extractive"), ("model, stand-in replies", model)):
