@@ -290,6 +290,29 @@ def test_a_name_the_question_states_is_backed_by_the_quoted_page_not_by_the_ques
         "name “class”", "name “vfr”"]
 
 
+@pytest.mark.parametrize("text", [
+    "Two steps. 1) Create the entry with add_principal. 2) Run bos adduser to add admin to the UserList file.",
+    "Steps: (1) Create the entry with add_principal; (2) Run bos adduser to add admin to the UserList file.",
+    "Steps:\n1. Create the entry with add_principal.\n2. Run bos adduser to add admin to the UserList file.",
+])
+def test_a_list_items_first_word_is_not_a_name(text: str) -> None:
+    """"2) Run bos adduser": a step's first word is capitalised because it starts the step (unseen 27, s15)."""
+    quotes = ["Issue the add_principal command to create the entry.",
+              "Issue the bos adduser command to add the admin user to the UserList file."]
+    assert unsupported(text, quotes) == []
+    assert unsupported(text.replace("UserList", "UserList on Zephyr"), quotes) == ["name “zephyr”"]  # a name still is one
+
+
+@pytest.mark.parametrize(("text", "quote", "problems"), [
+    ("The minimum is 1 bit.", "The precision is the number of bits; MPFR_PREC_MIN is equal to 1.", []),
+    ("It lasts 2 hours.", "a lease of 2 hour", []),
+    ("It lasts 2 days.", "a lease of 2 hours", ["unit “days”"]),  # another unit is still one no quote states
+    ("It is 3 m long.", "3 ms", ["unit “m”"]),  # a unit of one or two letters has no other form
+])
+def test_a_unit_in_its_other_number_is_stated(text: str, quote: str, problems: list[str]) -> None:
+    assert unsupported(text, [quote]) == problems
+
+
 def test_list_markers_count_from_one() -> None:
     text = "Do 1) this, 2) that; it takes 3 hours (at most 3)."
     assert [text[a:b] for a, b in list_markers(text)] == ["1", "2"]

@@ -48,6 +48,10 @@ about what is prohibited (each where ``unsupported`` checks it). Nor, since issu
   "BLASTX-style" / "BLASTX"; ``mentions``, which ``normalize``'s joining of such words hid), in the name check
   and in the bare-"No" rule, which also takes a name the quoted document is named after as mentioned.
 
+- since the ninth round: a list item's first word ("2) Run bos adduser …": the marker is a sentence break, so
+  the word starts a sentence, not a name), and a unit a quote states in its other number ("1 bit" / "the number
+  of bits"; units of three letters or more).
+
 What stays an alarm: a number or unit no quote states, a name whose letters no quote has (unless
 the question and a quoted page both state it), a "not" in a text whose quotes neither negate nor
 exclude anything.
@@ -168,10 +172,14 @@ def list_markers(text: str) -> list[tuple[int, int]]:
 
 
 def without_list_markers(text: str) -> str:
-    """``text`` with its list's item numbers (``list_markers``) blanked out."""
+    """``text`` with each item marker of its list (``list_markers``: the number with its brackets or dot)
+    turned into a sentence break of the same length: "… command. 2) Run bos …" reads "… command. :  Run
+    bos …", so an item's first word starts a sentence and is not read as a name."""
     out = text
     for start, end in reversed(list_markers(text)):
-        out = out[:start] + " " * (end - start) + out[end:]
+        start -= start > 0 and out[start - 1] == "("
+        end += end < len(out) and out[end] in ")."
+        out = out[:start] + ":".ljust(end - start) + out[end:]
     return out
 
 
@@ -211,6 +219,22 @@ def _forms(word: str) -> set[str]:
         forms.add(word[:-1])
     if word.endswith("es"):
         forms.add(word[:-2])
+    return forms
+
+
+MIN_UNIT_FORMS = 3  # letters a unit needs to be matched in its other number ("m" is no singular of "ms")
+
+
+def _unit_forms(unit: str) -> set[str]:
+    """``unit`` and its singular or plural by a final "s"/"es" ("1 bit" is stated by "the number of bits"),
+    for a unit of at least ``MIN_UNIT_FORMS`` letters; the number beside it is checked on its own."""
+    if sum(ch.isalpha() for ch in unit) < MIN_UNIT_FORMS or not unit.replace(" ", "").isalpha():
+        return {unit}
+    forms = {unit, unit + "s", unit + "es"}
+    if unit.endswith("s"):
+        forms.add(unit[:-1])
+    if unit.endswith("es"):
+        forms.add(unit[:-2])
     return forms
 
 
@@ -444,7 +468,7 @@ def unsupported(text: str, quotes: Sequence[str], profile: Profile = DEFAULT_PRO
     problems = [f"number {n}" for n in unquoted_numbers(text, quotes)]
     undotted = joined.replace(".", "")  # "m.p.h." is "mph"
     problems += [f"unit “{u}”" for u in stated_units(text, profile)
-                 if not _has_words(u, joined) and not _has_words(u.replace(".", ""), undotted)]
+                 if not any(_has_words(f, joined) or _has_words(f.replace(".", ""), undotted) for f in _unit_forms(u))]
     asks_yes_no = bool(question) and yes_no(question)
     claim = _without_yes_no(text) if asks_yes_no else text
     # a question about what is prohibited or not done ("Where is aerobatic flight prohibited?") is
