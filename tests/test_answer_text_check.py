@@ -112,6 +112,29 @@ def test_adjacent_quotes_are_checked_as_shown_with_the_page_text_between_them() 
     assert unsupported(text, [c.quote for c in join_adjacent(cites, [page])]) == []
 
 
+def test_a_quote_that_introduces_an_example_is_shown_with_it() -> None:
+    """A model's quote ending "…, for example:" is shown with the example line it introduces (the page's own
+    words, from the shown text; unseen 28, t18), never with a heading that follows instead."""
+    from retrieval.answer.answerers.model.checks import lead_ins_continued
+    from retrieval.answer.verify import PageText, locate
+    from retrieval.models import Citation
+    text = ("All programs using MPFR must link against both libmpfr and libgmp libraries. On a typical Unix-like\n"
+            "system this can be done with '-lmpfr -lgmp' (in that order), for example:\n\n"
+            "gcc myprogram.c -lmpfr -lgmp\n\n"
+            "Note that the MPFR library is installed by default.")
+    page = PageText(document="mpfr.pdf", page=10, text=text)
+    lead = Citation(document="mpfr.pdf", page=10,
+                    quote="On a typical Unix-like system this can be done with '-lmpfr -lgmp' (in that order), for example:")
+    other = Citation(document="mpfr.pdf", page=10, quote="Note that the MPFR library is installed by default.")
+    shown = lead_ins_continued([lead, other], [page])
+    assert " ".join(shown[0].quote.split()).endswith("for example: gcc myprogram.c -lmpfr -lgmp")
+    assert locate(shown[0].quote, text) is not None and shown[1] == other  # verbatim; the other quote unchanged
+    heading = PageText(document="mpfr.pdf", page=11, text=text.replace("gcc myprogram.c -lmpfr -lgmp",
+                                                                        "REPORTING BUGS AND GETTING HELP"))
+    before = lead.model_copy(update={"page": 11})
+    assert lead_ins_continued([before], [heading]) == [before]  # a heading is not what the lead-in introduces
+
+
 @pytest.mark.parametrize(("text", "quote", "question"), [
     ("Not by default: it compares character codes.", "a character code comparison rather than locale ordering",
      "Will it sort accented names in dictionary order?"),

@@ -183,7 +183,7 @@ def with_neighbours(page: PageText, cand: Candidate, budget: int = QUOTE_WORDS,
             end, nxt, grew = spans[nxt][1], nxt + 1, True
         if prv >= 0 and joinable(prv) and len(text[spans[prv][0]:end].split()) <= budget:
             start, prv, grew = spans[prv][0], prv - 1, True
-    end = _lead_in_continued(text, start, end, heading, 2 * budget)
+    end = lead_in_continued(text, start, end, heading, 2 * budget)
     if (start, end) == (cand.start, cand.end) or not verify_claim(Claim(page.document, page.page, text[start:end]),
                                                                   [page]).ok:
         return cand
@@ -194,7 +194,7 @@ _INTRODUCES = re.compile(r"[:—–]\s*$")
 _PARAGRAPH_END = re.compile(r"\n[ \t]*\n|\Z")
 
 
-def _lead_in_continued(text: str, start: int, end: int, heading: str, budget: int) -> int:
+def lead_in_continued(text: str, start: int, end: int, heading: str, budget: int) -> int:
     """Where a quote ending in a lead-in ("... as shown in the following table:", "Draw only the left
     and bottom borders:") ends once it goes on into what it introduces: the rest of its paragraph
     and the next one (an example line such as "set border 3", a list item), or only the first line of a

@@ -8,7 +8,8 @@
   otherwise its verified quotes are shown alone and the text is kept in ``Answer.withheld_text``.
   A "No" to a yes/no question that no quote's negation backs (``rests_on_absence``) is a refusal
   instead: the quotes list what the documents have, not that the asked-for thing is missing.
-- Adjacent quotes on one page are shown as one quote (``join_adjacent``).
+- Adjacent quotes on one page are shown as one quote (``join_adjacent``), and a quote that ends by introducing
+  an example, list or table goes on into it (``lead_ins_continued``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from retrieval.answer.answerers import Request, Response
+from retrieval.answer.answerers.extractive.quotable import QUOTE_WORDS, introduces, lead_in_continued
 from retrieval.answer.answerers.extractive.scoring import SentenceReader
 from retrieval.answer.answerers.model.support import rests_on_absence, unsupported
 from retrieval.answer.verify import Match, PageText, Verification, doubtful_in, locate
@@ -78,6 +80,25 @@ def join_adjacent(citations: Sequence[Citation], shown: Sequence[PageText]) -> l
     return out
 
 
+def lead_ins_continued(citations: Sequence[Citation], shown: Sequence[PageText]) -> list[Citation]:
+    """A verified quote that ends by introducing what follows on its page ("… can be done with '-lmpfr -lgmp'
+    (in that order), for example:", "… the following table:") goes on into it, as the extractive answerer's
+    quotes do (``quotable.lead_in_continued``): the example line, the rest of the paragraph or a table's first
+    row, within ``2 * QUOTE_WORDS`` words, never into a heading. The page's own words, located again."""
+    out: list[Citation] = []
+    for c in citations:
+        placed = _placed(c, shown)
+        if placed is not None and introduces(placed[1].text):
+            page, m = placed
+            stop = lead_in_continued(page.text, m.start, m.end, "", 2 * QUOTE_WORDS)
+            longer = locate(page.text[m.start:stop], page.text) if stop > m.end else None
+            if longer is not None:
+                c = c.model_copy(update={"quote": longer.text.strip(),
+                                         "ocr_doubtful": doubtful_in(longer.text, page.doubtful)})
+        out.append(c)
+    return out
+
+
 def quoted_pages(citations: Sequence[Citation], shown: Sequence[PageText]) -> list[str]:
     """The shown text of each page a citation is on (what backs a name the question states too)."""
     on = {(c.document, c.page) for c in citations}
@@ -110,7 +131,8 @@ def settled(name: str, request: Request, response: Response, support: SentenceRe
     draft = response.draft
     verification = support_filtered(response.verification, draft.answer, request.question, support, profile, result,
                                     request.shown)
-    shown_quotes = join_adjacent(verification.citations, response.shown)  # what the text is shown beside
+    # what the text is shown beside: adjacent quotes joined, a lead-in with what it introduces
+    shown_quotes = lead_ins_continued(join_adjacent(verification.citations, response.shown), response.shown)
     problems = unsupported(draft.answer, [c.quote for c in shown_quotes], profile, question=request.question,
                            pages=quoted_pages(verification.citations, request.shown),
                            documents=sorted({c.document for c in verification.citations}))
