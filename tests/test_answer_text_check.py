@@ -129,6 +129,8 @@ def test_a_quote_that_introduces_an_example_is_shown_with_it() -> None:
     shown = lead_ins_continued([lead, other], [page])
     assert " ".join(shown[0].quote.split()).endswith("for example: gcc myprogram.c -lmpfr -lgmp")
     assert locate(shown[0].quote, text) is not None and shown[1] == other  # verbatim; the other quote unchanged
+    example = Citation(document="mpfr.pdf", page=10, quote="gcc myprogram.c -lmpfr -lgmp")
+    assert lead_ins_continued([lead, other, example], [page]) == shown  # the example line is not shown twice
     heading = PageText(document="mpfr.pdf", page=11, text=text.replace("gcc myprogram.c -lmpfr -lgmp",
                                                                         "REPORTING BUGS AND GETTING HELP"))
     before = lead.model_copy(update={"page": 11})

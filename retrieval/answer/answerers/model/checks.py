@@ -84,8 +84,10 @@ def lead_ins_continued(citations: Sequence[Citation], shown: Sequence[PageText])
     """A verified quote that ends by introducing what follows on its page ("… can be done with '-lmpfr -lgmp'
     (in that order), for example:", "… the following table:") goes on into it, as the extractive answerer's
     quotes do (``quotable.lead_in_continued``): the example line, the rest of the paragraph or a table's first
-    row, within ``2 * QUOTE_WORDS`` words, never into a heading. The page's own words, located again."""
+    row, within ``2 * QUOTE_WORDS`` words, never into a heading. The page's own words, located again; another
+    quote of the same page that the longer one now holds is not shown twice."""
     out: list[Citation] = []
+    longer_ones: list[Citation] = []
     for c in citations:
         placed = _placed(c, shown)
         if placed is not None and introduces(placed[1].text):
@@ -95,8 +97,10 @@ def lead_ins_continued(citations: Sequence[Citation], shown: Sequence[PageText])
             if longer is not None:
                 c = c.model_copy(update={"quote": longer.text.strip(),
                                          "ocr_doubtful": doubtful_in(longer.text, page.doubtful)})
+                longer_ones.append(c)
         out.append(c)
-    return out
+    return [c for c in out if not any(o is not c and (o.document, o.page) == (c.document, c.page)
+                                      and locate(c.quote, o.quote) is not None for o in longer_ones)]
 
 
 def quoted_pages(citations: Sequence[Citation], shown: Sequence[PageText]) -> list[str]:
