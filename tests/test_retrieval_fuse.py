@@ -70,21 +70,6 @@ def test_diversify_puts_distinct_pages_first_and_keeps_everything():
     assert diversify(spans[:2], k=2) == [0, 1]
 
 
-def test_a_passage_that_runs_on_into_the_next_page_brings_that_page():
-    """A passage starting in page 14's last lines ("Just like the function gpg_strerror,") whose words
-    are mostly page 15's ("the function gcry_strerror is not thread safe") is page 15's: it is not
-    put behind every other page because page 14 was picked and it shares page 14's last lines."""
-    on_14 = span(1, 14, 1753, 14, 2374)
-    runs_on = span(1, 14, 2301, 15, 431, "x" * 73 + "y" * 431)  # 73 chars on page 14, 431 on page 15
-    others = [span(1, p, 0, p, 500) for p in (20, 21, 22)]
-    assert diversify([on_14, runs_on, *others], k=3)[:3] == [0, 1, 2]  # pages 14 and 15, then page 20
-    # one mostly on its first page is still that page's, and waits behind fresh pages
-    mostly_14 = span(1, 14, 1500, 15, 40, "x" * 600 + "y" * 40)
-    assert diversify([on_14, mostly_14, *others], k=3)[:3] == [0, 2, 3]
-    # a passage on page 15 that shares text with the run-on passage there waits
-    assert diversify([runs_on, span(1, 15, 300, 15, 900), *others], k=2)[:2] == [0, 2]
-
-
 def test_combine_ranks_weight_one_is_the_rerankers_order_and_zero_the_fused_order():
     order = [1, 2, 3]
     scores = {1: 0.1, 2: 0.9, 3: 0.5}

@@ -102,43 +102,22 @@ def near_duplicates(spans: Sequence[Span], threshold: float = 0.5) -> list[int]:
     return kept
 
 
-def _overlap_on(a: Span, b: Span, page: int) -> bool:
-    """Whether two spans of one document share characters on ``page``."""
-    if a.document != b.document:
-        return False
-    ra, rb = _page_ranges(a).get(page), _page_ranges(b).get(page)
-    return ra is not None and rb is not None and min(ra[1], rb[1]) > max(ra[0], rb[0])
-
-
-def home_page(s: Span) -> int:
-    """The page holding most of the span's text: a passage that starts in one page's last lines and
-    runs on into the next is the next page's (its text on the last page is ``char_end`` long)."""
-    if s.page_end == s.page_start:
-        return s.page_start
-    if s.page_end - s.page_start > 1:
-        return s.page_start + 1  # a whole page in the middle
-    return s.page_end if 2 * s.char_end > len(s.text) else s.page_start
-
-
 def diversify(spans: Sequence[Span], k: int) -> list[int]:
-    """Order indexes so the first ``k`` come from distinct pages: a span whose home page
-    (``home_page``) is an earlier pick's, or that overlaps an earlier pick on its home page, waits
-    until no fresh span is left (a passage that begins in the last lines of a page already picked
-    and runs on into the next page brings that page). Relative order is otherwise kept; every index
-    appears once."""
+    """Order indexes so the first ``k`` come from distinct pages: a span that starts on a page an
+    earlier pick starts on, or that overlaps an earlier pick, waits until no fresh span is left.
+    Relative order is otherwise kept; every index appears once."""
     picked: list[int] = []
     deferred: list[int] = []
     pages: set[tuple[tuple[str, int], int]] = set()
     for i, s in enumerate(spans):
-        home = home_page(s)
-        crowded = (s.document, home) in pages or any(
-            _overlap_on(s, spans[j], home) for j in picked if not spans[j].untrusted)
+        crowded = (s.document, s.page_start) in pages or any(
+            overlap_chars(s, spans[j]) > 0 for j in picked if not spans[j].untrusted)
         if crowded and len(picked) < k:
             deferred.append(i)
             continue
         picked.append(i)
         if not s.untrusted:  # a flagged passage (set aside by the answerer) does not take its page's place
-            pages.add((s.document, home_page(s)))
+            pages.add((s.document, s.page_start))
     head, tail = picked[:k], picked[k:]
     fill = k - len(head)
     return head + deferred[:fill] + sorted(deferred[fill:] + tail)
