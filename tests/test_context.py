@@ -91,3 +91,24 @@ def test_a_page_ending_otherwise_or_the_last_page_brings_no_next_page() -> None:
     long_page = ("A suitable command is then:\n" + "More text on this long page, which goes on and on.\n" * 120)
     hit = {("c", "b.pdf"): {40: SourcePage(long_page), 41: SourcePage(NEXT_PAGE)}}  # the colon is not where it ends
     assert [s.page for s in model_pages([passage("b.pdf", 40, 0, 20)], hit)] == [40]
+
+
+CUT_PAGE = ("2.5 Multi-Threading\n\nTo use Libgcrypt in threaded code, call gcry_check_version before creating the\n"
+            "threads. Not thread-safe are some cryptographic functions that modify a context, and\n"
+            "Chapter 2: Preparation\n6")  # its last sentence runs on over the page; a running footer after
+FOLLOWING = ("Chapter 2: Preparation\n7\nthe function gcry_strerror, which is not thread safe either.\n"
+             "You have to use gpg_strerror_r instead.\n2.6 How to enable the FIPS mode\n" + "More text here. " * 200)
+
+
+def test_a_sentence_cut_by_the_page_break_is_shown_to_its_end() -> None:
+    """Issue 38, a passage that crosses pages: a shown page whose last sentence goes on over the break is followed
+    by the next page's opening up to that sentence's end (to the end of its line), not by the whole page."""
+    pages = {("c", "g.pdf"): {14: SourcePage(CUT_PAGE, "6"), 15: SourcePage(FOLLOWING, "7")}}
+    shown = model_pages([passage("g.pdf", 14, 0, 40)], pages)
+    assert [(s.page, s.passage_id, s.page_label) for s in shown] == [(14, "P1", "6"), (15, "P2", "7")]
+    assert shown[1].text == "Chapter 2: Preparation\n7\nthe function gcry_strerror, which is not thread safe either."
+    # a page whose last sentence is closed brings nothing, nor does a page shown already
+    closed = {("c", "g.pdf"): {14: SourcePage(CUT_PAGE.replace("context, and", "context.")), 15: SourcePage(FOLLOWING)}}
+    assert [s.page for s in model_pages([passage("g.pdf", 14, 0, 40)], closed)] == [14]
+    both = model_pages([passage("g.pdf", 14, 0, 40), passage("g.pdf", 15, 300, 400)], pages)
+    assert [s.page for s in both] == [14, 15] and "FIPS" in both[1].text

@@ -12,7 +12,8 @@
   retrieval set aside. When a page's shown text runs to its end and its last line introduces what
   follows (ends with a colon: "A suitable command is then:") while the next page is not shown, the
   next page's opening lines follow it as an item of their own (``continues``): the command, list or
-  table it introduces is there.
+  table it introduces is there. When its last sentence goes on over the page break instead, the next
+  page's opening up to that sentence's end follows (a passage that crosses pages is read to its end).
 Every quote is verified against exactly this text (``retrieval.answer.verify``).
 """
 
@@ -203,10 +204,32 @@ def introduces_next(text: str) -> bool:
     return False
 
 
+_CLOSED = re.compile(r"[.?!:;][\"')\]]?\Z")
+
+
+def ends_mid_sentence(text: str) -> bool:
+    """The page's last line of text (short lines after it, a page number or running footer, aside)
+    ends without a sentence's closing punctuation: its sentence goes on over the page."""
+    lines = [ln.strip() for ln in text.rstrip().splitlines() if ln.strip()]
+    for ln in reversed(lines[-4:]):
+        if len(ln) > FOOTER_CHARS:
+            return not _CLOSED.search(ln)
+    return False
+
+
+def sentence_rest(text: str) -> tuple[int, int]:
+    """The opening of a page up to the end of its first sentence (at most ``MODEL_WINDOW`` characters
+    on, then to the end of that line): where a sentence cut by the page break ends."""
+    m = _SENTENCE_END.search(text, 0, min(len(text), MODEL_WINDOW))
+    end = text.find("\n", m.end() if m else min(len(text), MODEL_WINDOW))
+    return 0, len(text) if end < 0 else end
+
+
 def continues(spans: Mapping[tuple[str, str, int], tuple[int, int, Passage]], pages: Pages
               ) -> dict[tuple[str, str, int], tuple[int, int, Passage]]:
-    """``spans`` with, after each span that runs to the end of a page introducing the next one
-    (``introduces_next``), the next page's opening window when that page is not shown already."""
+    """``spans`` with, after each span that runs to the end of a page, what the next page adds when
+    that page is not shown already: its opening window when the page introduces it
+    (``introduces_next``), the rest of the sentence when the page ends in one (``ends_mid_sentence``)."""
     out: dict[tuple[str, str, int], tuple[int, int, Passage]] = {}
     for key, (lo, hi, p) in spans.items():
         out[key] = (lo, hi, p)
@@ -216,8 +239,12 @@ def continues(spans: Mapping[tuple[str, str, int], tuple[int, int, Passage]], pa
         following = (collection, document, no + 1)
         after = [ln.strip() for ln in text[hi:].splitlines() if ln.strip()]
         runs_to_end = len(after) <= 3 and all(len(ln) <= FOOTER_CHARS for ln in after)
-        if runs_to_end and no + 1 in doc_pages and following not in spans and introduces_next(text[:hi]):
+        if not runs_to_end or no + 1 not in doc_pages or following in spans:
+            continue
+        if introduces_next(text[:hi]):
             out[following] = (*page_window(doc_pages[no + 1].text, 0, 0), p)
+        elif ends_mid_sentence(text[:hi]):
+            out[following] = (*sentence_rest(doc_pages[no + 1].text), p)
     return out
 
 
