@@ -208,7 +208,8 @@ MODEL_SETS = (("faa_dev", "FAA dev (tuning)"), ("manuals_dev", "R + gnuplot dev 
               ("unseen23", "HMMER + Yorick unseen 23"), ("unseen24", "Kerberos + CFITSIO unseen 24"),
               ("unseen25", "NUT + nauty unseen 25"), ("unseen26", "BIRD + DRBD unseen 26"),
               ("unseen27", "OpenAFS + JAGS unseen 27"), ("unseen28", "CVS + MPFR unseen 28"),
-              ("unseen29", "OpenOCD + DejaGnu unseen 29"), ("unseen30", "Libgcrypt + PhyML unseen 30"))
+              ("unseen29", "OpenOCD + DejaGnu unseen 29"), ("unseen30", "Libgcrypt + PhyML unseen 30"),
+              ("unseen31", "Dibbler + Elk unseen 31"), ("unseen32", "Nettle + SystemTap unseen 32"))
 
 
 def _rate_cell(x: float | None) -> str:
@@ -272,7 +273,8 @@ def render_paths_brief(folder: Path, check_on: bool) -> str:
               ("unseen 23–24 (run once, later code)", ["unseen23", "unseen24"]),
               ("unseen 25–26 (run once, later code)", ["unseen25", "unseen26"]),
               ("unseen 27–28 (run once, later code)", ["unseen27", "unseen28"]),
-              ("unseen 29–30 (run once, later code)", ["unseen29", "unseen30"]))
+              ("unseen 29–30 (run once, later code)", ["unseen29", "unseen30"]),
+              ("unseen 31–32 (run once, later code)", ["unseen31", "unseen32"]))
     rows = []
     for label, keys in groups:
         for path, suffix in (("extractive (no model)", "extractive"), ("model, stand-in replies", model)):
