@@ -214,6 +214,25 @@ def test_the_readme_shows_both_answer_paths_pooled_by_where_the_replies_came_fro
 
 # --- the question sets ---------------------------------------------------------------------------
 
+def test_the_set_checker_fails_an_answer_span_the_evaluation_could_never_match(tmp_path: Path) -> None:
+    """An answer span cut inside a number ("version 3" of "version 3.0") is on the page as text but no quote
+    can ever be scored as containing it (unseen 32's v10): the checker says so; ended on the whole number it passes."""
+    from tests.pdfgen import text_pdf  # noqa: PLC0415
+
+    text_pdf(tmp_path / "lib.pdf", ["To use the public-key functions you must install GMP, at least version 3.0, "
+                                    "before compiling the library and linking your program."])
+    def check(span: str) -> subprocess.CompletedProcess[str]:
+        q = {"id": "x01", "document": "lib.pdf", "question": "Which GMP?", "answerable": True, "pages": [1],
+             "evidence": "you must install GMP, at least version 3.0, before compiling the library", "answer_span": span,
+             "answer": "GMP 3.0 or later", "kind": "numeric"}
+        (tmp_path / "q.json").write_text(json.dumps([q]))
+        return subprocess.run([sys.executable, str(ROOT / "tests" / "corpus" / "check_questions.py"), "--questions",
+                               str(tmp_path / "q.json")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    cut = check("you must install GMP, at least version 3")
+    assert cut.returncode == 1 and "only inside a longer number or word" in cut.stdout
+    assert check("you must install GMP, at least version 3.0").returncode == 0
+
+
 @pytest.mark.slow  # re-reads every question set's PDFs: ~30 s
 def test_every_question_set_checks_out_against_its_pdfs() -> None:
     """Gold pages exist, evidence and answer spans are on them, unanswerables' terms are absent."""
