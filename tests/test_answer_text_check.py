@@ -82,6 +82,16 @@ def test_digits_glued_to_a_names_letters_are_the_name_not_a_number() -> None:
     assert unsupported("Step s01 allows 10 seconds.", [quote]) == ["name “s01”"]
 
 
+def test_a_number_after_a_names_glued_digits_is_that_name() -> None:
+    """"G18.10" states no bare number 10 (unseen 31's u29, a false alarm): the digits after the dot go on the
+    name's glued digits and are compared as the whole name, so another version of it is still an alarm."""
+    quote = "Real numbers written as ASCII data should be formatted with the G18.10 specifier."
+    assert unsupported("Format them with the G18.10 specifier.", [quote]) == []
+    assert "number g18.12" in unsupported("Format them with the G18.12 specifier.", [quote])
+    assert "number python3.12" in unsupported("It needs python3.12.", ["It needs python3.11 or later."])
+    assert unsupported("It needs python3.11.", ["It needs python3.11 or later."]) == []
+
+
 @pytest.mark.parametrize(("name", "document"), [
     ("SBCL", "sbcl.pdf"),
     ("MrBayes", "Manual_MrBayes_v3.2.pdf"),

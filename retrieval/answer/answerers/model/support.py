@@ -91,11 +91,37 @@ def _has_number(number: str, quotes: str) -> bool:
     return re.search(rf"(?<!\d)(?<!\d[.,]){re.escape(number)}(?!\d)(?![.,]\d)", quotes) is not None
 
 
+# the rest of a name whose digits are glued to its letters and go on after a dot, comma or dash ("g18.10",
+# "python3.11"): the number after the dot is part of that name, checked with it as one token
+_GLUED_TAIL = re.compile(r"[^\W_]*\d[.,-]\Z")
+
+
+def _glued_token(norm: str, start: int, end: int) -> str | None:
+    """The whole name token when the number at ``norm[start:end]`` goes on a name's glued digits
+    ("10" of "g18.10"), else None."""
+    head = re.search(r"[^\W_]+(?:[.,-]\d+)*[.,-]\Z", norm[:start])
+    if not head or not _GLUED_TAIL.search(norm[:start]) or not re.search(r"[^\W\d_]", head[0]):
+        return None
+    tail = re.match(r"\d*(?:[.,-]\d+)*", norm[end:])
+    return head[0] + norm[start:end] + (tail[0] if tail else "")
+
+
 def unquoted_numbers(text: str, quotes: Sequence[str]) -> list[str]:
     """The numbers in ``text`` that occur in none of the quotes, compared after normalisation. A
-    number occurs only as a whole: "250" is not in "2,500", "3" not in "3.5"; "10" is in "10-12"."""
+    number occurs only as a whole: "250" is not in "2,500", "3" not in "3.5"; "10" is in "10-12". A
+    number that goes on a name's glued digits ("10" of "G18.10") is compared as that whole name."""
     joined = "\n".join(normalize(q) for q in quotes)
-    return list(dict.fromkeys(n for n in _NUMBER.findall(normalize(text)) if not _has_number(n, joined)))
+    norm = normalize(text)
+    out: list[str] = []
+    for m in _NUMBER.finditer(norm):
+        token = _glued_token(norm, m.start(), m.end())
+        if token is None:
+            missing = not _has_number(m[0], joined)
+        else:
+            missing = re.search(rf"(?<![^\W_]){re.escape(token)}(?![^\W_])(?![.,-]\d)", joined) is None
+        if missing:
+            out.append(token or m[0])
+    return list(dict.fromkeys(out))
 
 
 def compact(text: str) -> str:
