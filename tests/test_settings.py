@@ -83,9 +83,9 @@ def test_the_bot_answers_more_at_once_when_a_model_answers(monkeypatch) -> None:
     for name in ("CHAPTERVERSE_SLACK_WORKERS", "CHAPTERVERSE_ANSWERER", "GEMINI_API_KEY", "CHAPTERVERSE_GEMINI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     assert answer_workers(Settings()) == 4
-    assert answer_workers(Settings(answer={"answerer": "openai"})) == 12
-    assert answer_workers(Settings(answer={"gemini_api_key": "k"})) == 12  # Gemini, chosen by its key
+    assert answer_workers(Settings(answer={"answerer": "openai"})) == 24
+    assert answer_workers(Settings(answer={"gemini_api_key": "k"})) == 24  # Gemini, chosen by its key
     assert answer_workers(Settings(answer={"answerer": "extractive", "gemini_api_key": "k"})) == 4
     monkeypatch.setenv("CHAPTERVERSE_SLACK_WORKERS", "3")
     assert answer_workers(Settings(answer={"answerer": "openai"})) == 3
-    assert Settings().answer.model_concurrency == 12
+    assert Settings().answer.model_concurrency == 24
