@@ -209,7 +209,8 @@ MODEL_SETS = (("faa_dev", "FAA dev (tuning)"), ("manuals_dev", "R + gnuplot dev 
               ("unseen25", "NUT + nauty unseen 25"), ("unseen26", "BIRD + DRBD unseen 26"),
               ("unseen27", "OpenAFS + JAGS unseen 27"), ("unseen28", "CVS + MPFR unseen 28"),
               ("unseen29", "OpenOCD + DejaGnu unseen 29"), ("unseen30", "Libgcrypt + PhyML unseen 30"),
-              ("unseen31", "Dibbler + Elk unseen 31"), ("unseen32", "Nettle + SystemTap unseen 32"))
+              ("unseen31", "Dibbler + Elk unseen 31"), ("unseen32", "Nettle + SystemTap unseen 32"),
+              ("unseen33", "Bacula + PARI/GP unseen 33"), ("unseen34", "MIT Scheme + dblatex unseen 34"))
 
 
 def _rate_cell(x: float | None) -> str:
@@ -274,7 +275,8 @@ def render_paths_brief(folder: Path, check_on: bool) -> str:
               ("unseen 25–26 (run once, later code)", ["unseen25", "unseen26"]),
               ("unseen 27–28 (run once, later code)", ["unseen27", "unseen28"]),
               ("unseen 29–30 (run once, later code)", ["unseen29", "unseen30"]),
-              ("unseen 31–32 (run once, later code)", ["unseen31", "unseen32"]))
+              ("unseen 31–32 (run once, later code)", ["unseen31", "unseen32"]),
+              ("unseen 33–34 (run once, later code)", ["unseen33", "unseen34"]))
     rows = []
     for label, keys in groups:
         for path, suffix in (("extractive (no model)", "extractive"), ("model, stand-in replies", model)):

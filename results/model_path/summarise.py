@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 SETS = ("faa_dev", "manuals_dev", "unseen9", "unseen10", "unseen11", "unseen12", "unseen13", "unseen14",
         "unseen15", "unseen16", "unseen17", "unseen18", "unseen19", "unseen20", "unseen21", "unseen22",
         "unseen23", "unseen24", "unseen25", "unseen26", "unseen27", "unseen28", "unseen29", "unseen30",
-        "unseen31", "unseen32")
+        "unseen31", "unseen32", "unseen33", "unseen34")
 UNSEEN = SETS[2:6]  # run once under prereg.txt
 ROUND2 = SETS[6:8]  # run once under prereg_round2.txt, with the code after the first run
 ROUND3 = SETS[8:10]  # run once under prereg_round3.txt (16 passages, legs 32 deep): support check off and extractive
@@ -33,10 +33,12 @@ ROUND7 = SETS[16:18]  # run once under prereg_round7.txt (digits inside names, f
 ROUND8 = SETS[18:20]  # run once under prereg_round8.txt (names inside hyphenated words; the bare "No" and document names)
 ROUND9 = SETS[20:22]  # run once under prereg_round9.txt (a word widened at a line-break hyphen stops at an em dash)
 ROUND10 = SETS[22:24]  # run once under prereg_round10.txt (list items and units in the answer-text check; lead-ins continued)
-ROUND11 = SETS[24:]  # run once under prereg_round11.txt (a sentence cut by a page break read to its end)
+ROUND11 = SETS[24:26]  # run once under prereg_round11.txt (a sentence cut by a page break read to its end)
+ROUND12 = SETS[26:]  # run once under prereg_round12.txt (a number on a name's glued digits compared as the name)
 LATER = {"15_to_16": ROUND3, "17_to_18": ROUND4, "19_to_20": ROUND5, "21_to_22": ROUND6, "23_to_24": ROUND7, "25_to_26": ROUND8,
-         "27_to_28": ROUND9, "29_to_30": ROUND10, "31_to_32": ROUND11}
-K16 = ("faa_dev", "manuals_dev", *ROUND3, *ROUND4, *ROUND5, *ROUND6, *ROUND7, *ROUND8, *ROUND9, *ROUND10, *ROUND11)  # measured with the model reading 16 passages (the others: 12)
+         "27_to_28": ROUND9, "29_to_30": ROUND10, "31_to_32": ROUND11,
+         "33_to_34": ROUND12}
+K16 = ("faa_dev", "manuals_dev", *ROUND3, *ROUND4, *ROUND5, *ROUND6, *ROUND7, *ROUND8, *ROUND9, *ROUND10, *ROUND11, *ROUND12)  # measured with the model reading 16 passages (the others: 12)
 ALL = ("check_on", "check_off", "extractive")
 
 
