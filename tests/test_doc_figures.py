@@ -264,20 +264,22 @@ def test_the_results_page_names_where_the_unseen_model_path_figures_were_measure
     assert {d[8:10] for sets in groups for s in sets for d in measured[s]["dates"]} == {m[1].zfill(2)}
     m = _found(r"Unseen 15–16 were measured on (\d+) Dec at `(\w+)`, unseen 17–18 at `(\w+)`; unseen 19–20 on (\d+) Dec "
                r"at `(\w+)`, unseen 21–22 at `(\w+)`, unseen 23–24 at `(\w+)`, unseen 25–26 at `(\w+)`, unseen 27–28 "
-               r"at `(\w+)`, unseen 29–30 at `(\w+)`, unseen 31–32 at `(\w+)`, the dev sets' model path at `(\w+)` \(their "
+               r"at `(\w+)`, unseen 29–30 at `(\w+)`, unseen 31–32 at `(\w+)`, unseen 33–34 at `(\w+)`, the dev sets' model "
+               r"path at `(\w+)` \(their "
                r"extractive files at "
                r"`(\w+)`\)", results_page)
     runs = [(m[1], {m[2]}, ("unseen15", "unseen16")), (m[1], {m[3]}, ("unseen17", "unseen18")),
             (m[4], {m[5]}, ("unseen19", "unseen20")), (m[4], {m[6]}, ("unseen21", "unseen22")),
             (m[4], {m[7]}, ("unseen23", "unseen24")), (m[4], {m[8]}, ("unseen25", "unseen26")),
             (m[4], {m[9]}, ("unseen27", "unseen28")), (m[4], {m[10]}, ("unseen29", "unseen30")),
-            (m[4], {m[11]}, ("unseen31", "unseen32")), (m[4], {m[12], m[13]}, ("faa_dev", "manuals_dev"))]
+            (m[4], {m[11]}, ("unseen31", "unseen32")), (m[4], {m[12]}, ("unseen33", "unseen34")),
+            (m[4], {m[13], m[14]}, ("faa_dev", "manuals_dev"))]
     for day, commits, sets in runs:
         assert {c for s in sets for c in measured[s]["commits"]} == commits, f"docs/results.md names {commits} for {sets}"
         assert {d[8:10] for s in sets for d in measured[s]["dates"]} == {day.zfill(2)}, f"{sets} were not measured on {day}"
     dev = [json.loads((MODEL_PATH / f"{s}_{v}.json").read_text())["provenance"]["git_commit"][:7]
            for s in ("faa_dev", "manuals_dev") for v in ("check_off", "extractive")]
-    assert dev == [m[12], m[13], m[12], m[13]], "docs/results.md names the dev sets' model-path and extractive commits"
+    assert dev == [m[13], m[14], m[13], m[14]], "docs/results.md names the dev sets' model-path and extractive commits"
 
 
 def test_no_unseen_recording_carries_the_instructions_it_was_written_under() -> None:
@@ -285,7 +287,7 @@ def test_no_unseen_recording_carries_the_instructions_it_was_written_under() -> 
     assert "none of those recordings carries the hash of the instructions" in _flat(ROOT / "docs" / "results.md")
     recorded = _recorded(range(9, 15))
     assert len(recorded) > 200 and not any("instructions" in r for r in recorded)
-    later = _recorded(range(15, 33))
+    later = _recorded(range(15, 35))
     assert later and all("instructions" in r for r in later)  # recorded after the hash was kept: they replay at HEAD
 
 
@@ -375,3 +377,11 @@ def test_the_eleventh_runs_table_and_figures_are_summary_json() -> None:
     _check_rounds_pooled(("unseen_15_to_16", "unseen_17_to_18", "unseen_19_to_20", "unseen_21_to_22", "unseen_23_to_24",
                           "unseen_25_to_26", "unseen_27_to_28", "unseen_29_to_30", "unseen_31_to_32"),
                          "Pooled over rounds 3, 4, 5, 6, 7, 8, 9, 10 and 11")
+
+
+def test_the_twelfth_runs_table_and_figures_are_summary_json() -> None:
+    """unseen 33–34, run once under prereg_round12.txt, and rounds 3–12 pooled."""
+    _check_run(("unseen33", "unseen34"), "unseen_33_to_34", 1, "0.870", "0.933")
+    _check_rounds_pooled(("unseen_15_to_16", "unseen_17_to_18", "unseen_19_to_20", "unseen_21_to_22", "unseen_23_to_24",
+                          "unseen_25_to_26", "unseen_27_to_28", "unseen_29_to_30", "unseen_31_to_32", "unseen_33_to_34"),
+                         "Pooled over rounds 3, 4, 5, 6, 7, 8, 9, 10, 11 and 12")
