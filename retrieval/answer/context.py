@@ -192,11 +192,17 @@ def without_untrusted(text: str, lo: int, hi: int, names: tuple[str, ...] = DEFA
 FOOTER_CHARS = 40  # a line this short after a page's last text line may be its footer (a page number, a running title)
 
 
+def _closing_lines(text: str) -> list[str]:
+    """The page's last four non-blank lines, stripped, last first: its final line of text and the short
+    lines that may follow it (a page number, a running footer)."""
+    lines = [ln.strip() for ln in text.rstrip().splitlines() if ln.strip()]
+    return lines[-4:][::-1]
+
+
 def introduces_next(text: str) -> bool:
     """The page's last line of text ends with a colon: it introduces what the next page holds (the
     short lines after it, a page number or running footer, aside)."""
-    lines = [ln.strip() for ln in text.rstrip().splitlines() if ln.strip()]
-    for ln in reversed(lines[-4:]):
+    for ln in _closing_lines(text):
         if ln.endswith(":"):
             return True
         if len(ln) > FOOTER_CHARS:
@@ -210,8 +216,7 @@ _CLOSED = re.compile(r"[.?!:;][\"')\]]?\Z")
 def ends_mid_sentence(text: str) -> bool:
     """The page's last line of text (short lines after it, a page number or running footer, aside)
     ends without a sentence's closing punctuation: its sentence goes on over the page."""
-    lines = [ln.strip() for ln in text.rstrip().splitlines() if ln.strip()]
-    for ln in reversed(lines[-4:]):
+    for ln in _closing_lines(text):
         if len(ln) > FOOTER_CHARS:
             return not _CLOSED.search(ln)
     return False
