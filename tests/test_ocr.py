@@ -305,6 +305,24 @@ def test_invisible_text_on_a_typeset_page_stays_out(layered: Parsed) -> None:
     assert page.hidden_chars >= len(INJECTED.replace(" ", "")), page.hidden_chars
 
 
+def test_a_typeset_page_under_a_faint_tint_keeps_its_text_layer_and_a_dark_box_still_hides() -> None:
+    """A full-page black fill at 30 % opacity (a LaTeX guide's page tint) leaves black text readable:
+    the page is read from its text layer, not sent to OCR; black text under a 90 % black box stays hidden."""
+    doc = pymupdf.open()
+    page = add_typeset(doc, 300, 200, [])
+    page.draw_rect(page.rect, color=None, fill=(0, 0, 0), fill_opacity=0.3)
+    for x, y, text, size in left_lines(TYPESET_ONE, size=12):
+        page.insert_text((x, y), text, fontsize=size, fontname="helv")
+    page.draw_rect(pymupdf.Rect(10, 120, 290, 150), color=None, fill=(0, 0, 0), fill_opacity=0.9)
+    page.insert_text((20, 140), INJECTED, fontsize=10, fontname="helv")
+    parsed, told = run_parse(pdf_bytes(doc), "tinted.pdf")
+    page_read = parsed.pages[0]
+    assert page_read.read_by == "text" and told == [], (page_read.read_by, told)
+    assert all(found(s, page_read.text) for s in TYPESET_ONE), page_read.text
+    assert "900" not in page_read.text, page_read.text
+    assert page_read.hidden_chars >= len(INJECTED.replace(" ", "")), page_read.hidden_chars
+
+
 def test_a_garbled_text_layer_over_a_scan_is_replaced_by_ocr() -> None:
     lines = left_lines(FUEL)
     doc = pymupdf.open()
