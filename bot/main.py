@@ -7,15 +7,17 @@ atexit hook on the way out).
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import re
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, NoReturn, TypeVar
 from urllib.error import URLError
 
 from pydantic import SecretStr
@@ -187,7 +189,64 @@ def connect(handler: SocketModeHandler, stop: threading.Event) -> None:
     until_stopped(stop, "cannot open the Socket Mode connection", once, (Exception,), reason)
 
 
-WARM_UP_JOIN_S = 20.0  # how long a stopping bot waits for a model load in progress
+CONNECT_THREAD = "slack-connect"
+CLOSE_THREAD = "slack-close"
+WARM_UP_THREAD = "warm-up"
+CLOSE_WAIT_S = 5.0  # how long a stopping bot waits for the Socket Mode client to close
+WARM_UP_JOIN_S = 3.0  # how long a stopping bot waits for a model load in progress
+
+
+def connected(handler: SocketModeHandler, stop: threading.Event) -> bool:
+    """``connect`` on a thread of its own, so that a stop while the connection is being opened (a
+    handshake Slack is slow to answer, which blocks in a socket read the signal cannot interrupt)
+    is not stuck behind it. True once connected; False when stopped first. A ConfigError from the
+    connection is raised here."""
+    done: Future[None] = Future()
+
+    def attempt() -> None:
+        try:
+            connect(handler, stop)
+            done.set_result(None)
+        except BaseException as exc:  # noqa: BLE001  (handed to the main thread)
+            done.set_exception(exc)
+
+    threading.Thread(target=attempt, name=CONNECT_THREAD, daemon=True).start()
+    while not stop.is_set():
+        try:
+            done.result(timeout=0.5)
+        except TimeoutError:
+            continue
+        return not stop.is_set()
+    return False
+
+
+def close_within(handler: SocketModeHandler, seconds: float) -> bool:
+    """``handler.close()``, waited for at most ``seconds``: slack_sdk joins its session threads
+    without a timeout, and a receive thread stuck in a half-open connection holds the lock the
+    close needs. True when it closed."""
+    closing = threading.Thread(target=handler.close, name=CLOSE_THREAD, daemon=True)
+    closing.start()
+    closing.join(seconds)
+    if closing.is_alive():
+        log.warning("the Socket Mode connection did not close within %.0f s; leaving it", seconds)
+    return not closing.is_alive()
+
+
+def still_running() -> list[str]:
+    """The bot's own threads a normal exit would wait on or abort under: a model still loading (the
+    interpreter's teardown aborts while torch is importing), a connection still opening or closing."""
+    names = {CONNECT_THREAD, CLOSE_THREAD, WARM_UP_THREAD}
+    return sorted(t.name for t in threading.enumerate() if t.name in names and t.is_alive())
+
+
+def leave_now(status: int) -> NoReturn:
+    """Exit at once, past the interpreter's teardown (which hangs or aborts with the threads above
+    still running): the atexit hooks run first (the embedded Postgres's stop), the logs are flushed."""
+    atexit._run_exitfuncs()  # noqa: SLF001  (what a normal exit runs; os._exit alone would skip it)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)
 
 
 def warm_up(settings: Settings) -> None:
@@ -266,16 +325,16 @@ def run(settings: Settings) -> None:
     if app.oauth_flow is not None:
         serve_install_pages(app.oauth_flow, settings.slack.oauth_host, settings.slack.oauth_port)
     handler = SocketModeHandler(app, app_token=app_token, ping_interval=settings.slack.ping_interval_s)
-    warming = threading.Thread(target=warm_up, args=(settings,), name="warm-up", daemon=True)
+    warming = threading.Thread(target=warm_up, args=(settings,), name=WARM_UP_THREAD, daemon=True)
     warming.start()
     try:
-        connect(handler, stop)
-        log.info("connected to Slack over Socket Mode (%s); waiting for mentions",
-                 "multi-workspace" if installations else "one workspace")
+        if connected(handler, stop):
+            log.info("connected to Slack over Socket Mode (%s); waiting for mentions",
+                     "multi-workspace" if installations else "one workspace")
         while not stop.wait(1.0):
             pass
     finally:
-        handler.close()
+        close_within(handler, CLOSE_WAIT_S)
         keeper.stop()
         digests.stop()
         if runner is not None:
@@ -284,8 +343,11 @@ def run(settings: Settings) -> None:
             pool.shutdown()
         slack_io.shutdown(wait=False)
         # Exiting while torch is still being imported on the warm-up thread aborts the process
-        # ("terminate called without an active exception"): let a model load in progress finish.
+        # ("terminate called without an active exception"): a load about to finish is waited for,
+        # a longer one is left by ``main`` (``leave_now``).
         warming.join(WARM_UP_JOIN_S)
+        if running := still_running():
+            log.info("not waiting for: %s", ", ".join(running))
         log.info("stopped")
 
 
@@ -300,7 +362,10 @@ def quick_pool(settings: Settings) -> WorkerPool:
 
 def main(verbose: bool = False) -> int:
     setup_logging(verbose)
-    return exit_status(lambda: run(Settings()))
+    status = exit_status(lambda: run(Settings()))
+    if still_running():
+        leave_now(status)
+    return status
 
 
 def exit_status(start: Callable[[], None]) -> int:

@@ -10,6 +10,7 @@ WebSocket (hello, envelopes, acks, ping/pong). Tests drive it from their own thr
   ``slash`` a slash command, ``click`` a button press.
 - ``fail`` makes the next N calls of a method answer ``ok: false`` with an error code.
 - ``rate_limit`` makes the next N calls of a method answer HTTP 429 with ``Retry-After``;
+  ``stall_handshakes`` holds each later WebSocket upgrade unanswered for a while;
   ``drop_sockets`` closes every WebSocket (the client sees a close frame); ``freeze_sockets`` makes
   the open ones silent, like a dead TCP path (no pongs, no acks delivered).
 - Every Web API call, ack and download is recorded with its time.
@@ -90,6 +91,8 @@ class FakeSlack:
         self.static_requests: list[str] = []  # names asked for at /static/, served or not
         self.connections_opened = 0
         self._sockets: list[_Socket] = []
+        self.handshake_delay_s = 0.0  # how long a WebSocket upgrade waits before it is answered (``stall_handshakes``)
+        self.handshakes_begun = 0
         self._pending: list[str] = []  # envelopes waiting for a live socket
         self._rate_limits: dict[str, list[int]] = {}  # method -> [remaining, retry_after]
         self._failures: dict[str, list[Any]] = {}  # method -> [remaining, error code, channel or None]
@@ -129,6 +132,7 @@ class FakeSlack:
             self._thread.join(5)
 
     async def _serve(self) -> None:
+        self._closing = asyncio.Event()  # set on stop: a stalled handshake gives up at once
         app = web.Application(client_max_size=200 * 1024 * 1024)
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/link/", self._socket)
@@ -142,6 +146,7 @@ class FakeSlack:
         self.port = self._runner.addresses[0][1]
 
     async def _shutdown(self) -> None:
+        self._closing.set()
         for s in list(self._sockets):
             await s.ws.close()
         if self._runner:
@@ -350,7 +355,16 @@ class FakeSlack:
         return web.Response(text="ok")
 
     # ------------------------------------------------------------------ Socket Mode
-    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+    async def _socket(self, request: web.Request) -> web.StreamResponse:
+        with self._lock:
+            self.handshakes_begun += 1
+            delay = self.handshake_delay_s
+        if delay:
+            try:
+                await asyncio.wait_for(self._closing.wait(), delay)
+                return web.Response(status=503, text="fake Slack stopping")
+            except asyncio.TimeoutError:
+                pass
         ws = web.WebSocketResponse(autoping=False)
         await ws.prepare(request)
         sock = _Socket(ws, time.time())
@@ -393,6 +407,11 @@ class FakeSlack:
                 await s.ws.close(code=1001, message=b"going away")
 
         asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(5)
+
+    def stall_handshakes(self, seconds: float) -> None:
+        """Answer each later WebSocket upgrade only after ``seconds`` (Slack slow to open a connection)."""
+        with self._lock:
+            self.handshake_delay_s = seconds
 
     def freeze_sockets(self) -> None:
         """Make the open WebSockets silent: no pongs, acks dropped, nothing delivered (a dead path)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -127,3 +128,21 @@ def test_a_working_start_shows_no_bolt_warning(fake: FakeSlack, settings, tmp_pa
     log = "\n".join(ln for ln in log.splitlines() if not ln.endswith(EMPTY))  # the start line's own warning
     assert "will be unused" not in log and "WARNING" not in log, log
     assert BOT_TOKEN not in log and APP_TOKEN not in log
+
+
+def test_a_stop_while_slack_is_slow_to_open_the_socket_exits_at_once(fake: FakeSlack, settings, tmp_path: Path) -> None:
+    """SIGTERM while the WebSocket handshake is still unanswered (and the models still loading): the bot
+    does not wait for Slack or the models; it exits 0 within seconds, logging that it stopped."""
+    from tests.test_bot_support import BotProcess  # noqa: PLC0415
+
+    fake.stall_handshakes(120)
+    bot = BotProcess(fake, {}, tmp_path / "bot.log").start(wait_models=False, wait_connected=False)
+    time.sleep(0.5)  # the client is now blocked reading the handshake's answer
+    began = time.monotonic()
+    code = bot.stop(timeout=60)
+    took = time.monotonic() - began
+    log = bot.log()
+    assert code == 0, log
+    assert took < 15, (took, log)
+    assert "signal 15: shutting down" in log and "INFO bot: stopped" in log, log
+    assert "connected to Slack" not in log, log

@@ -99,8 +99,10 @@ class BotProcess:
         self.fake, self.env, self.log_path = fake, env, log_path
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, wait_models: bool = True) -> BotProcess:
-        opened = self.fake.connections_opened
+    def start(self, wait_models: bool = True, wait_connected: bool = True) -> BotProcess:
+        """The bot started, once connected over Socket Mode (or, without ``wait_connected``, once its
+        WebSocket upgrade has reached the fake) and, with ``wait_models``, its models loaded."""
+        opened, begun = self.fake.connections_opened, self.fake.handshakes_begun
         full = {**os.environ, **self.fake.env(), **self.env}
         for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
             full.pop(var, None)
@@ -109,6 +111,11 @@ class BotProcess:
         self._offset = self.log_path.stat().st_size
         self.proc = subprocess.Popen([sys.executable, "-m", "bot", "-v"], cwd=ROOT, env=full,
                                      stdout=self._log, stderr=subprocess.STDOUT)
+        if not wait_connected:
+            wait_for(lambda: self.fake.handshakes_begun > begun or self._dead(), 90,
+                     "the bot to begin its Socket Mode handshake")
+            assert not self._dead(), self.log()
+            return self
         wait_for(lambda: self.fake.connections_opened > opened and self.fake.live_sockets() > 0 or self._dead(),
                  90, "the bot to connect over Socket Mode")
         assert not self._dead(), self.log()
