@@ -240,10 +240,13 @@ def test_every_question_set_checks_out_against_its_pdfs() -> None:
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:]
     assert "tests/corpus2/dev_questions.json" in res.stdout and "ALL CHECKS PASSED" in res.stdout
-    for unseen in ("tests/corpus/unseen_questions.json", "tests/corpus2/unseen_questions.json",
-                   "tests/corpus/unseen2_questions.json", "tests/corpus2/unseen2_questions.json",
-                   "tests/corpus/unseen3_questions.json", "tests/corpus2/unseen3_questions.json"):  # kept unseen until the end
-        res = subprocess.run([sys.executable, str(ROOT / "tests" / "corpus" / "check_questions.py"), "--questions", unseen],
-                             capture_output=True, text=True, cwd=ROOT, timeout=600)
-        assert res.returncode == 0 and "ALL CHECKS PASSED" in res.stdout, res.stdout[-3000:]
-        assert len(load_questions(ROOT / unseen)) == 42
+    unseen = ("tests/corpus/unseen_questions.json", "tests/corpus2/unseen_questions.json",
+              "tests/corpus/unseen2_questions.json", "tests/corpus2/unseen2_questions.json",
+              "tests/corpus/unseen3_questions.json", "tests/corpus2/unseen3_questions.json")  # kept unseen until the end
+    res = subprocess.run([sys.executable, str(ROOT / "tests" / "corpus" / "check_questions.py"),
+                          *(arg for name in unseen for arg in ("--questions", name))],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert res.returncode == 0 and "ALL CHECKS PASSED" in res.stdout, res.stdout[-3000:]
+    for name in unseen:  # each set checked, with its own result line
+        assert f"== {name}: 42 questions" in res.stdout, res.stdout[-3000:]
+        assert len(load_questions(ROOT / name)) == 42

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import string
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,7 @@ from chapterverse_lab.bm25 import bm25
 from retrieval.search.rerank import FALLBACK, choose
 from retrieval.search.search import search
 from retrieval.settings import Settings
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 
 CFR = "14-CFR-Part-91_General-Operating-and-Flight-Rules.pdf"
 ACS = "FAA-S-ACS-6C_Private-Pilot-Airplane-ACS.pdf"
@@ -156,6 +159,21 @@ def test_unloadable_reranker_falls_back_logs_once_and_is_reported(settings, dev_
     warnings = [r for r in caplog.records if missing in r.getMessage()]
     assert len(warnings) == 1 and FALLBACK in warnings[0].getMessage()
     assert len(first.results) == 3
+
+
+def test_a_cross_encoder_that_is_not_there_falls_back_without_loading_torch() -> None:
+    """A configured cross-encoder that is neither a folder nor in the Hugging Face cache is not tried:
+    importing sentence-transformers only to fail cost every cold command about 4 s."""
+    code = ("import sys\n"
+            "from retrieval.search import rerank\n"
+            "class Stub:\n    name = 'stub'\n"
+            "choice = rerank.choose('/nonexistent/cross-encoder', Stub())\n"
+            "print(choice.name, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)\n")
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [FALLBACK, "False", "False"], out.stdout + out.stderr
+    assert "could not be loaded" in out.stderr and "nothing is downloaded" in out.stderr, out.stderr
 
 
 def test_none_reranker_keeps_fused_order(settings, dev_corpus):

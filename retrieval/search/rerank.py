@@ -96,21 +96,39 @@ class Choice:
 FALLBACK = SENTENCES
 
 
+def _hub_online() -> bool:
+    """Whether the Hugging Face hub may be asked for a model: only when the operator turned its offline
+    mode off (``HF_HUB_OFFLINE=0``); Chapter & Verse never downloads otherwise."""
+    return os.environ.get("HF_HUB_OFFLINE", "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def _found(requested: str) -> str | None:
+    """Where a cross-encoder ``requested`` would be loaded from ("path", "cache", "hub"), decided without
+    importing torch; None when it cannot be had (no such folder, not in the cache, the hub offline)."""
+    if Path(requested).expanduser().exists():
+        return "path"
+    try:
+        from huggingface_hub import try_to_load_from_cache  # noqa: PLC0415
+
+        if isinstance(try_to_load_from_cache(requested, "config.json"), str):
+            return "cache"
+    except Exception:  # noqa: BLE001, S110  (not a repo id, no cache: not there)
+        pass
+    return "hub" if _hub_online() else None
+
+
 def describe(requested: str) -> str:
     """Which reranker ``requested`` will run, decided without loading a model: a local path or a
     model in the Hugging Face cache is tried as a cross-encoder; anything else falls back."""
     if requested in (NONE, SENTENCES):
         return requested
-    if Path(requested).expanduser().exists():
+    where = _found(requested)
+    if where == "path":
         return f"cross-encoder:{requested} (loaded on first use; {FALLBACK} if it cannot be)"
-    try:
-        from huggingface_hub import try_to_load_from_cache  # noqa: PLC0415
-
-        cached = isinstance(try_to_load_from_cache(requested, "config.json"), str)
-    except Exception:  # noqa: BLE001  (not a repo id, no cache: not available)
-        cached = False
-    if cached:
+    if where == "cache":
         return f"cross-encoder:{requested} (from the Hugging Face cache; {FALLBACK} if it cannot be loaded)"
+    if where == "hub":
+        return f"cross-encoder:{requested} (downloaded from the Hugging Face hub on first use; {FALLBACK} if it cannot be)"
     return f"{FALLBACK} (cross-encoder {requested!r} is not available offline)"
 
 _cache: dict[tuple[str, str], Choice] = {}
@@ -122,13 +140,16 @@ def _build(requested: str, embedder: Embedder) -> Choice:
         return Choice(None, NONE, requested)
     if requested == SENTENCES:
         return Choice(SentenceReranker(embedder), SENTENCES, requested)
-    try:
-        ce = CrossEncoderReranker(requested)
-        return Choice(ce, ce.name, requested)
-    except Exception as exc:  # noqa: BLE001  (hub/network/format errors all mean: not available)
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        fb = _build(FALLBACK, embedder)
-        return Choice(fb.reranker, fb.name, requested, f"cross-encoder {requested!r} could not be loaded ({reason})")
+    if _found(requested) is None:  # not tried: importing sentence-transformers to fail costs ~4 s a process
+        reason = "no such folder, not in the Hugging Face cache, and nothing is downloaded"
+    else:
+        try:
+            ce = CrossEncoderReranker(requested)
+            return Choice(ce, ce.name, requested)
+        except Exception as exc:  # noqa: BLE001  (hub/network/format errors all mean: not available)
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    fb = _build(FALLBACK, embedder)
+    return Choice(fb.reranker, fb.name, requested, f"cross-encoder {requested!r} could not be loaded ({reason})")
 
 
 def choose(requested: str, embedder: Embedder) -> Choice:
