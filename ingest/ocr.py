@@ -225,7 +225,7 @@ def visible_lines(paragraphs: Sequence[Sequence[Box]]) -> list[list[VisibleLine]
     A line set much taller than the body's is bold for ``lay_out``: a heading the chunker can use."""
     flat = [b for para in paragraphs for b in para]
     body = body_height(flat) if flat else 1.0
-    return [[VisibleLine(b.text, pymupdf.Rect(b.x0, b.y0, b.x1, b.y1), b.height >= HEADING_RATIO * body and len(b.text) <= 120,
+    return [[VisibleLine(b.text, (float(b.x0), float(b.y0), float(b.x1), float(b.y1)), b.height >= HEADING_RATIO * body and len(b.text) <= 120,
                          round(b.height * 0.7, 1)) for b in para] for para in paragraphs]
 
 

@@ -17,12 +17,11 @@ paragraphs that address an AI reader or read as prompt injection are listed in `
 
 from __future__ import annotations
 
-import operator
 import re
+from array import array
 from collections import Counter
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
-from functools import reduce
 from itertools import count
 from typing import NamedTuple
 
@@ -42,6 +41,8 @@ MIN_FONT_SIZE = 1.5  # points: OCR's floor for a line of a scanned page (``inges
 # (Figure 15, 2.0-2.7 pt) that cannot be read in print either.
 MIN_READABLE_SIZE = 3.0
 MIN_CONTRAST = 0.12  # luminance difference between text and background
+
+Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in points
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,7 @@ class _Rect:
 
 
 def _luminance(rgb: Sequence[float]) -> float:
-    r, g, b = (float(c) for c in rgb[:3])
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+    return 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
 
 
 def _span_rgb(color: int) -> tuple[float, float, float]:
@@ -111,11 +111,11 @@ def _filled_rects(page: pymupdf.Page) -> list[_Rect]:
     return rects
 
 
-def _background(bbox: pymupdf.Rect, rects: Sequence[_Rect]) -> tuple[float, float, float]:
+def _background(bbox: Box, rects: Sequence[_Rect]) -> tuple[float, float, float]:
     """Colour under the centre of ``bbox``: the filled shapes drawn there laid over white paper in
     drawing order, each translucent one blended by its opacity (a 30 % black tint over a whole page
     leaves black text readable), from the last opaque one up."""
-    x, y = (bbox.x0 + bbox.x1) / 2, (bbox.y0 + bbox.y1) / 2
+    x, y = (bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2
     over: list[_Rect] = []  # the shapes above the last opaque one, topmost first
     colour = (1.0, 1.0, 1.0)
     for r in reversed(rects):
@@ -136,23 +136,35 @@ def is_invisible(span: dict) -> bool:
     return span.get("alpha", 255) == 0
 
 
-def span_is_hidden(span: dict, page_rect: pymupdf.Rect, rects: Sequence[_Rect], invisible_ok: bool = False) -> bool:
+def span_is_hidden(span: dict, page_rect: Box, rects: Sequence[_Rect], invisible_ok: bool = False) -> bool:
     """``invisible_ok``: invisible text counts as shown (the text layer of a searchable scan,
-    ``ingest.reading``); too small, off the page or unreadable against its background still hides it."""
-    bbox = pymupdf.Rect(span["bbox"])
+    ``ingest.reading``); too small, off the page or unreadable against its background still hides it.
+    ``page_rect`` is the page's (x0, y0, x1, y1). Plain float arithmetic, what PyMuPDF's ``Rect`` tests
+    (``is_empty``, ``intersects``, ``&``, ``get_area``) compute: a page of a code listing has thousands of
+    spans, and building ``Rect`` objects for each was most of a document's parse time."""
     if span.get("size", 0) < MIN_READABLE_SIZE:
         return True
     if is_invisible(span):
         return not invisible_ok
-    if bbox.is_empty or not bbox.intersects(page_rect):
+    x0, y0, x1, y1 = span["bbox"]  # floats, as PyMuPDF's text dictionary gives them
+    px0, py0, px1, py1 = page_rect
+    if x0 >= x1 or y0 >= y1 or _infinite((x0, y0, x1, y1)):  # empty, or (as PyMuPDF reads it) no box at all
         return True
-    inside = bbox & page_rect
-    if inside.get_area() < 0.5 * bbox.get_area():
+    if px0 >= px1 or py0 >= py1 or _infinite(page_rect):  # a page without an area shows nothing
+        return True
+    if not (x0 < px1 and px0 < x1 and y0 < py1 and py0 < y1):  # off the page
+        return True
+    inside = (min(x1, px1) - max(x0, px0)) * (min(y1, py1) - max(y0, py0))
+    if inside < 0.5 * (x1 - x0) * (y1 - y0):
         return True
     fg = _span_rgb(int(span.get("color", 0)))
-    bg = _background(bbox, rects)
+    bg = _background((x0, y0, x1, y1), rects)
     return abs(_luminance(fg) - _luminance(bg)) < MIN_CONTRAST and max(
         abs(a - b) for a, b in zip(fg, bg, strict=True)) < 0.25
+
+
+def _infinite(box: Box) -> bool:
+    return box[0] == box[1] == pymupdf.FZ_MIN_INF_RECT and box[2] == box[3] == pymupdf.FZ_MAX_INF_RECT
 
 
 def _is_bold(span: dict) -> bool:
@@ -162,9 +174,20 @@ def _is_bold(span: dict) -> bool:
 @dataclass
 class VisibleLine:
     text: str
-    bbox: pymupdf.Rect  # union of the visible spans
+    bbox: Box  # union of the visible spans
     bold: bool
     size: float = 0.0  # the largest font size of its visible spans
+
+
+def _union(boxes: Sequence[Sequence[float]]) -> Box:
+    """The box around ``boxes`` (each non-empty), as PyMuPDF's ``Rect | Rect`` gives it: MuPDF unites
+    rectangles in 32-bit floats, so a union of two or more is rounded to them; one box is itself."""
+    if len(boxes) == 1:
+        x0, y0, x1, y1 = (float(v) for v in boxes[0])
+        return x0, y0, x1, y1
+    x0, y0, x1, y1 = array("f", (min(b[0] for b in boxes), min(b[1] for b in boxes),
+                                 max(b[2] for b in boxes), max(b[3] for b in boxes)))
+    return x0, y0, x1, y1
 
 
 def visible_blocks(page: pymupdf.Page, invisible_ok: bool = False) -> tuple[list[list[VisibleLine]], int]:
@@ -172,7 +195,8 @@ def visible_blocks(page: pymupdf.Page, invisible_ok: bool = False) -> tuple[list
     (``invisible_ok``: see ``span_is_hidden``)."""
     data = page.get_text("dict", flags=pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_PRESERVE_LIGATURES)
     rects = _filled_rects(page)
-    page_rect = page.rect
+    r = page.rect
+    page_rect = (float(r.x0), float(r.y0), float(r.x1), float(r.y1))
     blocks: list[list[VisibleLine]] = []
     hidden = 0
     for block in data.get("blocks", []):
@@ -189,7 +213,7 @@ def visible_blocks(page: pymupdf.Page, invisible_ok: bool = False) -> tuple[list
             text = "".join(span["text"] for span in shown).rstrip()
             inked = [span for span in shown if span["text"].strip()]  # bold, size and box are theirs
             if text.strip() and inked:
-                bbox = reduce(operator.or_, (pymupdf.Rect(span["bbox"]) for span in inked))
+                bbox = _union([span["bbox"] for span in inked])
                 lines.append(VisibleLine(text, bbox, all(_is_bold(span) for span in inked),
                                           max(float(span.get("size", 0.0)) for span in inked)))
         if lines:
