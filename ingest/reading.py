@@ -70,16 +70,27 @@ def how(parts: PageParts, cover: float, drawn: bool, mode: str) -> str:
 
 
 SCAN_CONTENT_BYTES = 4096  # a scanned page's drawing instructions only place its image (compressed size)
+# A page image with fewer pixels than this resolution over SCAN_COVER of the page is a logo, an icon or a
+# decoration (a LaTeX guide's 26 x 7 pixel ornaments), not a scan: scanners write 100-600 dpi.
+MIN_SCAN_DPI = 50
+
+
+def _page_sized_image(page: pymupdf.Page) -> bool:
+    """Whether one of the page's images has the pixels (its declared width and height, nothing decoded)
+    to cover SCAN_COVER of the page at MIN_SCAN_DPI."""
+    need = SCAN_COVER * (page.rect.width / 72 * MIN_SCAN_DPI) * (page.rect.height / 72 * MIN_SCAN_DPI)
+    return any(int(image[2]) * int(image[3]) >= need for image in page.get_images())
 
 
 def looks_scanned(page: pymupdf.Page, mode: str) -> bool:
     """A quick guess, from the file's structure alone, whether OCR will read the page: it shows an image
-    and its drawing instructions are short (their stored length, nothing decompressed or laid out, so a
-    hostile file's limits are still met page by page as it is read). What a document of more pages than
-    ``CHAPTERVERSE_OCR_MAX_PAGES`` is checked with before any page is read."""
+    with the pixels of a page (``_page_sized_image``) and its drawing instructions are short (their stored
+    length, nothing decompressed or laid out, so a hostile file's limits are still met page by page as it
+    is read). What a document of more pages than ``CHAPTERVERSE_OCR_MAX_PAGES`` is checked with before any
+    page is read."""
     if mode == "always":
         return True
-    if not page.get_images():
+    if not _page_sized_image(page):
         return False
     doc = page.parent
     stored = 0

@@ -427,6 +427,19 @@ def test_the_ocr_parser_dies_with_a_parent_killed_outright(tmp_path) -> None:
             parent.kill()
 
 
+def test_a_long_typeset_document_with_a_small_image_on_every_page_is_not_taken_for_a_scan() -> None:
+    """A logo or an ornament on each page (short drawing instructions, an image) is not a scan: a document
+    longer than the OCR page limit is read from its text layer, not refused before its first page."""
+    logo = png(np.full((20, 40), 90, dtype=np.uint8))
+    doc = pymupdf.open()
+    for _ in range(6):
+        page = add_typeset(doc, 300, 200, left_lines(TYPESET_ONE, size=12))
+        page.insert_image(pymupdf.Rect(250, 10, 290, 30), stream=logo)
+    parsed = parse(Source("logos.pdf", "logos.pdf", pdf_bytes(doc), None), Limits(), ocr=OcrOptions(max_pages=3))
+    assert [p.read_by for p in parsed.pages] == ["text"] * 6
+    assert all(found(TYPESET_ONE[0], p.text) for p in parsed.pages)
+
+
 def test_a_scan_longer_than_the_ocr_page_limit_is_refused_before_any_page_is_read(one_scan: bytes) -> None:
     doc = pymupdf.open()
     one = pymupdf.open(stream=one_scan, filetype="pdf")
