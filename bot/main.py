@@ -193,6 +193,7 @@ CONNECT_THREAD = "slack-connect"
 CLOSE_THREAD = "slack-close"
 WARM_UP_THREAD = "warm-up"
 CLOSE_WAIT_S = 5.0  # how long a stopping bot waits for the Socket Mode client to close
+SLACK_IO_WAIT_S = 10.0  # how long it waits for replies already being posted
 WARM_UP_JOIN_S = 3.0  # how long a stopping bot waits for a model load in progress
 
 
@@ -206,6 +207,8 @@ def connected(handler: SocketModeHandler, stop: threading.Event) -> bool:
     def attempt() -> None:
         try:
             connect(handler, stop)
+            if stop.is_set():  # connected after the stop closed the client: this session is closed too
+                handler.close()
             done.set_result(None)
         except BaseException as exc:  # noqa: BLE001  (handed to the main thread)
             done.set_exception(exc)
@@ -230,6 +233,17 @@ def close_within(handler: SocketModeHandler, seconds: float) -> bool:
     if closing.is_alive():
         log.warning("the Socket Mode connection did not close within %.0f s; leaving it", seconds)
     return not closing.is_alive()
+
+
+def drain(pool: ThreadPoolExecutor, seconds: float) -> None:
+    """Let ``pool`` finish the tasks it was given (replies being posted, turns recorded), for at most
+    ``seconds``: a stop that leaves past the interpreter's teardown (``leave_now``) would otherwise cut
+    them off, where a normal exit waited for them without a bound."""
+    waiting = threading.Thread(target=pool.shutdown, kwargs={"wait": True}, name="slack-io-drain", daemon=True)
+    waiting.start()
+    waiting.join(seconds)
+    if waiting.is_alive():
+        log.warning("replies still being posted after %.0f s; not waiting for them", seconds)
 
 
 def still_running() -> list[str]:
@@ -341,7 +355,7 @@ def run(settings: Settings) -> None:
             runner.stop()
         for pool in (answers, quick):
             pool.shutdown()
-        slack_io.shutdown(wait=False)
+        drain(slack_io, SLACK_IO_WAIT_S)
         # Exiting while torch is still being imported on the warm-up thread aborts the process
         # ("terminate called without an active exception"): a load about to finish is waited for,
         # a longer one is left by ``main`` (``leave_now``).

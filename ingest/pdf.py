@@ -180,13 +180,16 @@ class VisibleLine:
 
 
 def _union(boxes: Sequence[Sequence[float]]) -> Box:
-    """The box around ``boxes`` (each non-empty), as PyMuPDF's ``Rect | Rect`` gives it: MuPDF unites
-    rectangles in 32-bit floats, so a union of two or more is rounded to them; one box is itself."""
-    if len(boxes) == 1:
-        x0, y0, x1, y1 = (float(v) for v in boxes[0])
+    """The box around ``boxes`` (at least one), as PyMuPDF's ``Rect | Rect | …`` gives it: an empty box
+    (no width or no height, e.g. an invisible span on a searchable scan) adds nothing unless all are
+    empty (then the first is the result); MuPDF unites rectangles in 32-bit floats, so a union of two or
+    more non-empty boxes is rounded to them, and one is itself."""
+    solid = [b for b in boxes if not (b[0] >= b[2] or b[1] >= b[3])]
+    if len(solid) <= 1:
+        x0, y0, x1, y1 = (float(v) for v in (solid or boxes)[0])
         return x0, y0, x1, y1
-    x0, y0, x1, y1 = array("f", (min(b[0] for b in boxes), min(b[1] for b in boxes),
-                                 max(b[2] for b in boxes), max(b[3] for b in boxes)))
+    x0, y0, x1, y1 = array("f", (min(b[0] for b in solid), min(b[1] for b in solid),
+                                 max(b[2] for b in solid), max(b[3] for b in solid)))
     return x0, y0, x1, y1
 
 

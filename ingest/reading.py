@@ -76,10 +76,11 @@ MIN_SCAN_DPI = 50
 
 
 def _page_sized_image(page: pymupdf.Page) -> bool:
-    """Whether one of the page's images has the pixels (its declared width and height, nothing decoded)
-    to cover SCAN_COVER of the page at MIN_SCAN_DPI."""
+    """Whether the page's images have between them the pixels (their declared widths and heights, nothing
+    decoded; a scan may be stored in strips) to cover SCAN_COVER of the page at MIN_SCAN_DPI."""
     need = SCAN_COVER * (page.rect.width / 72 * MIN_SCAN_DPI) * (page.rect.height / 72 * MIN_SCAN_DPI)
-    return any(int(image[2]) * int(image[3]) >= need for image in page.get_images())
+    images = page.get_images()
+    return bool(images) and sum(max(0, int(i[2])) * max(0, int(i[3])) for i in images) >= need
 
 
 def looks_scanned(page: pymupdf.Page, mode: str) -> bool:

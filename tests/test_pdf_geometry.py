@@ -13,7 +13,7 @@ import random
 from functools import reduce
 
 from ingest.mupdf import pymupdf
-from ingest.pdf import MIN_READABLE_SIZE, _union, span_is_hidden
+from ingest.pdf import MIN_READABLE_SIZE, _background, _Rect, _union, span_is_hidden
 
 PAGE = (0.0, 0.0, 612.0, 792.0)
 
@@ -70,6 +70,25 @@ def test_a_lines_box_is_the_union_pymupdf_forms() -> None:
         boxes = []
         for _ in range(rng.randint(1, 6)):
             x0, y0 = rng.uniform(0, 600) + rng.random() / 3, rng.uniform(0, 780) + rng.random() / 7
-            boxes.append((x0, y0, x0 + rng.uniform(0.1, 80) / 3, y0 + rng.uniform(0.1, 14) / 7))
+            w, h = rng.uniform(0.1, 80) / 3, rng.uniform(0.1, 14) / 7
+            kind = rng.random()  # now and then a box without width or height, or turned inside out
+            if kind < 0.1:
+                w = 0.0
+            elif kind < 0.15:
+                h = -h
+            boxes.append((x0, y0, x0 + w, y0 + h))
         expected = reduce(operator.or_, (pymupdf.Rect(b) for b in boxes))
         assert _union(boxes) == tuple(expected), boxes
+
+
+def test_translucent_fills_are_laid_over_what_lies_beneath_in_drawing_order() -> None:
+    box = (10.0, 10.0, 20.0, 20.0)
+    blue = _Rect(0, 0, 100, 100, (0.0, 0.0, 1.0))
+    red_half = _Rect(0, 0, 100, 100, (1.0, 0.0, 0.0), 0.5)
+    green_tint = _Rect(0, 0, 100, 100, (0.0, 1.0, 0.0), 0.2)
+    assert _background(box, [blue, red_half]) == (0.5, 0.0, 0.5)
+    assert _background(box, [red_half, blue]) == (0.0, 0.0, 1.0)  # an opaque fill hides what was under it
+    r, g, b = _background(box, [blue, red_half, green_tint])  # red over blue first, then green over both
+    assert (round(r, 6), round(g, 6), round(b, 6)) == (0.4, 0.2, 0.4)
+    assert _background(box, [green_tint]) == (0.8, 1.0, 0.8)  # over white paper
+    assert _background((200.0, 200.0, 210.0, 210.0), [blue]) == (1.0, 1.0, 1.0)  # not under it: paper

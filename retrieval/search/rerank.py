@@ -97,9 +97,27 @@ FALLBACK = SENTENCES
 
 
 def _hub_online() -> bool:
-    """Whether the Hugging Face hub may be asked for a model: only when the operator turned its offline
-    mode off (``HF_HUB_OFFLINE=0``); Chapter & Verse never downloads otherwise."""
-    return os.environ.get("HF_HUB_OFFLINE", "1").strip().lower() in ("0", "false", "no", "off")
+    """Whether the Hugging Face hub may be asked for a model. ``CrossEncoderReranker`` sets
+    ``HF_HUB_OFFLINE=1`` when it is unset, so only an operator who set it otherwise allows a download;
+    huggingface_hub reads any value but 1, ON, YES and TRUE as online."""
+    value = os.environ.get("HF_HUB_OFFLINE")
+    return value is not None and value.strip().upper() not in ("1", "ON", "YES", "TRUE")
+
+
+def _cached(requested: str) -> bool:
+    """Whether ``requested`` is a model in the Hugging Face cache or in sentence-transformers' own
+    (``SENTENCE_TRANSFORMERS_HOME``), the two places a ``CrossEncoder`` loads from offline."""
+    from huggingface_hub import try_to_load_from_cache  # noqa: PLC0415
+
+    for cache_dir in (None, os.environ.get("SENTENCE_TRANSFORMERS_HOME")):
+        if cache_dir == "":
+            continue
+        try:
+            if isinstance(try_to_load_from_cache(requested, "config.json", cache_dir=cache_dir), str):
+                return True
+        except Exception:  # noqa: BLE001, S112  (not a repo id, no cache: not there)
+            continue
+    return False
 
 
 def _found(requested: str) -> str | None:
@@ -107,13 +125,8 @@ def _found(requested: str) -> str | None:
     importing torch; None when it cannot be had (no such folder, not in the cache, the hub offline)."""
     if Path(requested).expanduser().exists():
         return "path"
-    try:
-        from huggingface_hub import try_to_load_from_cache  # noqa: PLC0415
-
-        if isinstance(try_to_load_from_cache(requested, "config.json"), str):
-            return "cache"
-    except Exception:  # noqa: BLE001, S110  (not a repo id, no cache: not there)
-        pass
+    if _cached(requested):
+        return "cache"
     return "hub" if _hub_online() else None
 
 
