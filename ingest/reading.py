@@ -3,7 +3,8 @@
 * **Text layer** (most pages): ``ingest.pdf.page_parts``; invisible text on such a page stays hidden
   and untrusted.
 * **OCR** (``ingest.ocr``) for a page with no usable text: fewer than ``MIN_TEXT_CHARS`` visible
-  characters while an image or drawing could hold text (an empty page is left empty). With
+  characters while an image or drawing could hold text (``how``; an empty page is left empty, and a
+  page number beside a rule or an ornament keeps its text layer). With
   ``CHAPTERVERSE_OCR_MODE=always`` every page is read by OCR; with ``off``, none.
 * **A searchable scan's own text layer**: invisible text over an image covering at least
   ``SCAN_COVER`` of the page is what an office scanner or OCRmyPDF lays over the page image. It is
@@ -54,19 +55,28 @@ def _chars(parts: PageParts) -> int:
     return sum(len(line.strip()) for line in parts.text.splitlines())
 
 
-def how(parts: PageParts, cover: float, drawn: bool, mode: str) -> str:
+MIN_PICTURE_COVER = 0.1  # an image over this share of a page with almost no text may be a picture of text
+OUTLINED_PATHS = 100  # vector paths from which a page with almost no text may hold words drawn as outlines
+
+
+def how(parts: PageParts, cover: float, drawings: int, mode: str) -> str:
     """``"text"``, ``"layer"`` (try the invisible text layer of a scan) or ``"ocr"``, for a page whose
-    text layer gave ``parts``, with images covering ``cover`` of it, and ``drawn`` when it has images
-    or vector drawings at all."""
+    text layer gave ``parts``, with images covering ``cover`` of it and ``drawings`` vector paths.
+    A page without text is read by OCR when anything is drawn on it; a page with a few words (a page
+    number, a running head) only when a picture covers a part of it or its paths are many enough to
+    be words drawn as outlines: a rule, an ornament or a small logo gives OCR nothing to read."""
     if mode == "off":
         return "text"
     if mode == "always":
         return "ocr"
-    if _chars(parts) >= MIN_TEXT_CHARS:
+    chars = _chars(parts)
+    if chars >= MIN_TEXT_CHARS:
         return "text"
     if cover >= SCAN_COVER:
         return "layer"
-    return "ocr" if drawn else "text"
+    if chars == 0:
+        return "ocr" if cover > 0 or drawings else "text"
+    return "ocr" if cover >= MIN_PICTURE_COVER or drawings >= OUTLINED_PATHS else "text"
 
 
 SCAN_CONTENT_BYTES = 4096  # a scanned page's drawing instructions only place its image (compressed size)
@@ -111,7 +121,7 @@ def read_page(page: pymupdf.Page, options: OcrOptions, engine: Engine,
     if options.mode == "off" or (options.mode == "auto" and _chars(parts) >= MIN_TEXT_CHARS):
         return parts  # the common case, without looking at images
     cover = image_cover(page)
-    kind = how(parts, cover, cover > 0 or bool(page.get_drawings()), options.mode)
+    kind = how(parts, cover, len(page.get_drawings()), options.mode)
     if kind == "text":
         return parts
     if kind == "layer":

@@ -427,6 +427,30 @@ def test_the_ocr_parser_dies_with_a_parent_killed_outright(tmp_path) -> None:
             parent.kill()
 
 
+def test_a_near_blank_page_with_a_rule_and_a_page_number_is_not_sent_to_ocr() -> None:
+    """A page holding only its number under a ruled running head (a blank page of a typeset manual) has a
+    few words and a few paths: nothing for OCR to read, so it keeps its text layer and costs no OCR."""
+    doc = pymupdf.open()
+    add_typeset(doc, 300, 200, left_lines(TYPESET_ONE, size=12))
+    blank = add_typeset(doc, 300, 200, [(140, 190, "12", 9)])
+    blank.draw_line(pymupdf.Point(20, 20), pymupdf.Point(280, 20))
+    blank.draw_line(pymupdf.Point(20, 180), pymupdf.Point(280, 180))
+    parsed, told = run_parse(pdf_bytes(doc), "blank.pdf")
+    assert [p.read_by for p in parsed.pages] == ["text", "text"] and told == [], told
+    assert parsed.pages[1].text.strip() == "12", parsed.pages[1].text
+
+
+def test_a_picture_of_text_on_a_page_with_only_its_number_is_read_by_ocr() -> None:
+    """A page whose text layer holds only its number while a picture of text covers part of it (a pasted
+    scan of a notice) is read by OCR."""
+    doc = pymupdf.open()
+    page = add_typeset(doc, 300, 400, [(140, 390, "12", 9)])
+    page.insert_image(pymupdf.Rect(0, 0, 300, 200), stream=png(scanned(300, 200, left_lines(FUEL))))
+    parsed, told = run_parse(pdf_bytes(doc), "notice.pdf")
+    assert parsed.pages[0].read_by == "ocr" and told == [1], (parsed.pages[0].read_by, told)
+    assert found(FUEL[0], parsed.pages[0].text), parsed.pages[0].text
+
+
 def test_a_long_typeset_document_with_a_small_image_on_every_page_is_not_taken_for_a_scan() -> None:
     """A logo or an ornament on each page (short drawing instructions, an image) is not a scan: a document
     longer than the OCR page limit is read from its text layer, not refused before its first page."""
