@@ -223,27 +223,15 @@ def connected(handler: SocketModeHandler, stop: threading.Event) -> bool:
     return False
 
 
-def close_within(handler: SocketModeHandler, seconds: float) -> bool:
-    """``handler.close()``, waited for at most ``seconds``: slack_sdk joins its session threads
-    without a timeout, and a receive thread stuck in a half-open connection holds the lock the
-    close needs. True when it closed."""
-    closing = threading.Thread(target=handler.close, name=CLOSE_THREAD, daemon=True)
-    closing.start()
-    closing.join(seconds)
-    if closing.is_alive():
-        log.warning("the Socket Mode connection did not close within %.0f s; leaving it", seconds)
-    return not closing.is_alive()
-
-
-def drain(pool: ThreadPoolExecutor, seconds: float) -> None:
-    """Let ``pool`` finish the tasks it was given (replies being posted, turns recorded), for at most
-    ``seconds``: a stop that leaves past the interpreter's teardown (``leave_now``) would otherwise cut
-    them off, where a normal exit waited for them without a bound."""
-    waiting = threading.Thread(target=pool.shutdown, kwargs={"wait": True}, name="slack-io-drain", daemon=True)
-    waiting.start()
-    waiting.join(seconds)
-    if waiting.is_alive():
-        log.warning("replies still being posted after %.0f s; not waiting for them", seconds)
+def finished_within(work: Callable[[], object], seconds: float, name: str) -> bool:
+    """``work()`` on a daemon thread named ``name``, waited for at most ``seconds``; whether it finished.
+    For the parts of a stop that may not return: slack_sdk's ``close()`` joins its session threads without
+    a timeout (a receive thread stuck in a half-open connection holds the lock it needs), and a reply
+    being posted waits on Slack."""
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return not thread.is_alive()
 
 
 def still_running() -> list[str]:
@@ -348,14 +336,18 @@ def run(settings: Settings) -> None:
         while not stop.wait(1.0):
             pass
     finally:
-        close_within(handler, CLOSE_WAIT_S)
+        if not finished_within(handler.close, CLOSE_WAIT_S, CLOSE_THREAD):
+            log.warning("the Socket Mode connection did not close within %.0f s; leaving it", CLOSE_WAIT_S)
         keeper.stop()
         digests.stop()
         if runner is not None:
             runner.stop()
         for pool in (answers, quick):
             pool.shutdown()
-        drain(slack_io, SLACK_IO_WAIT_S)
+        # replies being posted, turns recorded: a stop that leaves past the interpreter's teardown
+        # (``leave_now``) would cut them off, where a normal exit waited for them without a bound
+        if not finished_within(lambda: slack_io.shutdown(wait=True), SLACK_IO_WAIT_S, "slack-io-drain"):
+            log.warning("replies still being posted after %.0f s; not waiting for them", SLACK_IO_WAIT_S)
         # Exiting while torch is still being imported on the warm-up thread aborts the process
         # ("terminate called without an active exception"): a load about to finish is waited for,
         # a longer one is left by ``main`` (``leave_now``).
