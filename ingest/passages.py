@@ -1,12 +1,15 @@
 """What a chunk becomes in the index: the text it is indexed by, and its vectors, made segment by segment.
 
-Each chunk runs through the passage encoder alone (``retrieval.encode.passage_encoder``), so its vectors
-are a function of its key (``key_of``) and nothing else: not of the chunks embedded beside it. Until
-7 Dec chunks ran in length-sorted batches whose int8 activations were scaled per batch, which is why a
-document's chunks are embedded in **segments** (those that start on pages 1-256, then 257-512, ...;
-``SEGMENT_PAGES``) and why a segment embedded while the PDF was still being read (``ingest.ahead``) was
-kept only when the final split gave the very same list. Now every chunk embedded then is kept when the
-final split has a chunk with its key; the segments remain the unit of that early work.
+The passage encoder runs chunks sorted by length in batches, and its int8 activations are scaled per
+batch, so a chunk's vectors depend a little on the chunks embedded with it (two batch-independent
+variants were measured and lost answers: ``results/ingest_per_chunk_quality.json``,
+``results/ingest_per_token_quality.json``). A document's chunks are therefore embedded in
+**segments**: the chunks that start on pages 1-256 together, then those on pages 257-512, and so on
+(``SEGMENT_PAGES``). A segment's vectors are a function of the list of chunks it embeds, and nothing
+else; that is what lets the pipeline take the vectors of a segment embedded while the PDF was still
+being read (``ingest.ahead``) whenever the final chunks of that segment are the same list. A
+document of up to 256 pages is one segment: its chunks are embedded all together, as before there
+were segments, bit for bit.
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ def plan(chunks: Sequence[Chunk], keys: Sequence[Key], known: Iterable[Key] | No
 def embed_segment(embedder: Embedder, indexed: Sequence[str], chunks: Sequence[Chunk], keys: Sequence[Key],
                   on_batch: Callable[[int], object] | None = None, workers: int | None = None) -> Segment:
     """Embed one segment's chunks (``indexed``: their indexed texts) in one ``Embedder.embed_chunks``
-    call: one chunk a run, ``workers`` runs at once (default one per core)."""
+    call: sorted by length, in batches (``workers`` of them at once; default one per core)."""
     vectors, windows = embedder.embed_chunks(indexed, [(c.context, c.text) for c in chunks], on_batch=on_batch,
                                              workers=workers)
     return Segment(tuple(keys), tuple(zip(vectors, windows, strict=True)))

@@ -202,13 +202,14 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     keys = [key_of(c, t) for t, c in zip(texts, chunks, strict=True)]
     fresh: dict[int, Vectors] = {}  # by chunk index: the vectors made now or while the pages were read
     todo: list[list[int]] = []  # the segments still to embed
-    # a passage's vectors are a function of its key alone (retrieval.encode.passage_encoder), so every chunk
-    # embedded while the pages were read is kept when the final split has it too, whatever else changed
-    guessed = {k: v for segment in made_ahead.values() for k, v in zip(segment.keys, segment.vectors, strict=True)}
-    for idx in plan(chunks, keys, reuse).values():
-        fresh.update((i, guessed[keys[i]]) for i in idx if keys[i] in guessed)
-        if missing := [i for i in idx if i not in fresh]:
-            todo.append(missing)
+    right = 0
+    for number, idx in plan(chunks, keys, reuse).items():
+        guessed = made_ahead.get(number)
+        if guessed is not None and guessed.keys == tuple(keys[i] for i in idx):
+            fresh.update(zip(idx, guessed.vectors, strict=True))
+            right += 1
+        else:
+            todo.append(idx)
     kept = len(fresh)
     to_embed = sum(map(len, todo))
     clock.lap("split")
@@ -228,8 +229,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     vectors = np.array([v for v, _ in pairs], dtype=np.float32).reshape(len(chunks), embedder.dim)
     sentence_vectors = [w for _, w in pairs]
     clock.lap("embed")
-    log.info("%s: %d of %d passages embedded while its pages were read (%d embedded then)",
-             src.name, kept, len(chunks), len(guessed))
+    log.info("%s: %d of %d passages embedded while its pages were read (%d of %d segments guessed right)",
+             src.name, kept, len(chunks), right, len(made_ahead))
     if on_progress:
         on_progress(f"{src.name}: {len(chunks)} chunks embedded")
     if progress:

@@ -84,23 +84,6 @@ def test_one_int8_pass_gives_the_chunk_vectors_and_every_window(embedder, cfr_ch
     assert hits / total > 0.5, (hits, total)
 
 
-def test_a_passage_vector_depends_on_its_text_alone(embedder, cfr_chunks):
-    """Each passage runs alone (no padding, no mask, int8 scaled for it alone): encoded among others, in
-    another order or by itself, a passage gets the same vector and window vectors, so a new edition's
-    unchanged chunks and a re-ingest give the vectors the first ingest gave."""
-    texts, sources = cfr_chunks
-    enc = embedder.passage_encoder()
-    assert "attention_mask" not in enc.meta.inputs
-    spans = [window_spans(t, c, body) for t, (c, body) in zip(texts, sources, strict=True)]
-    together = enc.encode(texts, spans)
-    reversed_ = enc.encode(texts[::-1], spans[::-1], workers=1)
-    for i in (0, len(texts) // 2, len(texts) - 1):
-        alone = enc.encode([texts[i]], [spans[i]])
-        assert np.array_equal(alone.vectors[0], together.vectors[i])
-        assert np.array_equal(alone.vectors[0], reversed_.vectors[len(texts) - 1 - i])
-        assert np.array_equal(alone.windows[0], together.windows[i], equal_nan=True)
-
-
 def test_ingest_with_the_export_in_place_does_not_import_torch(embedder, settings, cfr_chunks, tmp_path):
     embedder.embed_chunks(*cfr_chunks)  # the export exists in the test home now
     code = (

@@ -6,9 +6,6 @@ transformer is exported once to ONNX with its *token* states as output, its MatM
 quantized to int8 (onnxruntime dynamic quantization, per output channel), and run with
 onnxruntime on all cores:
 
-* each passage runs alone, so the graph has no attention mask (nothing to pad) and int8 activations
-  are scaled per passage: a passage's vector depends on its text alone, never on which passages
-  shared a run with it (FORMAT 2; FORMAT 1 ran batches of eight, padded and masked);
 * a chunk's vector is the mean of all its token states, L2-normalised: the model's own pooling
   (sentence-transformers ``Pooling`` in mean mode, then ``Normalize``), so it is the vector the
   torch model gives, up to int8 rounding (cosine >= INT8_MIN_COSINE on the probes, measured at export);
@@ -23,7 +20,7 @@ says so in ``meta.json``.
 
 Layout under the state directory (``CHAPTERVERSE_HOME``)::
 
-    passage-encoder/<key>/passages.onnx   one passage's token states out; int8 (or fp32, see meta.json)
+    passage-encoder/<key>/passages.onnx   token states out; int8 (or fp32, see meta.json)
     passage-encoder/<key>/meta.json       inputs, precision, checksum, probe vectors
 
 ``<key>`` identifies the model directory's files (``retrieval.encode.query_encoder.model_key``), so
@@ -50,14 +47,11 @@ from retrieval.store.db import first_line
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2  # bump when the graph's inputs/outputs, the quantization or the probes change (2: no attention mask, one passage a run)
+FORMAT = 1  # bump when the graph's inputs/outputs, the quantization or the probes change
 GRAPH = "passages.onnx"
 INT8_MIN_COSINE = 0.97  # int8 probe vectors at least this close to torch's, else the fp32 graph ships
 LOAD_MIN_COSINE = 0.999  # a loaded graph must reproduce the probe vectors its export recorded
-# One passage a run: it is the fastest as well as batch-independent. Word pieces per CPU-second, one thread, 96 FAA
-# passages of 150-250 pieces (Xeon with AMX): batches of 8, padded and masked, 8.4k; of 4, 10.4k; of 2, 11.2k; one
-# passage with the mask, 11.1k; without it, 12.2k (the mask's broadcast add over every head's scores is ~12 % of a
-# padded batch). On an older CPU without AMX: 8: 13.2k, 32: 11.7k, 64: 10.4k.
+BATCH = 8  # texts per run: smaller batches are a little faster per token on 2 cores (8: 13.2k, 32: 11.7k, 64: 10.4k tokens per CPU-second on 14 CFR 91)
 
 Spans = Sequence[tuple[int, int]]  # character spans [start, end) into one text
 
@@ -95,10 +89,10 @@ def one() -> int:
 
 class PassageEncoder(qe.OnnxEncoder):
     """A loaded export: ``encode`` gives passage vectors and, for given character spans of each
-    passage, the pooled vectors of the tokens inside them. One passage a run (longest first), each
-    run on one thread, as many side by side as there are cores (one onnxruntime session: its runs
-    may overlap). A passage's vector depends on its text alone: not on the number of cores, nor on
-    the other passages encoded with it."""
+    passage, the pooled vectors of the tokens inside them. Batches sorted by length and padded to
+    the batch's longest, each run on one thread, as many side by side as there are cores (one
+    onnxruntime session: its runs may overlap). The batches, and so the vectors, are the same
+    whatever the number of cores."""
 
     NAME = "passage"
     GRAPH = GRAPH
@@ -109,10 +103,11 @@ class PassageEncoder(qe.OnnxEncoder):
         return self.encode(texts).vectors
 
     def encode(self, texts: Sequence[str], spans: Sequence[Sequence[Spans]] | None = None, *,
-               on_batch: Callable[[int], object] | None = None, workers: int | None = None) -> Encoded:
+               batch_size: int = BATCH, on_batch: Callable[[int], object] | None = None,
+               workers: int | None = None) -> Encoded:
         """Vectors of ``texts``; with ``spans`` (per text, per window, the character spans the
         window covers in that text), also each window's vector, pooled from the same pass.
-        ``workers``: runs at once (default one per core); ``on_batch(1)`` after each text."""
+        ``workers``: batches run at once (default one per core); the vectors do not depend on it."""
         dim = self.meta.dim
         vectors = np.zeros((len(texts), dim), dtype=np.float32)
         windows = [np.full((len(spans[i]) if spans else 0, dim), np.nan, dtype=np.float32)
@@ -122,33 +117,38 @@ class PassageEncoder(qe.OnnxEncoder):
             return Encoded(vectors, windows, missing)
         encs = self._tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids), reverse=True)
-        with in_order(lambda i: self._run(encs[i]), order, workers or self.workers()) as ran:
-            for i, states in zip(order, ran, strict=True):
-                self._pool(i, states, encs[i], spans[i] if spans else (), vectors, windows[i], missing)
+        batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+        with in_order(lambda idx: self._run([encs[i] for i in idx]), batches,
+                      workers or self.workers()) as ran:
+            for idx, (states, mask) in zip(batches, ran, strict=True):
+                self._pool(idx, states, mask, encs, spans, vectors, windows, missing)
                 if on_batch:
-                    on_batch(1)
+                    on_batch(len(idx))
         return Encoded(vectors, windows, missing)
 
     @staticmethod
-    def _pool(i: int, states: np.ndarray, enc: Any, spans: Sequence[Spans], vectors: np.ndarray,
-              windows: np.ndarray, missing: list[tuple[int, int]]) -> None:
-        """Text ``i``'s vector and its windows' vectors, pooled from its token states (in place)."""
-        vectors[i] = _unit(states.mean(axis=0))
-        if not spans:
-            return
-        offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
-        special = np.asarray(enc.special_tokens_mask, dtype=bool)
-        for w, pieces in enumerate(spans):
-            chosen = _tokens_inside(offsets, special, pieces)
-            if chosen.any():
-                windows[w] = _unit(states[chosen].mean(axis=0))
-            else:
-                missing.append((i, w))
+    def _pool(idx: Sequence[int], states: np.ndarray, mask: np.ndarray, encs: Sequence[Any],
+              spans: Sequence[Sequence[Spans]] | None, vectors: np.ndarray, windows: list[np.ndarray],
+              missing: list[tuple[int, int]]) -> None:
+        """One batch's chunk vectors and window vectors, pooled from its token states (in place)."""
+        for row, i in enumerate(idx):
+            n = int(mask[row].sum())
+            vectors[i] = _unit(states[row, :n].mean(axis=0))
+            if spans:
+                offsets = np.asarray(encs[i].offsets, dtype=np.int64).reshape(-1, 2)
+                special = np.asarray(encs[i].special_tokens_mask, dtype=bool)
+                for w, pieces in enumerate(spans[i]):
+                    chosen = _tokens_inside(offsets, special, pieces)
+                    if chosen.any():
+                        windows[i][w] = _unit(states[row, :n][chosen].mean(axis=0))
+                    else:
+                        missing.append((i, w))
 
-    def _run(self, enc: Any) -> np.ndarray:
-        """One passage's token states (tokens, dim): the graph's inputs for it alone, unpadded."""
-        states = self._session.run(None, qe.padded([enc], self.meta.inputs))[0][0]
-        return np.asarray(states, dtype=np.float32)
+    def _run(self, encs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        arrays = qe.padded(encs, self.meta.inputs)
+        mask = arrays["attention_mask"]
+        states = self._session.run(None, arrays)[0]
+        return np.asarray(states, dtype=np.float32), mask
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -246,7 +246,8 @@ def _finish(tmp: Path, meta: Meta, model_path: str, want: np.ndarray) -> Meta:
     meta = meta.model_copy(update={"onnx_bytes": len(data), "onnx_sha256": hashlib.sha256(data).hexdigest()})
     enc = PassageEncoder(tmp, model_path, meta)
     got = enc.encode(qe.PROBES).vectors
-    loaded = got[:qe.LOAD_PROBES]  # each probe runs alone: the load check's vectors are these
+    # int8 activations are scaled per batch, so the load check's batch is recorded as such
+    loaded = enc.encode(qe.PROBES[:qe.LOAD_PROBES]).vectors
     return meta.model_copy(update={"probe_cosine": qe.agreement(got, want), "probe_vectors": loaded.tolist()})
 
 
@@ -261,9 +262,6 @@ def _build(model: Any, model_path: str, key: str, tmp: Path) -> Meta:
         return base.model_copy(update={"unsupported": str(exc)})
     want = qe.torch_vectors(model)
     fp32 = tmp / "fp32.onnx"
-    # one passage a run has no padding to mask: traced without the mask, the graph skips adding it to
-    # every head's attention scores (the model's own all-ones default, so the same states)
-    inputs = [name for name in inputs if name != "attention_mask"]
     try:
         eager = _eager(model_path, model)
         qe.trace(eager[0], eager, inputs, fp32, key="token_embeddings", output="states",
