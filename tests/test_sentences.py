@@ -37,3 +37,14 @@ def test_a_sentence_still_ends_before_a_digit_after_an_ordinary_word() -> None:
 def test_an_abbreviation_in_brackets_does_not_end_a_sentence_before_a_lower_case_word() -> None:
     assert sentences("Use a terminal (e.g. the x11 one) for this. plot draws it.") == [
         "Use a terminal (e.g. the x11 one) for this.", "plot draws it."]
+
+
+def test_an_abbreviation_is_read_at_the_paragraph_start_and_after_a_long_paragraph() -> None:
+    """The word before a stop is the last run of non-space characters since the paragraph began (stepped back
+    to, not searched for from the paragraph's start): at the very start, behind an opening bracket or quote,
+    and after thousands of words of code listing."""
+    assert sentences("(p. 3) shows it. Then more.") == ["(p. 3) shows it.", "Then more."]
+    assert sentences('"Fig. 2" is wrong. Next.') == ['"Fig. 2" is wrong.', "Next."]
+    listing = " ".join(f"v{i} = f(v{i - 1});" for i in range(3000))
+    text = f"{listing} See Fig. 3 for the plot. Then stop."
+    assert sentences(text)[-2:] == ["See Fig. 3 for the plot.", "Then stop."]

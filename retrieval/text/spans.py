@@ -54,7 +54,6 @@ def trimmed(text: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]
 
 SENTENCE_BREAK = re.compile(r"(?<=[.;?!])[\"')\]]?\s+(?=[\"'(\[§A-Z0-9])")
 _BREAK_BEFORE_LOWER = re.compile(r"(?<=[.?!])[\"')\]]?\s+(?=[a-z])")  # "… two major differences. refresh reformats …"
-_LAST_WORD = re.compile(r"(\S+)[\"')\]]?\s*\Z")
 _DOTTED = re.compile(r"(?:[^\W\d_]\.){2,}")  # "u.s.", "a.m.", "e.g.": letters each followed by a stop
 
 
@@ -78,9 +77,16 @@ def sentence_breaks(text: str, start: int = 0, end: int | None = None, *, lowerc
 
 def _word_before(text: str, start: int, stop: int) -> str:
     """The word ending with the stop at ``stop``, lower-cased, without opening brackets or quotes:
-    "(p." is "p."."""
-    last = _LAST_WORD.search(text, start, stop + 1)
-    return last.group(1).lower().lstrip("([{\"'“‘") if last else ""
+    "(p." is "p.": the last run of non-space characters in ``text[start:stop + 1]``. Found by stepping
+    back from ``stop``; a regex anchored at the end tried every position from ``start`` on, once per
+    sentence break, which cost 0.96 of the 1.43 CPU-s of splitting valgrind's manual (long paragraphs)."""
+    end = min(stop + 1, len(text))
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    begin = end
+    while begin > start and not text[begin - 1].isspace():
+        begin -= 1
+    return text[begin:end].lower().lstrip("([{\"'“‘")
 
 
 def split_sentences(text: str, start: int, end: int, *, lowercase_starts: bool = False,
