@@ -9,8 +9,8 @@
 * **A searchable scan's own text layer**: invisible text over an image covering at least
   ``SCAN_COVER`` of the page is what an office scanner or OCRmyPDF lays over the page image. It is
   read as the page's text (``read_by="scan-layer"``) when it reads as words (``layer_quality``: at
-  least ``GOOD_LAYER`` of its word-like tokens are plausible words or numbers); a garbled layer is set
-  aside and the page read by our own OCR instead.
+  least ``GOOD_LAYER`` of its tokens that hold a letter or digit are plausible words or numbers); a
+  garbled layer is set aside and the page read by our own OCR instead.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ MIN_TEXT_CHARS = 40  # visible characters below which a page has no usable text 
 SCAN_COVER = 0.6  # share of the page an image covers on a scanned page
 GOOD_LAYER = 0.75  # share of plausible tokens from which a scan's text layer is trusted
 _TOKEN = re.compile(r"\S+")
-_WORD = re.compile(r"^[(\"'\[]*(?:[A-Za-zÀ-ÿ]+(?:[-'’][A-Za-zÀ-ÿ]+)*|[\d][\d.,:/-]*%?|[A-Z]{1,4}-?\d+[\w.-]*)"
-                   r"[)\"'\].,;:!?]*$")
+_SYMBOLS = re.compile(r"^[^\w]+$")  # "::=", "|", "(", "..." : no letter, no digit
+_WORD = re.compile(r"^[(\"'\[{<]*(?:[A-Za-zÀ-ÿ]+(?:[-'’][A-Za-zÀ-ÿ]+)*|[\d][\d.,:/-]*%?|[A-Z]{1,4}-?\d+[\w.-]*)"
+                   r"[)\"'\]}>.,;:!?]*$")
 _VOWEL = re.compile(r"[aeiouyàâäéèêëîïôöûüAEIOUYÀÂÄÉÈÊËÎÏÔÖÛÜ]")
 
 
@@ -42,9 +43,12 @@ def image_cover(page: pymupdf.Page) -> float:
 
 def layer_quality(text: str) -> float:
     """The share of a text layer's tokens that read as words or numbers: a letter run with a vowel (or a
-    short one, "by", "St"), a number, a code like "AC-91"; OCR garbage ("iI1l|", "ﬁ~^", "Tlie_rn")
-    is not. 0 for a layer without tokens."""
-    tokens = _TOKEN.findall(text)
+    short one, "by", "St"), a number, a code like "AC-91", each possibly in brackets, braces or quotes;
+    OCR garbage ("iI1l|", "ﬁ~^", "Tlie_rn") is not. Tokens of symbols alone ("::=", "|", "...") count
+    neither way: a grammar or a code listing is full of them (a language manual's scanned syntax page
+    read 0.48 when they counted, and its exact layer went to OCR, which read "::=" as ":="). 0 for a
+    layer without tokens."""
+    tokens = [t for t in _TOKEN.findall(text) if not _SYMBOLS.match(t)]
     if not tokens:
         return 0.0
     good = sum(1 for t in tokens if _WORD.match(t) and (len(t) <= 3 or _VOWEL.search(t) or t[0].isdigit()))

@@ -323,6 +323,23 @@ def test_a_typeset_page_under_a_faint_tint_keeps_its_text_layer_and_a_dark_box_s
     assert page_read.hidden_chars >= len(INJECTED.replace(" ", "")), page_read.hidden_chars
 
 
+GRAMMAR = ["ident ::= letter {letter | digit | _}", "integer ::= [-] {0 ... 9} | 0x {0 ... 9 | A ... F}",
+           "char ::= ' regular-char | escape-char '", "escape ::= \\ {b | n | r | t}"]
+
+
+def test_a_scanned_grammar_keeps_its_exact_text_layer() -> None:
+    """A language manual's syntax page, scanned with an exact invisible layer: its "::=", "|" and "..." are
+    not OCR garbage, so the layer is read (OCR wrote "::=" as ":=" when such tokens counted against it)."""
+    lines = left_lines(GRAMMAR)
+    doc = pymupdf.open()
+    page = add_scan(doc, scanned(300, 200, lines))
+    for x, y, text, size in lines:
+        page.insert_text((x, y), text, fontsize=size, fontname="helv", render_mode=3)
+    parsed, told = run_parse(pdf_bytes(doc), "grammar.pdf")
+    assert parsed.pages[0].read_by == "scan-layer" and told == [], (parsed.pages[0].read_by, told)
+    assert all(found(s, parsed.pages[0].text) for s in GRAMMAR), parsed.pages[0].text
+
+
 def test_a_garbled_text_layer_over_a_scan_is_replaced_by_ocr() -> None:
     lines = left_lines(FUEL)
     doc = pymupdf.open()
@@ -375,6 +392,8 @@ def test_layer_quality_tells_words_from_ocr_garbage() -> None:
                          "under 14 CFR 91.103, AC-91 and at 1,700 RPM.") > 0.9
     assert layer_quality(GARBAGE) < 0.5
     assert layer_quality("") == 0.0
+    assert layer_quality(" ".join(GRAMMAR)) > 0.9  # symbols alone count neither way; braces hold words
+    assert layer_quality("::= | ... ~^~") == 0.0  # nothing that could be a word
 
 
 # ---------------------------------------------------------------------------------------------
