@@ -14,7 +14,7 @@ import numpy as np
 import psycopg
 from tqdm import tqdm
 
-from ingest import store
+from ingest import legibility, store
 from ingest.ahead import EmbedAhead
 from ingest.chunk import chunk_pages
 from ingest.isolate import Limits, Parsed, parse
@@ -249,7 +249,8 @@ def ingest_source(settings: Settings, embedder: Embedder, src: Source, collectio
     return IngestResult(src.name, src.origin, collection, status, len(pages), len(chunks),
                         time.perf_counter() - t0, reused=reused, ahead=kept,
                         message=f"{reused:,} of {len(chunks):,} passages unchanged, not embedded again" if reused else "",
-                        warning=parsed.damage_note(), stages=clock.stages, **ocr_summary(pages))
+                        warning="; ".join(n for n in (parsed.damage_note(), legibility.note(pages)) if n),
+                        stages=clock.stages, **ocr_summary(pages))
 
 
 def nothing_searchable(origin: str, pages: int, ocr_mode: str) -> str:
