@@ -36,8 +36,8 @@ def _pages(numbers: Sequence[int]) -> str:
 def misencoded_note(pages: Sequence[Page]) -> str:
     """Text that reads as another alphabet decoded as Latin-1 ("" when it does not)."""
     text = "\n".join(p.text for p in pages)
-    letters = sum(len(w) for w in _LETTER_RUN.findall(text))
     words = _LETTER_RUN.findall(text)
+    letters = sum(map(len, words))
     odd = [w for w in words if _LATIN1_WORD.fullmatch(w)]
     if not letters or len(_LATIN1.findall(text)) < LATIN1_SHARE * letters or len(odd) < LATIN1_WORDS * len(words):
         return ""
@@ -48,7 +48,7 @@ def misencoded_note(pages: Sequence[Page]) -> str:
 
 
 def unsplit_note(pages: Sequence[Page]) -> str:
-    """Text mostly in a script written without spaces between words ("" when it is not)."""
+    """Much text in a script written without spaces between words ("" when there is little)."""
     text = "\n".join(p.text for p in pages)
     letters = sum(len(w) for w in re.findall(r"[^\W\d_]+", text))
     unsplit = len(_UNSPLIT.findall(text))
