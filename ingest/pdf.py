@@ -146,11 +146,12 @@ def span_is_hidden(span: dict, page_rect: Box, rects: Sequence[_Rect], invisible
         return True
     if is_invisible(span):
         return not invisible_ok
-    x0, y0, x1, y1 = span["bbox"]  # floats, as PyMuPDF's text dictionary gives them
+    box: Box = span["bbox"]  # floats, as PyMuPDF's text dictionary gives them
+    x0, y0, x1, y1 = box
     px0, py0, px1, py1 = page_rect
-    if x0 >= x1 or y0 >= y1 or _infinite((x0, y0, x1, y1)):  # empty, or (as PyMuPDF reads it) no box at all
+    if _empty(box) or _infinite(box):  # empty, or (as PyMuPDF reads it) no box at all
         return True
-    if px0 >= px1 or py0 >= py1 or _infinite(page_rect):  # a page without an area shows nothing
+    if _empty(page_rect) or _infinite(page_rect):  # a page without an area shows nothing
         return True
     if not (x0 < px1 and px0 < x1 and y0 < py1 and py0 < y1):  # off the page
         return True
@@ -158,9 +159,14 @@ def span_is_hidden(span: dict, page_rect: Box, rects: Sequence[_Rect], invisible
     if inside < 0.5 * (x1 - x0) * (y1 - y0):
         return True
     fg = _span_rgb(int(span.get("color", 0)))
-    bg = _background((x0, y0, x1, y1), rects)
+    bg = _background(box, rects)
     return abs(_luminance(fg) - _luminance(bg)) < MIN_CONTRAST and max(
         abs(a - b) for a, b in zip(fg, bg, strict=True)) < 0.25
+
+
+def _empty(box: Sequence[float]) -> bool:
+    """No width or no height (PyMuPDF's ``Rect.is_empty``)."""
+    return box[0] >= box[2] or box[1] >= box[3]
 
 
 def _infinite(box: Box) -> bool:
@@ -184,7 +190,7 @@ def _union(boxes: Sequence[Sequence[float]]) -> Box:
     (no width or no height, e.g. an invisible span on a searchable scan) adds nothing unless all are
     empty (then the first is the result); MuPDF unites rectangles in 32-bit floats, so a union of two or
     more non-empty boxes is rounded to them, and one is itself."""
-    solid = [b for b in boxes if not (b[0] >= b[2] or b[1] >= b[3])]
+    solid = [b for b in boxes if not _empty(b)]
     if len(solid) <= 1:
         x0, y0, x1, y1 = (float(v) for v in (solid or boxes)[0])
         return x0, y0, x1, y1
